@@ -1,0 +1,42 @@
+# executor: `make serve` starts the daemon on the local backend; `make test` runs every test,
+# installing and starting what the tests need (Docker, sshd, Apptainer, the SDKs' local servers).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STATE_DIR ?= $(HOME)/.local/state/executor
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: venv serve test test-unit bench proto proto-check clean
+
+# The virtualenv, with executor installed editable and every extra the tests use.
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev,modal,daytona,vercel_sandbox]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+serve: venv
+	$(VENV)/bin/executor serve $(if $(CONFIG),--config $(CONFIG)) --state-dir $(STATE_DIR)
+
+# Regenerate the Python stubs from proto/ (committed; tests/test_proto.py fails when stale).
+proto: venv
+	$(PY) scripts/gen_proto.py
+
+test: venv test-infra
+	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
+
+test-unit: venv
+	$(PY) -m pytest -q -ra -m 'not slow' $(PYTEST_ARGS)
+
+bench: venv bench-infra
+	$(PY) -m bench $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache
+
+# Each area adds its own infrastructure targets and hooks them into test-infra / bench-infra.
+.PHONY: test-infra bench-infra
+-include mk/*.mk

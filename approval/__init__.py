@@ -1,0 +1,1 @@
+"""The approval gate: pure policy. Installed as ``executor.approval``."""

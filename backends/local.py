@@ -1,0 +1,319 @@
+"""The local backend: processes on the daemon's own host, one directory per task.
+
+No isolation beyond the directory and a clean environment: use it for trusted
+work or inside a VM/container of its own. The gate still stands in front of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import fcntl
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import termios
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .base import (
+    Backend,
+    BackendError,
+    ByteQueue,
+    Capabilities,
+    ErrorKind,
+    Health,
+    Options,
+    Process,
+    PtySize,
+    Sandbox,
+)
+
+
+class LocalOptions(Options):
+    #: Where task directories live; default ``<state-dir>/tasks``.
+    root: str | None = None
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name: state, ppid, pgrp, session, ..."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    return raw[raw.rfind(b")") + 2 :].decode().split()
+
+
+def session_members(sid: int) -> list[int]:
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _proc_stat(int(entry))
+            if fields is not None and fields[3] == str(sid):
+                members.append(int(entry))
+    return members
+
+
+def kill_session(sid: int, sig: int) -> int:
+    """Signal every process of session ``sid``; returns how many were signalled."""
+    n = 0
+    for pid in session_members(sid):
+        try:
+            os.kill(pid, sig)
+            n += 1
+        except ProcessLookupError:
+            pass
+    return n
+
+
+class _PipeProcess(Process):
+    def __init__(self, proc: asyncio.subprocess.Process, registry: "_PidRegistry") -> None:
+        self._proc = proc
+        self._registry = registry
+        self.pid = proc.pid
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+
+    async def write(self, data: bytes) -> None:
+        stdin = self._proc.stdin
+        if stdin is None or stdin.is_closing():
+            raise BackendError("stdin is closed", ErrorKind.FAILED_PRECONDITION)
+        stdin.write(data)
+        try:
+            await stdin.drain()
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise BackendError("the process no longer reads its stdin", ErrorKind.FAILED_PRECONDITION) from exc
+
+    async def close_stdin(self) -> None:
+        stdin = self._proc.stdin
+        if stdin is not None and not stdin.is_closing():
+            stdin.close()
+
+    async def wait(self) -> int:
+        code = await self._proc.wait()
+        self._registry.forget(self.pid)
+        return code
+
+
+class _PtyReader:
+    """Reads a pty master without blocking the loop; EIO (slave closed) is EOF."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._q = ByteQueue()
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(fd, self._on_readable)
+        self._open = True
+
+    def _on_readable(self) -> None:
+        try:
+            data = os.read(self._fd, 65536)
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.EINTR):
+                return
+            data = b""
+        if data:
+            self._q.feed(data)
+        else:
+            self.stop()
+            self._q.feed_eof()
+
+    def stop(self) -> None:
+        if self._open:
+            self._open = False
+            self._loop.remove_reader(self._fd)
+
+    async def read(self) -> bytes:
+        return await self._q.read()
+
+
+class _PtyProcess(Process):
+    def __init__(self, proc: subprocess.Popen, master: int, registry: "_PidRegistry") -> None:
+        self._proc = proc
+        self._master = master
+        self._registry = registry
+        self.pid = proc.pid
+        self.stdout = _PtyReader(master)
+        self.stderr = None
+        self._closed = False
+
+    async def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                n = os.write(self._master, view)
+            except BlockingIOError:
+                await asyncio.sleep(0.005)
+                continue
+            except OSError as exc:
+                raise BackendError("the terminal is closed", ErrorKind.FAILED_PRECONDITION) from exc
+            view = view[n:]
+
+    async def close_stdin(self) -> None:
+        return None
+
+    async def resize(self, size: PtySize) -> None:
+        fcntl.ioctl(self._master, termios.TIOCSWINSZ, struct.pack("HHHH", size.rows, size.cols, 0, 0))
+
+    async def wait(self) -> int:
+        loop = asyncio.get_running_loop()
+        while True:
+            code = self._proc.poll()
+            if code is not None:
+                break
+            await asyncio.sleep(0.01)
+        del loop
+        self._registry.forget(self.pid)
+        return code
+
+    async def detach(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.stdout.stop()
+            os.close(self._master)
+
+
+class _PidRegistry:
+    """Session leaders this backend started, on disk, so that a restarted daemon
+    can end what a crashed one left running (never leaving orphans)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+    def remember(self, pid: int) -> None:
+        fields = _proc_stat(pid)
+        start = fields[19] if fields else "0"
+        (self.dir / str(pid)).write_text(start)
+
+    def forget(self, pid: int) -> None:
+        try:
+            (self.dir / str(pid)).unlink()
+        except FileNotFoundError:
+            pass
+
+    def leftovers(self) -> list[int]:
+        alive = []
+        for entry in self.dir.iterdir():
+            if not entry.name.isdigit():
+                continue
+            pid = int(entry.name)
+            fields = _proc_stat(pid)
+            if fields is not None and fields[19] == entry.read_text().strip() and fields[3] == str(pid):
+                alive.append(pid)
+            else:
+                entry.unlink(missing_ok=True)
+        return alive
+
+
+class LocalSandbox(Sandbox):
+    def __init__(self, backend: "LocalBackend", root: Path) -> None:
+        self._backend = backend
+        self.path = root
+        self.root = str(root)
+
+    async def spawn(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str,
+        env: Mapping[str, str],
+        pty: PtySize | None = None,
+    ) -> Process:
+        registry = self._backend.registry
+        try:
+            if pty is None:
+                proc = await asyncio.create_subprocess_exec(
+                    *argv,
+                    cwd=cwd,
+                    env=dict(env),
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                    limit=1 << 20,
+                )
+                registry.remember(proc.pid)
+                return _PipeProcess(proc, registry)
+            master, slave = os.openpty()
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", pty.rows, pty.cols, 0, 0))
+            os.set_blocking(master, False)
+
+            def _controlling_tty() -> None:
+                os.setsid()
+                fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+            try:
+                popen = subprocess.Popen(
+                    list(argv),
+                    cwd=cwd,
+                    env=dict(env),
+                    stdin=slave,
+                    stdout=slave,
+                    stderr=slave,
+                    preexec_fn=_controlling_tty,
+                    close_fds=True,
+                )
+            finally:
+                os.close(slave)
+            registry.remember(popen.pid)
+            return _PtyProcess(popen, master, registry)
+        except FileNotFoundError as exc:
+            raise BackendError(f"cannot start {argv[0]!r}: {exc.strerror}: {exc.filename}", ErrorKind.NOT_FOUND) from exc
+        except OSError as exc:
+            kind = ErrorKind.RESOURCE_EXHAUSTED if exc.errno in (errno.EAGAIN, errno.ENOMEM, errno.EMFILE) else ErrorKind.FAILED_PRECONDITION
+            raise BackendError(f"cannot start a process: {exc}", kind) from exc
+
+    async def signal_session(self, pid: int, sig: int) -> None:
+        kill_session(pid, sig)
+
+    async def release(self, remove_files: bool = False) -> None:
+        if remove_files:
+            await asyncio.to_thread(shutil.rmtree, self.path, True)
+
+
+class LocalBackend(Backend):
+    kind = "local"
+    Options = LocalOptions
+
+    def __init__(self, name: str, options: LocalOptions, *, state_dir: Path) -> None:
+        super().__init__(name, options, state_dir=state_dir)
+        # state_dir is <daemon state>/backends/<name>; tasks default to <daemon state>/tasks
+        self.root = Path(options.root).expanduser() if options.root else state_dir.parents[1] / "tasks"
+        self.registry = _PidRegistry(state_dir / "sessions")
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(pty=True, resize=True, signals=True, stdin=True, background=True,
+                            persistent_shell=True, file_transfer=True, network_policy="host", streaming=True)
+
+    def policy(self) -> dict[str, str]:
+        return {"isolation": "none (host processes)", "root": str(self.root), "network": "host"}
+
+    async def start(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        leftovers = self.registry.leftovers()
+        for sid in leftovers:
+            kill_session(sid, signal.SIGKILL)
+        for sid in leftovers:
+            self.registry.forget(sid)
+        self.orphans_ended = len(leftovers)
+
+    async def health(self) -> Health:
+        if shutil.which("bash") is None:
+            return Health(False, "bash is not installed on this host")
+        if not os.access(self.root, os.W_OK):
+            return Health(False, f"task root {self.root} is not writable")
+        return Health(True)
+
+    async def sandbox(self, task_id: str) -> LocalSandbox:
+        path = self.root / task_id
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BackendError(f"cannot create the task directory {path}: {exc.strerror}",
+                               ErrorKind.RESOURCE_EXHAUSTED if exc.errno == errno.ENOSPC else ErrorKind.FAILED_PRECONDITION) from exc
+        return LocalSandbox(self, path)
