@@ -1,1 +1,19 @@
-"""The approval gate: pure policy. Installed as ``executor.approval``."""
+"""The approval gate: pure policy. Installed as ``executor.approval``.
+
+``analyze(command)`` is detection alone; ``evaluate(command, config, ...)`` adds the
+hardline floor, operator rules, approvals and the mode.  The async broker that waits for
+a human lives in ``executor.approvals``.
+"""
+
+from .config import BackendOverride, GateConfig, HardlineConfig, OperatorRule
+from .detect import findings, split_segments
+from .policy import analyze, apply_mode, evaluate
+from .rules import DEFAULT_HARDLINE, RULES, Rule
+from .store import AlwaysStore, AuditLog
+from .verdict import Decision, Verdict
+
+__all__ = [
+    "AlwaysStore", "AuditLog", "BackendOverride", "DEFAULT_HARDLINE", "Decision", "GateConfig",
+    "HardlineConfig", "OperatorRule", "RULES", "Rule", "Verdict", "analyze", "apply_mode",
+    "evaluate", "findings", "split_segments",
+]

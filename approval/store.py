@@ -1,0 +1,101 @@
+"""Persisted "approve always" rules, and the audit log: the gate's only I/O.
+
+Both live in the daemon's state dir with mode 0600. The approvals file is replaced
+atomically (write a temp file, fsync, rename) so a crash never leaves half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import tempfile
+import threading
+import time
+from typing import Any
+
+APPROVALS_FILE = "approvals.json"
+AUDIT_FILE = "audit.jsonl"
+
+
+def _atomic_write(path: pathlib.Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        pathlib.Path(tmp).unlink(missing_ok=True)
+        raise
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+class AlwaysStore:
+    """Rule ids approved for good, persisted in ``state_dir/approvals.json``."""
+
+    def __init__(self, state_dir: pathlib.Path) -> None:
+        self.path = pathlib.Path(state_dir) / APPROVALS_FILE
+        self._rules: dict[str, dict[str, Any]] = {}
+        self._load()
+
+    def _load(self) -> None:
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        try:
+            doc = json.loads(raw)
+            rules = doc["always"]
+            if not isinstance(rules, dict):
+                raise TypeError("'always' is not an object")
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(
+                f"{self.path} is corrupt ({e}); fix or delete it (it only holds 'approve always' rules)"
+            ) from e
+        self._rules = {str(k): dict(v) if isinstance(v, dict) else {} for k, v in rules.items()}
+
+    @property
+    def rules(self) -> frozenset[str]:
+        return frozenset(self._rules)
+
+    def add(self, rule: str, *, by: str = "", reason: str = "", command: str = "") -> None:
+        if rule in self._rules:
+            return
+        self._rules[rule] = {"when": time.time(), "by": by, "reason": reason, "command": command}
+        doc = {"version": 1, "always": self._rules}
+        _atomic_write(self.path, json.dumps(doc, indent=2, sort_keys=True).encode())
+
+    def remove(self, rule: str) -> None:
+        if self._rules.pop(rule, None) is not None:
+            _atomic_write(self.path, json.dumps({"version": 1, "always": self._rules}, indent=2).encode())
+
+
+class AuditLog:
+    """Append-only JSON lines: when, task, command, rule, decision, who decided."""
+
+    def __init__(self, state_dir: pathlib.Path) -> None:
+        self.path = pathlib.Path(state_dir) / AUDIT_FILE
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.fchmod(fd, 0o600)
+        self._fd = fd
+
+    def record(self, **fields: Any) -> None:
+        entry = {"when": time.time(), **fields}
+        line = (json.dumps(entry, ensure_ascii=False, default=str) + "\n").encode()
+        with self._lock:
+            os.write(self._fd, line)  # one write() per line: O_APPEND keeps lines whole
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

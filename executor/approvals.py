@@ -1,0 +1,325 @@
+"""The approval broker: the core side of the gate (asyncio).
+
+The daemon calls :meth:`Approvals.authorize` before any command reaches a backend.  A
+command that needs a human becomes a :class:`Pending` approval that approvers see through
+:meth:`Approvals.watch` and decide with :meth:`Approvals.resolve`.  Policy itself is pure
+and lives in ``executor.approval``; this module only holds state: pending approvals,
+session approvals per task, persisted "always" approvals and the audit log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import pathlib
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+from executor.approval import AlwaysStore, AuditLog, Decision, GateConfig, Verdict, evaluate
+
+
+class ApprovalDecision(enum.Enum):
+    """An approver's answer (mirrors the proto's ApprovalDecision)."""
+
+    APPROVE_ONCE = "approve_once"
+    APPROVE_SESSION = "approve_session"  # this task and this rule, from now on
+    APPROVE_ALWAYS = "approve_always"  # this rule, persisted across restarts
+    DENY = "deny"
+
+    @property
+    def approves(self) -> bool:
+        return self is not ApprovalDecision.DENY
+
+
+@dataclass
+class Pending:
+    """A command waiting for a human."""
+
+    approval_id: str
+    task_id: str
+    command: str
+    rule: str
+    reason: str
+    segment: str
+    backend: str
+    created_at: float  # epoch seconds
+    expires_at: float  # epoch seconds
+
+
+@dataclass
+class PendingEvent:
+    """What watchers see: a new pending approval, or one that left the pending set.
+
+    ``resolved`` with ``decision=None`` means the request was withdrawn (its caller was
+    cancelled); a timeout is reported as ``DENY``.
+    """
+
+    pending: Pending
+    resolved: bool
+    decision: ApprovalDecision | None = None
+
+
+@dataclass
+class Authorization:
+    """The outcome of :meth:`Approvals.authorize`."""
+
+    allowed: bool
+    verdict: Verdict
+    message: str = ""  # why it was refused (empty when allowed)
+    approval_id: str | None = None  # set when a human was asked
+    decided_by: str = ""  # "gate", "mode", "policy", an approver's name, "timeout", "task closed"
+
+
+@dataclass
+class _Answer:
+    decision: ApprovalDecision
+    by: str
+    reason: str
+
+
+@dataclass
+class _Slot:
+    pending: Pending
+    verdict: Verdict
+    key: tuple[str, str, bool]
+    future: asyncio.Future[_Answer]
+    waiters: int = 0
+    callers: list[str] = field(default_factory=list)
+
+
+class Approvals:
+    """Pending approvals, session/always approvals and the audit log of one daemon."""
+
+    def __init__(self, config: GateConfig, state_dir: pathlib.Path) -> None:
+        self.config = config
+        self.state_dir = pathlib.Path(state_dir)
+        self._always = AlwaysStore(self.state_dir)
+        self._audit = AuditLog(self.state_dir)
+        self._session: dict[str, set[str]] = {}
+        self._pending: dict[str, _Slot] = {}
+        self._by_key: dict[tuple[str, str, bool], str] = {}
+        self._watchers: list[tuple[str | None, asyncio.Queue[PendingEvent]]] = []
+
+    # -- dry run ---------------------------------------------------------------------
+
+    def approved_rules(self, task_id: str) -> frozenset[str]:
+        """Rule ids approved for this task: its session approvals plus the "always" ones."""
+        return self._always.rules | frozenset(self._session.get(task_id, ()))
+
+    def check(self, command: str, *, task_id: str = "", backend: str = "", interactive_pty: bool = False) -> Verdict:
+        """The dry run (CheckCommand): what authorize would decide right now, without asking."""
+        return evaluate(
+            command,
+            self.config,
+            backend=backend,
+            approved_rules=self.approved_rules(task_id),
+            interactive_pty=interactive_pty,
+        )
+
+    # -- the gate ----------------------------------------------------------------------
+
+    async def authorize(
+        self,
+        command: str,
+        *,
+        task_id: str,
+        backend: str,
+        caller: str = "",
+        on_pending: Callable[[Pending], Awaitable[None]] | None = None,
+        interactive_pty: bool = False,
+    ) -> Authorization:
+        """Decide whether ``command`` may run, asking a human when the policy says ask.
+
+        Returns once decided; never raises for a refusal (``allowed=False`` with a message).
+        Cancelling the awaiting coroutine withdraws the pending approval.
+        """
+        verdict = self.check(command, task_id=task_id, backend=backend, interactive_pty=interactive_pty)
+        if verdict.decision is Decision.ALLOW:
+            by = "mode" if verdict.rule else "gate"
+            self._record(task_id, backend, command, verdict, "allow", by, caller)
+            return Authorization(True, verdict, decided_by=by)
+        if verdict.decision is Decision.DENY:
+            by = "gate" if verdict.hardline else "policy"
+            self._record(task_id, backend, command, verdict, "deny", by, caller)
+            return Authorization(False, verdict, _denied_message(verdict), decided_by=by)
+        return await self._ask(command, verdict, task_id, backend, caller, on_pending, interactive_pty)
+
+    async def _ask(
+        self,
+        command: str,
+        verdict: Verdict,
+        task_id: str,
+        backend: str,
+        caller: str,
+        on_pending: Callable[[Pending], Awaitable[None]] | None,
+        interactive_pty: bool,
+    ) -> Authorization:
+        slot = self._join_or_create(command, verdict, task_id, backend, interactive_pty)
+        slot.waiters += 1
+        slot.callers.append(caller)
+        try:
+            if on_pending is not None:
+                await on_pending(slot.pending)
+            remaining = max(0.0, slot.pending.expires_at - time.time())
+            try:
+                answer = await asyncio.wait_for(asyncio.shield(slot.future), timeout=remaining)
+            except TimeoutError:
+                answer = self._expire(slot)
+        except asyncio.CancelledError:
+            slot.waiters -= 1
+            if slot.waiters == 0 and not slot.future.done():
+                self._withdraw(slot, caller)
+            raise
+        slot.waiters -= 1
+        pid = slot.pending.approval_id
+        if answer.decision.approves:
+            return Authorization(True, verdict, "", pid, answer.by)
+        if answer.by == "timeout":
+            msg = f"approval timed out after {self.config.timeout_seconds:g}s; the command was not run ({verdict.rule})"
+        else:
+            msg = f"denied by {answer.by or 'an approver'}" + (f": {answer.reason}" if answer.reason else "")
+            msg += f" (rule {verdict.rule}: {verdict.reason})"
+        return Authorization(False, verdict, msg, pid, answer.by)
+
+    def _join_or_create(
+        self, command: str, verdict: Verdict, task_id: str, backend: str, interactive_pty: bool
+    ) -> _Slot:
+        key = (task_id, command, interactive_pty)
+        existing = self._by_key.get(key)
+        if existing is not None and existing in self._pending:
+            return self._pending[existing]
+        now = time.time()
+        pending = Pending(
+            approval_id=uuid.uuid4().hex,
+            task_id=task_id,
+            command=command,
+            rule=verdict.rule,
+            reason=verdict.reason,
+            segment=verdict.segment,
+            backend=backend,
+            created_at=now,
+            expires_at=now + self.config.timeout_seconds,
+        )
+        slot = _Slot(pending, verdict, key, asyncio.get_running_loop().create_future())
+        self._pending[pending.approval_id] = slot
+        self._by_key[key] = pending.approval_id
+        self._record(task_id, backend, command, verdict, "ask", "gate", "", approval_id=pending.approval_id)
+        self._notify(PendingEvent(pending, resolved=False))
+        return slot
+
+    def _finish(self, slot: _Slot, answer: _Answer | None) -> None:
+        """Take a slot out of the pending set, tell watchers and audit the outcome."""
+        pid = slot.pending.approval_id
+        self._pending.pop(pid, None)
+        if self._by_key.get(slot.key) == pid:
+            del self._by_key[slot.key]
+        p = slot.pending
+        if answer is None:
+            self._record(p.task_id, p.backend, p.command, slot.verdict, "withdrawn", "caller", "", approval_id=pid)
+            self._notify(PendingEvent(p, resolved=True, decision=None))
+            if not slot.future.done():
+                slot.future.cancel()
+            return
+        decision = "allow" if answer.decision.approves else "deny"
+        self._record(
+            p.task_id, p.backend, p.command, slot.verdict, decision, answer.by, "",
+            approval_id=pid, approval=answer.decision.value, approver_reason=answer.reason,
+        )
+        self._notify(PendingEvent(p, resolved=True, decision=answer.decision))
+        if not slot.future.done():
+            slot.future.set_result(answer)
+
+    def _expire(self, slot: _Slot) -> _Answer:
+        if slot.future.done():
+            return slot.future.result()
+        answer = _Answer(ApprovalDecision.DENY, "timeout", f"no answer within {self.config.timeout_seconds:g}s")
+        self._finish(slot, answer)
+        return answer
+
+    def _withdraw(self, slot: _Slot, caller: str) -> None:
+        self._finish(slot, None)
+
+    # -- approvers -----------------------------------------------------------------------
+
+    def resolve(self, approval_id: str, decision: ApprovalDecision, *, reason: str = "", by: str = "") -> None:
+        """Decide a pending approval. Raises KeyError for an unknown, decided or expired id."""
+        slot = self._pending.get(approval_id)
+        if slot is None or slot.future.done() or slot.pending.expires_at <= time.time():
+            raise KeyError(f"no pending approval {approval_id!r}: unknown, already decided or expired")
+        rule = slot.verdict.rule
+        if decision is ApprovalDecision.APPROVE_SESSION:
+            self._session.setdefault(slot.pending.task_id, set()).add(rule)
+        elif decision is ApprovalDecision.APPROVE_ALWAYS:
+            self._always.add(rule, by=by, reason=reason, command=slot.pending.command)
+        self._finish(slot, _Answer(decision, by or "approver", reason))
+        if decision in (ApprovalDecision.APPROVE_SESSION, ApprovalDecision.APPROVE_ALWAYS):
+            self._release_covered(slot.pending.task_id if decision is ApprovalDecision.APPROVE_SESSION else None, by)
+
+    def _release_covered(self, task_id: str | None, by: str) -> None:
+        """Pending requests that a new session/always approval now covers go through too."""
+        for slot in list(self._pending.values()):
+            if task_id is not None and slot.pending.task_id != task_id:
+                continue
+            p = slot.pending
+            again = self.check(p.command, task_id=p.task_id, backend=p.backend, interactive_pty=slot.key[2])
+            if again.decision is Decision.ALLOW:
+                self._finish(slot, _Answer(ApprovalDecision.APPROVE_ONCE, by or "approver", "covered by a broader approval"))
+
+    def pending(self, task_id: str | None = None) -> list[Pending]:
+        """The approvals waiting right now (optionally of one task)."""
+        return [s.pending for s in self._pending.values() if task_id in (None, "", s.pending.task_id)]
+
+    async def watch(self, task_id: str | None = None) -> AsyncIterator[PendingEvent]:
+        """Pending approvals now, then every new or resolved one, until cancelled."""
+        queue: asyncio.Queue[PendingEvent] = asyncio.Queue()
+        entry = (task_id or None, queue)
+        self._watchers.append(entry)
+        try:
+            for p in self.pending(task_id):
+                yield PendingEvent(p, resolved=False)
+            while True:
+                yield await queue.get()
+        finally:
+            with contextlib.suppress(ValueError):
+                self._watchers.remove(entry)
+
+    def _notify(self, event: PendingEvent) -> None:
+        for task_filter, queue in self._watchers:
+            if task_filter is None or task_filter == event.pending.task_id:
+                queue.put_nowait(event)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def forget_task(self, task_id: str) -> None:
+        """CloseTask: drop the task's session approvals and deny whatever it still waits for."""
+        self._session.pop(task_id, None)
+        for slot in list(self._pending.values()):
+            if slot.pending.task_id == task_id:
+                self._finish(slot, _Answer(ApprovalDecision.DENY, "task closed", "the task was closed"))
+
+    def close(self) -> None:
+        """Deny everything still pending and close the audit log (daemon shutdown)."""
+        for slot in list(self._pending.values()):
+            self._finish(slot, _Answer(ApprovalDecision.DENY, "shutdown", "the daemon is shutting down"))
+        self._audit.close()
+
+    # -- audit ---------------------------------------------------------------------------
+
+    def _record(
+        self, task_id: str, backend: str, command: str, verdict: Verdict, decision: str, by: str, caller: str, **extra: object
+    ) -> None:
+        self._audit.record(
+            task=task_id, backend=backend, command=command, rule=verdict.rule, reason=verdict.reason,
+            segment=verdict.segment, decision=decision, decided_by=by, caller=caller, **extra,
+        )
+
+
+def _denied_message(verdict: Verdict) -> str:
+    floor = " (hardline floor: only the operator's config can change this)" if verdict.hardline else ""
+    return f"denied by the approval gate: {verdict.reason} [rule {verdict.rule}]{floor}"
+
+
+__all__ = ["ApprovalDecision", "Approvals", "Authorization", "Pending", "PendingEvent"]
