@@ -1,0 +1,964 @@
+"""The ssh backend: commands on a remote host over one shared paramiko connection.
+
+Why it is built this way:
+
+* **One Transport per host**, shared by every task: a new TCP+SSH handshake costs
+  100-200 ms, a channel on a warm transport about 2 ms, and a line through a task's
+  long-lived shell on its channel well under a millisecond. ``TCP_NODELAY`` is set
+  on the socket (without it each small packet waits ~40 ms for delayed ACKs).
+* **Paramiko is blocking; the daemon is asyncio.** Paramiko's transport thread
+  reads the socket and fills each channel's buffers; a channel's ``fileno()`` is a
+  pipe that becomes readable when data, EOF or close arrive. We watch that pipe with
+  ``loop.add_reader`` and drain the buffers without blocking, so output costs no
+  thread hop. Only operations that wait for a server reply (connect, opening a
+  channel, an exec request) run in a small thread pool of this backend's own.
+* **The remote command** is run by sshd through the account's login shell, which
+  sshd has already made a session leader (it calls ``setsid()`` before exec). A
+  small POSIX wrapper changes directory, records the session in a registry file,
+  prints a handshake line carrying ``$$``, then ``exec env -i K=V ... argv``: the
+  program keeps that pid (so ``$$`` is the session id), gets exactly ``env``, and
+  nothing of the login environment leaks in (sshd usually refuses ``setenv``).
+* **Faults**: when the connection drops under a process, its reads raise
+  ``BackendError(LOST)`` with the reason; the next ``sandbox()``/``spawn`` opens a
+  new connection. Host keys are always verified; credentials refused are
+  ``UNAUTHENTICATED``. There is never a fallback to another place.
+* **No orphans**: every session leader is recorded under
+  ``remote_root/.executor-sessions/<instance>/<pid>`` (with its start time, so a
+  recycled pid is never hit); ``start()`` kills what a previous daemon left there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import concurrent.futures
+import errno
+import functools
+import getpass
+import hashlib
+import logging
+import os
+import re
+import shlex
+import signal
+import socket
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import paramiko
+from paramiko.common import MSG_CHANNEL_REQUEST
+from pydantic import field_validator
+
+from .base import (
+    KILL_SESSION_SCRIPT,
+    Backend,
+    BackendError,
+    Capabilities,
+    ErrorKind,
+    Health,
+    Options,
+    Process,
+    PtySize,
+    Sandbox,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Output buffered per stream before we stop draining the channel (the SSH window
+#: then throttles the remote writer, as a pipe would).
+HIGH_WATER = 4 << 20
+LOW_WATER = 1 << 20
+#: The first line a spawned wrapper prints: b"\0EXECUTOR:ok:<pid>\n" or b"\0EXECUTOR:err:<what>\n".
+HANDSHAKE = b"\x00EXECUTOR:"
+#: Bytes of login-shell chatter tolerated in front of the handshake.
+HANDSHAKE_LIMIT = 64 << 10
+SESSIONS_DIR = ".executor-sessions"
+_ENV_NAME = re.compile(r"^[^=\x00]+$")
+
+
+class SSHOptions(Options):
+    """``backends.<name>`` for ``kind: ssh``."""
+
+    host: str
+    port: int = 22
+    #: Remote account; default: the daemon's own user name.
+    user: str | None = None
+    #: Private key file; without it the keys of the ssh-agent at $SSH_AUTH_SOCK are tried.
+    key_file: str | None = None
+    known_hosts: str = "~/.ssh/known_hosts"
+    #: Name of an environment variable of the daemon holding a password (password auth).
+    password_env: str | None = None
+    #: ``[user@]host[:port]`` of a bastion to tunnel through (same credentials and known_hosts).
+    jump_host: str | None = None
+    connect_timeout: float = 10.0
+    #: Where task directories live on the remote host; ``~`` is the account's home.
+    remote_root: str = "~/.executor/tasks"
+    #: Trust and record a host key not yet in known_hosts (a changed key is always refused).
+    accept_new_host_keys: bool = False
+    #: Seconds between SSH keepalives on an idle connection.
+    keepalive_interval: float = 15.0
+
+    @field_validator("remote_root")
+    @classmethod
+    def _root_is_absolute(cls, value: str) -> str:
+        if not (value.startswith("/") or value == "~" or value.startswith("~/")):
+            raise ValueError("remote_root must be absolute or start with ~/")
+        return value.rstrip("/") or "/"
+
+
+# ---------------------------------------------------------------------------
+# Small pure helpers
+# ---------------------------------------------------------------------------
+
+
+def fingerprint(key: paramiko.PKey) -> str:
+    """OpenSSH's SHA256 fingerprint of a public key (what ``ssh-keygen -lf`` prints)."""
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def known_hosts_name(host: str, port: int) -> str:
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+def parse_jump(spec: str, default_user: str) -> tuple[str, str, int]:
+    """``[user@]host[:port]`` -> (user, host, port)."""
+    user, _, hostport = spec.rpartition("@")
+    host, port = hostport, 22
+    if hostport.startswith("["):
+        host, _, rest = hostport[1:].partition("]")
+        if rest.startswith(":"):
+            port = int(rest[1:])
+    elif hostport.count(":") == 1:
+        host, _, p = hostport.partition(":")
+        port = int(p)
+    return user or default_user, host, port
+
+
+def remote_path_expr(path: str) -> str:
+    """A shell word for a remote path in which a leading ``~`` means $HOME."""
+    if path == "~":
+        return '"$HOME"'
+    if path.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(path[2:])
+    return shlex.quote(path)
+
+
+def build_spawn_command(
+    argv: Sequence[str],
+    cwd: str,
+    env: Mapping[str, str],
+    registry: str,
+    forget: Sequence[int] = (),
+) -> str:
+    """The command line sshd hands to the login shell for ``spawn``.
+
+    It forgets registry entries of sessions that ended (batched here so that no
+    extra round trip is spent on them), enters ``cwd`` (or reports that it cannot),
+    records ``$$`` and its start time in the registry, prints the handshake and
+    finally execs ``argv`` with exactly ``env``.
+    """
+    if not argv:
+        raise BackendError("nothing to run: argv is empty", ErrorKind.INVALID_ARGUMENT)
+    for key in env:
+        if not _ENV_NAME.match(key):
+            raise BackendError(f"invalid environment variable name {key!r}", ErrorKind.INVALID_ARGUMENT)
+    reg = shlex.quote(registry)
+    parts: list[str] = []
+    if forget:
+        parts.append("rm -f -- " + " ".join(f"{reg}/{pid}" for pid in forget) + " 2>/dev/null")
+    parts.append(f"cd -- {shlex.quote(cwd)} 2>/dev/null || {{ printf '\\000EXECUTOR:err:cwd\\n'; exit 126; }}")
+    # Field 22 of /proc/PID/stat (start time) guards against recycled pids at cleanup.
+    parts.append(
+        'read -r _s </proc/$$/stat && _s=${_s##*) } && set -- $_s && '
+        f'echo "${{20}}" >{reg}/$$ 2>/dev/null'
+    )
+    parts.append("printf '\\000EXECUTOR:ok:%s\\n' $$")
+    assignments = [shlex.quote(f"{k}={v}") for k, v in env.items()]
+    program = [*argv]
+    if "=" in program[0]:  # env would take it for an assignment
+        program = ["/bin/sh", "-c", 'exec "$@"', "sh", *program]
+    parts.append(" ".join(["exec env -i", *assignments, *(shlex.quote(a) for a in program)]))
+    return "; ".join(parts)
+
+
+#: Kills every session recorded in a registry dir ($1) whose leader still runs with
+#: the recorded start time, then empties the registry. POSIX sh, reads /proc.
+CLEANUP_SCRIPT = r"""
+reg=$1; n=0
+for f in "$reg"/*; do
+  [ -f "$f" ] || continue
+  sid=${f##*/}
+  read -r want <"$f" 2>/dev/null || want=
+  if read -r s </proc/"$sid"/stat 2>/dev/null; then
+    s=${s##*) }; set -- $s
+    if [ "${20}" = "$want" ] && [ "$4" = "$sid" ]; then
+      for d in /proc/[0-9]*; do
+        read -r t <"$d/stat" 2>/dev/null || continue
+        t=${t##*) }; set -- $t
+        [ "$4" = "$sid" ] && kill -9 "${d#/proc/}" 2>/dev/null
+      done
+      n=$((n+1))
+    fi
+  fi
+  rm -f -- "$f"
+done
+echo "$n"
+"""
+
+
+# ---------------------------------------------------------------------------
+# The connection
+# ---------------------------------------------------------------------------
+
+
+def _handle_channel_request(chan: paramiko.Channel, m: paramiko.Message) -> None:
+    """Paramiko ignores ``exit-signal``: record it as exit status -N. Mark a channel whose
+    exit was reported at all, since -1 is both "no status" and "killed by SIGHUP"."""
+    pos = m.packet.tell()
+    kind = m.get_text()
+    if kind != "exit-signal":
+        m.packet.seek(pos)
+        if kind == "exit-status":
+            chan.executor_exited = True
+        paramiko.Channel._handle_request(chan, m)
+        return
+    m.get_boolean()  # want_reply: always false for exit-signal
+    name = m.get_text()
+    try:
+        number = signal.Signals["SIG" + name].value
+    except KeyError:
+        number = 255
+    with chan.lock:
+        chan.exit_status = -number
+    chan.executor_exited = True
+    chan.status_event.set()
+
+
+class _Transport(paramiko.Transport):
+    """A Transport that also understands ``exit-signal`` (killed by signal N -> -N)."""
+
+    _channel_handler_table = {**paramiko.Transport._channel_handler_table,
+                              MSG_CHANNEL_REQUEST: _handle_channel_request}
+
+
+class _Connection:
+    """One authenticated transport (maybe tunnelled through a jump host)."""
+
+    def __init__(self, transport: paramiko.Transport, jump: paramiko.Transport | None, label: str) -> None:
+        self.transport = transport
+        self.jump = jump
+        self.label = label
+        self.root = ""  # remote_root, resolved to an absolute path
+        self.registry = ""  # this daemon's session registry dir on the remote host
+        self.closing = False
+
+    def alive(self) -> bool:
+        return self.transport.is_active() and not self.closing
+
+    def loss_reason(self) -> str:
+        if self.closing:
+            return "the backend closed the connection"
+        exc = self.transport.get_exception()
+        if exc is None or isinstance(exc, EOFError):
+            return "the server closed the connection (sshd restarted, or the session was killed)"
+        return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+    def lost_error(self, what: str = "the command") -> BackendError:
+        return BackendError(
+            f"the ssh connection to {self.label} was lost under {what}: {self.loss_reason()}; "
+            "the next command reconnects", ErrorKind.LOST)
+
+    def close(self) -> None:
+        self.closing = True
+        self.transport.close()
+        if self.jump is not None:
+            self.jump.close()
+
+
+def _tune_socket(sock: socket.socket, keepalive: float) -> None:
+    """TCP_NODELAY (small packets must not wait for delayed ACKs) and TCP keepalives,
+    so a dead network is noticed even when no SSH traffic flows."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    idle = max(1, int(keepalive))
+    for opt, value in (("TCP_KEEPIDLE", idle), ("TCP_KEEPINTVL", idle), ("TCP_KEEPCNT", 3),
+                       ("TCP_USER_TIMEOUT", idle * 4 * 1000)):
+        if hasattr(socket, opt):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, opt), value)
+
+
+class _Connector:
+    """Opens and authenticates connections (blocking; runs in the backend's pool)."""
+
+    def __init__(self, options: SSHOptions) -> None:
+        self.o = options
+        self.user = options.user or getpass.getuser()
+        self.known_hosts = Path(options.known_hosts).expanduser()
+
+    # -- host keys ---------------------------------------------------------
+
+    def _load_known(self) -> paramiko.HostKeys:
+        keys = paramiko.HostKeys()
+        if self.known_hosts.exists():
+            try:
+                keys.load(str(self.known_hosts))
+            except (OSError, paramiko.SSHException) as exc:
+                raise BackendError(f"ssh: cannot read known_hosts {self.known_hosts}: {exc}",
+                                   ErrorKind.FAILED_PRECONDITION) from exc
+        return keys
+
+    @staticmethod
+    def _allowed_types(known: Mapping[str, paramiko.PKey]) -> list[str]:
+        types: list[str] = []
+        for name in known:
+            types += ["rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"] if name == "ssh-rsa" else [name]
+        return types
+
+    def _check_host_key(self, t: paramiko.Transport, name: str, known: Mapping[str, paramiko.PKey] | None) -> None:
+        key = t.get_remote_server_key()
+        got = f"{key.get_name()} {fingerprint(key)}"
+        if known:
+            expected = known.get(key.get_name())
+            if expected is not None and expected == key:
+                return
+            want = ", ".join(f"{k} {fingerprint(v)}" for k, v in known.items())
+            raise BackendError(
+                f"ssh: the host key of {name} has CHANGED: the server presented {got}, but "
+                f"{self.known_hosts} has {want}. Someone may be intercepting the connection, or the "
+                "host was reinstalled: verify the new fingerprint out of band, then fix known_hosts.",
+                ErrorKind.FAILED_PRECONDITION)
+        if not self.o.accept_new_host_keys:
+            raise BackendError(
+                f"ssh: {name} is not in known_hosts ({self.known_hosts}); it presented {got}. Verify that "
+                "fingerprint, then add the key (e.g. `ssh-keyscan -p PORT HOST >> known_hosts`) or set "
+                "accept_new_host_keys: true.", ErrorKind.FAILED_PRECONDITION)
+        log.warning("ssh: trusting the new host key of %s: %s (accept_new_host_keys)", name, got)
+        self.known_hosts.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.known_hosts, "a") as f:
+            f.write(f"{name} {key.get_name()} {key.get_base64()}\n")
+
+    # -- connecting --------------------------------------------------------
+
+    def _socket(self, host: str, port: int) -> socket.socket:
+        try:
+            sock = socket.create_connection((host, port), timeout=self.o.connect_timeout)
+        except socket.gaierror as exc:
+            raise BackendError(f"ssh: cannot resolve {host}: {exc.strerror}", ErrorKind.UNAVAILABLE) from exc
+        except TimeoutError as exc:
+            raise BackendError(f"ssh: connecting to {host}:{port} timed out after {self.o.connect_timeout}s",
+                               ErrorKind.UNAVAILABLE) from exc
+        except OSError as exc:
+            hint = " (is sshd running there?)" if exc.errno == errno.ECONNREFUSED else ""
+            raise BackendError(f"ssh: cannot connect to {host}:{port}: {exc.strerror or exc}{hint}",
+                               ErrorKind.UNAVAILABLE) from exc
+        _tune_socket(sock, self.o.keepalive_interval)
+        return sock
+
+    def _handshake(self, sock: Any, user: str, host: str, port: int) -> paramiko.Transport:
+        name = known_hosts_name(host, port)
+        known = self._load_known().lookup(name)
+        t = _Transport(sock)
+        if known:
+            supported = set(t.get_security_options().key_types)
+            allowed = [k for k in self._allowed_types(known) if k in supported]
+            if allowed:
+                t.get_security_options().key_types = allowed
+        try:
+            t.start_client(timeout=self.o.connect_timeout)
+        except paramiko.SSHException as exc:
+            t.close()
+            if known and "host key" in str(exc).lower():
+                raise BackendError(
+                    f"ssh: the host key of {name} has CHANGED: known_hosts ({self.known_hosts}) has "
+                    f"{', '.join(f'{k} {fingerprint(v)}' for k, v in known.items())}, but the server offers "
+                    "none of those key types. Verify the host out of band, then fix known_hosts.",
+                    ErrorKind.FAILED_PRECONDITION) from exc
+            raise BackendError(f"ssh: handshake with {name} failed: {exc}", ErrorKind.UNAVAILABLE) from exc
+        try:
+            self._check_host_key(t, name, known)
+            self._authenticate(t, user, host, port)
+        except BaseException:
+            t.close()
+            raise
+        t.set_keepalive(max(1, int(self.o.keepalive_interval)))
+        return t
+
+    def _authenticate(self, t: paramiko.Transport, user: str, host: str, port: int) -> None:
+        where = f"{user}@{host}:{port}"
+        tried: list[str] = []
+        try:
+            for label, key in self._keys():
+                tried.append(label)
+                try:
+                    t.auth_publickey(user, key)
+                except paramiko.AuthenticationException:
+                    continue
+                if t.is_authenticated():
+                    return
+            if self.o.password_env:
+                password = os.environ.get(self.o.password_env)
+                if password is None:
+                    raise BackendError(f"ssh: password_env names ${self.o.password_env}, which is not set "
+                                       "in the daemon's environment", ErrorKind.FAILED_PRECONDITION)
+                tried.append("a password")
+                try:
+                    t.auth_password(user, password)
+                except paramiko.AuthenticationException:
+                    pass
+                if t.is_authenticated():
+                    return
+        except paramiko.SSHException as exc:
+            if not isinstance(exc, paramiko.AuthenticationException):
+                raise BackendError(f"ssh: authentication with {where} failed: {exc}", ErrorKind.UNAVAILABLE) from exc
+        if not tried:
+            raise BackendError("ssh: no credentials: set key_file, or password_env, or run an ssh-agent "
+                               "(SSH_AUTH_SOCK)", ErrorKind.FAILED_PRECONDITION)
+        raise BackendError(
+            f"ssh: {where} refused {' and '.join(tried)}: check the user name and that the public key is in "
+            "that account's authorized_keys (or the password)", ErrorKind.UNAUTHENTICATED)
+
+    def _keys(self) -> list[tuple[str, paramiko.PKey]]:
+        if self.o.key_file:
+            path = Path(self.o.key_file).expanduser()
+            try:
+                return [(f"the key {path}", paramiko.PKey.from_path(path))]
+            except paramiko.PasswordRequiredException as exc:
+                raise BackendError(f"ssh: the key {path} is encrypted: load it into an ssh-agent and leave "
+                                   "key_file unset", ErrorKind.FAILED_PRECONDITION) from exc
+            except (OSError, paramiko.SSHException, ValueError) as exc:
+                raise BackendError(f"ssh: cannot load the key {path}: {exc}", ErrorKind.FAILED_PRECONDITION) from exc
+        if os.environ.get("SSH_AUTH_SOCK"):
+            try:
+                keys = paramiko.Agent().get_keys()
+            except paramiko.SSHException as exc:
+                raise BackendError(f"ssh: the ssh-agent does not answer: {exc}", ErrorKind.UNAVAILABLE) from exc
+            return [(f"agent key {fingerprint(k)}", k) for k in keys]
+        return []
+
+    def connect(self) -> _Connection:
+        o = self.o
+        jump: paramiko.Transport | None = None
+        try:
+            if o.jump_host:
+                juser, jhost, jport = parse_jump(o.jump_host, self.user)
+                jump = self._handshake(self._socket(jhost, jport), juser, jhost, jport)
+                try:
+                    sock: Any = jump.open_channel("direct-tcpip", (o.host, o.port), ("127.0.0.1", 0),
+                                                  timeout=o.connect_timeout)
+                except paramiko.SSHException as exc:
+                    raise BackendError(f"ssh: the jump host {jhost} cannot reach {o.host}:{o.port}: {exc}",
+                                       ErrorKind.UNAVAILABLE) from exc
+            else:
+                sock = self._socket(o.host, o.port)
+            transport = self._handshake(sock, self.user, o.host, o.port)
+        except BaseException:
+            if jump is not None:
+                jump.close()
+            raise
+        return _Connection(transport, jump, f"{self.user}@{o.host}:{o.port}")
+
+
+# ---------------------------------------------------------------------------
+# Channels bridged to asyncio
+# ---------------------------------------------------------------------------
+
+
+class _Stream:
+    """One direction of output of a channel, read with ``await read()`` (b"" at EOF)."""
+
+    def __init__(self, owner: "_ChannelProcess") -> None:
+        self._owner = owner
+        self._buf = bytearray()
+        self._eof = False
+        self._error: BaseException | None = None
+        self._waiter: asyncio.Future[None] | None = None
+
+    def __len__(self) -> int:
+        return len(self._buf)
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def feed(self, data: bytes) -> None:
+        self._buf += data
+        self._wake()
+
+    def feed_eof(self, error: BaseException | None = None) -> None:
+        if not self._eof:
+            self._eof = True
+            self._error = error
+            self._wake()
+
+    async def read(self) -> bytes:
+        while not self._buf:
+            if self._eof:
+                if self._error is not None:
+                    raise self._error
+                return b""
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        data = bytes(self._buf)
+        self._buf.clear()
+        self._owner.resume()
+        return data
+
+
+class _ChannelProcess(Process):
+    """A remote process on its own channel; see the module docstring for the bridging."""
+
+    def __init__(self, backend: "SSHBackend", conn: _Connection, chan: paramiko.Channel, *,
+                 pty: bool, handshake: bool) -> None:
+        self._backend = backend
+        self._conn = conn
+        self._chan = chan
+        self._pty = pty
+        self._loop = asyncio.get_running_loop()
+        self.pid = 0
+        self._forgot = False
+        self.stdout = _Stream(self)
+        self.stderr = None if pty else _Stream(self)
+        self._handshake: asyncio.Future[None] | None = self._loop.create_future() if handshake else None
+        self._head = bytearray()  # output before the handshake line
+        self._fd = chan.fileno()
+        chan.settimeout(0.0)  # recv/send never block the loop
+        self._watching = False
+        self._done = False
+        self._finished: asyncio.Future[None] = self._loop.create_future()
+        self._watch()
+        self._pump()
+
+    # -- the reader --------------------------------------------------------
+
+    def _watch(self) -> None:
+        if not self._watching and not self._done:
+            self._watching = True
+            self._loop.add_reader(self._fd, self._pump)
+
+    def _unwatch(self) -> None:
+        if self._watching:
+            self._watching = False
+            self._loop.remove_reader(self._fd)
+
+    def resume(self) -> None:
+        """A reader caught up: drain again if we had paused for it."""
+        if not self._watching and not self._done and self._below(LOW_WATER):
+            self._watch()
+            self._pump()
+
+    def _below(self, mark: int) -> bool:
+        return len(self.stdout) < mark and (self.stderr is None or len(self.stderr) < mark)
+
+    def _pump(self) -> None:
+        chan = self._chan
+        try:
+            while len(self.stdout) < HIGH_WATER and chan.recv_ready():
+                self._on_stdout(chan.recv(1 << 16))
+            if self.stderr is not None:
+                while len(self.stderr) < HIGH_WATER and chan.recv_stderr_ready():
+                    self.stderr.feed(chan.recv_stderr(1 << 16))
+            elif chan.recv_stderr_ready():  # a pty has no stderr; drop what a server sends anyway
+                chan.recv_stderr(1 << 16)
+        except socket.timeout:
+            return
+        pending = chan.recv_ready() or chan.recv_stderr_ready()
+        if pending:
+            self._unwatch()  # paused until a reader catches up (resume)
+            return
+        if chan.eof_received or chan.closed:
+            self._finish()
+
+    def _on_stdout(self, data: bytes) -> None:
+        if self._handshake is None or self._handshake.done():
+            self.stdout.feed(data)
+            return
+        self._head += data
+        start = self._head.find(HANDSHAKE)
+        end = self._head.find(b"\n", start) if start >= 0 else -1
+        if end < 0:
+            if len(self._head) > HANDSHAKE_LIMIT:
+                self._handshake.set_exception(BackendError(
+                    "the remote login shell printed too much before the command started (check its rc files)",
+                    ErrorKind.FAILED_PRECONDITION))
+            return
+        line = bytes(self._head[start + len(HANDSHAKE):end]).rstrip(b"\r").decode(errors="replace")
+        rest = bytes(self._head[end + 1:])
+        if start:
+            log.debug("ssh: dropped %d bytes of login-shell output before the command", start)
+        self._head.clear()
+        status, _, value = line.partition(":")
+        if status == "ok" and value.isdigit():
+            self.pid = int(value)
+            self._handshake.set_result(None)
+            if rest:
+                self.stdout.feed(rest)
+        else:
+            self._handshake.set_exception(BackendError(f"the remote wrapper reported {line!r}",
+                                                       ErrorKind.FAILED_PRECONDITION))
+
+    def _finish(self) -> None:
+        """EOF or close: end both streams, as EOF or as LOST."""
+        self._unwatch()
+        self._done = True
+        chan = self._chan
+        error = None if chan.eof_received or self._conn.alive() else self._conn.lost_error()
+        if self._handshake is not None and not self._handshake.done():
+            self._handshake.set_exception(error or BackendError(
+                "the remote shell ended before starting the command", ErrorKind.FAILED_PRECONDITION))
+        self.stdout.feed_eof(error)
+        if self.stderr is not None:
+            self.stderr.feed_eof(error)
+        if not self._finished.done():
+            self._finished.set_result(None)
+
+    async def started(self, timeout: float) -> None:
+        """Wait for the wrapper's handshake line (pid known, cwd entered)."""
+        assert self._handshake is not None
+        try:
+            await asyncio.wait_for(asyncio.shield(self._handshake), timeout)
+        except TimeoutError as exc:
+            raise BackendError(f"the remote command did not start within {timeout}s", ErrorKind.UNAVAILABLE) from exc
+
+    # -- Process API -------------------------------------------------------
+
+    async def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        delay = 0.0002
+        while view:
+            chan = self._chan
+            if chan.closed or chan.eof_sent:
+                if not self._conn.alive():
+                    raise self._conn.lost_error("a write")
+                raise BackendError("stdin is closed", ErrorKind.FAILED_PRECONDITION)
+            try:
+                n = chan.send(view[:1 << 15])
+            except socket.timeout:
+                # The remote window is full: the program is not reading. Poll until the
+                # window opens (paramiko offers no wakeup we could wait on).
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.02)
+                continue
+            except (OSError, EOFError, paramiko.SSHException) as exc:
+                raise self._conn.lost_error("a write") from exc
+            view = view[n:]
+            delay = 0.0002
+
+    async def close_stdin(self) -> None:
+        if not self._pty and not self._chan.closed:
+            try:
+                self._chan.shutdown_write()
+            except (OSError, EOFError, paramiko.SSHException):
+                pass
+
+    async def resize(self, size: PtySize) -> None:
+        if not self._pty:
+            raise BackendError("this process has no terminal to resize", ErrorKind.FAILED_PRECONDITION)
+        try:
+            self._chan.resize_pty(width=size.cols, height=size.rows)
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            raise self._conn.lost_error("a resize") from exc
+
+    async def wait(self) -> int:
+        """The exit status. Usually it arrives just before EOF, so we wait for the pump to
+        finish; a process that closed its output early is polled (at most once a second)."""
+        chan = self._chan
+        delay = 0.001
+        while not chan.exit_status_ready():  # set by exit-status, exit-signal or close
+            if self._finished.done():
+                await asyncio.sleep(delay)
+            else:
+                try:
+                    await asyncio.wait_for(asyncio.shield(self._finished), delay)
+                except TimeoutError:
+                    pass
+            delay = min(delay * 2, 1.0)
+        if not getattr(chan, "executor_exited", False):
+            if not self._conn.alive():
+                raise self._conn.lost_error()
+            raise BackendError(f"the ssh channel on {self._conn.label} closed without an exit status",
+                               ErrorKind.LOST)
+        if self.pid and not self._forgot:
+            self._forgot = True
+            self._backend._forget(self.pid)
+        return chan.exit_status
+
+    async def detach(self) -> None:
+        self._unwatch()
+        self._done = True
+        self._chan.close()
+
+    def abort(self) -> None:
+        self._unwatch()
+        self._done = True
+        self._chan.close()
+
+
+# ---------------------------------------------------------------------------
+# Sandbox and backend
+# ---------------------------------------------------------------------------
+
+
+class SSHSandbox(Sandbox):
+    """A task's directory under remote_root; processes run on the shared connection."""
+
+    def __init__(self, backend: "SSHBackend", task_id: str, root: str) -> None:
+        self._backend = backend
+        self.task_id = task_id
+        self.root = root
+
+    async def spawn(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str],
+                    pty: PtySize | None = None) -> Process:
+        return await self._backend._spawn(argv, cwd=cwd, env=env, pty=pty)
+
+    async def signal_session(self, pid: int, sig: int) -> None:
+        """The /proc walk of the base class, on a plain exec channel (no registry, no handshake)."""
+        command = shlex.join(["/bin/sh", "-c", KILL_SESSION_SCRIPT, "executor-kill", str(int(pid)), str(int(sig))])
+        await self._backend._run(command)
+
+    async def release(self, remove_files: bool = False) -> None:
+        if remove_files:
+            code, _, err = await self._backend._run(f"rm -rf -- {shlex.quote(self.root)}")
+            self._backend._dirs.discard(self.root)
+            if code != 0:
+                raise BackendError(f"removing {self.root} failed: {err.decode(errors='replace').strip()}",
+                                   ErrorKind.FAILED_PRECONDITION)
+
+
+class SSHBackend(Backend):
+    kind = "ssh"
+    Options = SSHOptions
+
+    def __init__(self, name: str, options: SSHOptions, *, state_dir: Path) -> None:
+        super().__init__(name, options, state_dir=state_dir)
+        self.options: SSHOptions = options
+        self._connector = _Connector(options)
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=6, thread_name_prefix=f"ssh-{name}")
+        self._conn: _Connection | None = None
+        self._lock = asyncio.Lock()
+        self._last_error: BackendError | None = None
+        self._forgotten: list[int] = []
+        self._dirs: set[str] = set()
+        self._instance = self._instance_id(state_dir)
+        self.orphans_ended = 0
+        self.reconnects = 0
+
+    @staticmethod
+    def _instance_id(state_dir: Path) -> str:
+        """A stable id of this daemon's backend, naming its session registry on the remote host
+        (two daemons sharing an account must not kill each other's sessions)."""
+        path = state_dir / "instance-id"
+        try:
+            return path.read_text().strip()
+        except FileNotFoundError:
+            state_dir.mkdir(parents=True, exist_ok=True)
+            value = uuid.uuid4().hex[:16]
+            path.write_text(value + "\n")
+            return value
+
+    # -- capabilities and policy ------------------------------------------------
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(pty=True, resize=True, signals=True, stdin=True, background=True,
+                            persistent_shell=True, file_transfer=True, network_policy="host", streaming=True)
+
+    def policy(self) -> dict[str, str]:
+        o = self.options
+        auth = ["publickey (key_file)" if o.key_file else "publickey (ssh-agent)"]
+        if o.password_env:
+            auth.append("password (from the daemon's environment)")
+        policy = {
+            "isolation": "remote account (task directory only; no sandbox on the remote host)",
+            "host": f"{self._connector.user}@{o.host}:{o.port}",
+            "remote_root": self._conn.root if self._conn and self._conn.root else o.remote_root,
+            "host_keys": f"verified against {o.known_hosts}" + (" (new keys accepted and recorded)"
+                                                               if o.accept_new_host_keys else " (strict)"),
+            "auth": ", ".join(auth),
+            "network": "the remote host's",
+        }
+        if o.jump_host:
+            policy["jump_host"] = o.jump_host
+        return policy
+
+    # -- plumbing --------------------------------------------------------------------
+
+    async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(fn, *args))
+
+    async def _connection(self) -> _Connection:
+        conn = self._conn
+        if conn is not None and conn.alive():
+            return conn
+        async with self._lock:
+            conn = self._conn
+            if conn is not None and conn.alive():
+                return conn
+            if conn is not None:
+                log.warning("ssh backend %s: reconnecting to %s after: %s", self.name, conn.label, conn.loss_reason())
+                conn.close()
+                self._conn = None
+                self.reconnects += 1
+            try:
+                conn = await self._blocking(self._connector.connect)
+                await self._prepare(conn)
+            except BackendError as exc:
+                self._last_error = exc
+                raise
+            except (OSError, EOFError, paramiko.SSHException) as exc:
+                err = BackendError(f"ssh: connecting to {self.options.host}:{self.options.port} failed: {exc}",
+                                   ErrorKind.UNAVAILABLE)
+                self._last_error = err
+                raise err from exc
+            self._last_error = None
+            self._conn = conn
+            return conn
+
+    async def _prepare(self, conn: _Connection) -> None:
+        """Resolve remote_root and create it and this daemon's session registry."""
+        root = remote_path_expr(self.options.remote_root)
+        command = (f"mkdir -p -- {root}/{SESSIONS_DIR}/{self._instance} && cd -- {root} && pwd -P")
+        code, out, err = await self._run(command, conn=conn)
+        if code != 0:
+            conn.close()
+            raise BackendError(f"ssh: cannot create remote_root {self.options.remote_root} on {conn.label}: "
+                               f"{err.decode(errors='replace').strip() or f'exit {code}'}", ErrorKind.FAILED_PRECONDITION)
+        conn.root = out.decode().strip().splitlines()[-1]
+        conn.registry = f"{conn.root}/{SESSIONS_DIR}/{self._instance}"
+
+    async def _open(self, conn: _Connection, command: str, pty: PtySize | None) -> paramiko.Channel:
+        def open_channel() -> paramiko.Channel:
+            chan = conn.transport.open_session(timeout=self.options.connect_timeout)
+            try:
+                if pty is not None:
+                    chan.get_pty(term="xterm-256color", width=pty.cols, height=pty.rows)
+                chan.exec_command(command)
+            except BaseException:
+                chan.close()
+                raise
+            return chan
+
+        try:
+            return await self._blocking(open_channel)
+        except paramiko.ChannelException as exc:
+            raise BackendError(f"ssh: {conn.label} refused a new channel ({exc.text}); its sshd MaxSessions "
+                               "may be too low for this many tasks", ErrorKind.RESOURCE_EXHAUSTED) from exc
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            if not conn.alive():
+                raise conn.lost_error("a new channel") from exc
+            raise BackendError(f"ssh: starting a command on {conn.label} failed: {exc}", ErrorKind.UNAVAILABLE) from exc
+
+    async def _run(self, command: str, *, conn: _Connection | None = None) -> tuple[int, bytes, bytes]:
+        """Run a helper command on a plain exec channel and collect its output."""
+        conn = conn or await self._connection()
+        chan = await self._open(conn, command, None)
+        proc = _ChannelProcess(self, conn, chan, pty=False, handshake=False)
+        await proc.close_stdin()
+        out, err = await asyncio.gather(_collect(proc.stdout), _collect(proc.stderr))
+        code = await proc.wait()
+        await proc.detach()
+        return code, out, err
+
+    def _forget(self, pid: int) -> None:
+        self._forgotten.append(pid)
+
+    async def _spawn(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str],
+                     pty: PtySize | None) -> Process:
+        conn = await self._connection()
+        forget, self._forgotten = self._forgotten[:200], self._forgotten[200:]
+        command = build_spawn_command(argv, cwd, env, conn.registry, forget)
+        try:
+            chan = await self._open(conn, command, pty)
+        except BaseException:
+            self._forgotten[:0] = forget
+            raise
+        proc = _ChannelProcess(self, conn, chan, pty=pty is not None, handshake=True)
+        try:
+            await proc.started(self.options.connect_timeout + 5)
+        except BackendError as exc:
+            proc.abort()
+            if "err:cwd" in exc.message:
+                raise BackendError(f"cannot start {argv[0]!r}: the directory {cwd} does not exist on "
+                                   f"{conn.label}", ErrorKind.NOT_FOUND) from None
+            if exc.kind is ErrorKind.FAILED_PRECONDITION and proc.stderr is not None:
+                detail = bytes(proc.stderr._buf).decode(errors="replace").strip()
+                if detail:
+                    raise BackendError(f"{exc.message}: {detail}", exc.kind) from None
+            raise
+        return proc
+
+    # -- Backend API -----------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect and kill the sessions a previous daemon left on the remote host."""
+        try:
+            conn = await self._connection()
+            code, out, err = await self._run(shlex.join(["/bin/sh", "-c", CLEANUP_SCRIPT, "executor-cleanup",
+                                                         conn.registry]), conn=conn)
+        except BackendError as exc:
+            log.warning("ssh backend %s: not reachable at start: %s", self.name, exc.message)
+            return
+        if code == 0 and out.strip().isdigit():
+            self.orphans_ended = int(out.strip())
+            if self.orphans_ended:
+                log.warning("ssh backend %s: ended %d session(s) left running by a previous daemon on %s",
+                            self.name, self.orphans_ended, conn.label)
+        else:
+            log.warning("ssh backend %s: cleaning up old sessions failed: %s", self.name,
+                        err.decode(errors="replace").strip())
+
+    async def health(self) -> Health:
+        try:
+            conn = await asyncio.wait_for(self._connection(), self.options.connect_timeout + 5)
+        except BackendError as exc:
+            return Health(False, exc.message)
+        except TimeoutError:
+            return Health(False, f"ssh: connecting to {self.options.host}:{self.options.port} timed out")
+        started = time.perf_counter()
+        try:
+            await asyncio.wait_for(self._blocking(conn.transport.global_request, "keepalive@openssh.com", None, True),
+                                   self.options.connect_timeout)
+        except (TimeoutError, OSError, EOFError, paramiko.SSHException):
+            return Health(False, f"ssh: {conn.label} does not answer")
+        if not conn.alive():
+            return Health(False, f"ssh: {conn.loss_reason()}")
+        rtt = (time.perf_counter() - started) * 1000
+        return Health(True, details={"host": conn.label, "remote_root": conn.root, "rtt_ms": f"{rtt:.2f}",
+                                     "reconnects": str(self.reconnects)})
+
+    async def sandbox(self, task_id: str) -> SSHSandbox:
+        if not task_id or "/" in task_id or task_id in (".", "..") or task_id == SESSIONS_DIR or "\x00" in task_id:
+            raise BackendError(f"invalid task id {task_id!r}", ErrorKind.INVALID_ARGUMENT)
+        conn = await self._connection()
+        root = f"{conn.root}/{task_id}"
+        if root not in self._dirs:
+            code, _, err = await self._run(f"mkdir -p -- {shlex.quote(root)}", conn=conn)
+            if code != 0:
+                message = err.decode(errors="replace").strip()
+                kind = ErrorKind.RESOURCE_EXHAUSTED if "No space" in message else ErrorKind.FAILED_PRECONDITION
+                raise BackendError(f"cannot create the task directory {root} on {conn.label}: {message}", kind)
+            self._dirs.add(root)
+        return SSHSandbox(self, task_id, root)
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+async def _collect(stream: Any) -> bytes:
+    buf = bytearray()
+    while True:
+        chunk = await stream.read()
+        if not chunk:
+            return bytes(buf)
+        buf += chunk
