@@ -1,0 +1,1215 @@
+"""The docker backend: one hardened, persistent container, as fast as a local shell.
+
+Design (issue 5):
+
+* **One container per daemon** (or, with ``per_task: true``, one per task), created on first
+  use from a local image and labelled ``io.executor.daemon=<instance id>``; a restarted daemon
+  finds it again by label. If it is gone or stopped, the next ``sandbox()``/``spawn()`` recreates
+  (or restarts) it and the sandbox says so through ``take_notice()``. Files live on a named
+  volume at ``/workspace`` (one directory per task), so they survive a container restart.
+* **Hardened by default**, every item an option: read-only root with a tmpfs ``/tmp``, all
+  capabilities dropped, no-new-privileges, a non-root numeric user, pids/memory/CPU limits,
+  ``network: none``, no host mounts, docker's default seccomp profile, never a pull.
+* **Fast**: the Engine API through docker-py for control calls (in a worker thread), and for
+  each process a docker exec whose *hijacked socket* is driven by the event loop directly
+  (``add_reader`` + non-blocking ``recv``/``sock_sendall``, demultiplexed in place): a line
+  written to a long-lived shell comes back with no thread hop and no polling.
+* Every spawn runs ``env -i K=V... argv`` so the process gets exactly the given environment
+  (docker exec otherwise adds PATH, HOSTNAME, HOME and the image's variables). runc makes every
+  exec'd process a session leader, which ``signal_session`` (a /proc walk inside the
+  container) relies on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+import io
+import json
+import re
+import socket
+import tarfile
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from pydantic import field_validator
+
+from .base import (
+    Backend,
+    BackendError,
+    Capabilities,
+    ErrorKind,
+    Health,
+    Options,
+    Process,
+    PtySize,
+    Sandbox,
+    drain,
+)
+
+LABEL_DAEMON = "io.executor.daemon"
+LABEL_BACKEND = "io.executor.backend"
+LABEL_SCOPE = "io.executor.scope"
+LABEL_CONFIG = "io.executor.config"
+SHARED = "shared"
+
+_TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_USER = re.compile(r"^\d+(:\d+)?$")
+
+#: Ends every process a previous daemon left in the container: everything outside the
+#: container's own init session (sid 1) except this script's own session.
+CLEANUP_SCRIPT = r"""
+me=$$; n=0
+for d in /proc/[0-9]*; do
+  pid=${d#/proc/}
+  [ "$pid" = 1 ] && continue
+  stat=$(cat "$d/stat" 2>/dev/null) || continue
+  rest=${stat##*) }
+  set -- $rest
+  [ "$4" = 1 ] && continue
+  [ "$4" = "$me" ] && continue
+  kill -9 "$pid" 2>/dev/null && n=$((n+1))
+done
+echo "$n"
+"""
+
+#: Sets the terminal size before exec'ing the program: Engine API 1.41 has no size on exec
+#: create, and a resize after start would race a program that reads its size at once.
+PTY_WRAPPER = 'stty rows "$1" cols "$2" 2>/dev/null; shift 2; exec "$@"'
+
+
+class DockerOptions(Options):
+    """``backends.<name>`` options of ``kind: docker``. Defaults are the hardened policy."""
+
+    #: The image; built locally by ``make sandbox-image``.
+    image: str = "executor-sandbox:latest"
+    #: Pull the image when it is missing. Off: no registry is contacted at run time.
+    pull: bool = False
+    #: Engine address (``unix:///var/run/docker.sock``, ``tcp://host:2375``); default: DOCKER_HOST.
+    docker_host: str | None = None
+    #: Seconds for Engine API control calls.
+    api_timeout: float = 60.0
+    #: One container per task instead of one for the whole daemon.
+    per_task: bool = False
+    #: Numeric ``UID:GID`` the container and every process run as.
+    user: str = "1000:1000"
+    read_only: bool = True
+    #: tmpfs mounts, path -> mount options.
+    tmpfs: dict[str, str] = {"/tmp": "rw,nosuid,nodev,size=512m", "/run": "rw,nosuid,nodev,size=16m"}
+    cap_drop_all: bool = True
+    cap_add: list[str] = []
+    no_new_privileges: bool = True
+    #: ``None`` keeps docker's default seccomp profile (a path to a profile JSON replaces it).
+    seccomp_profile: str | None = None
+    pids_limit: int | None = 512
+    mem_limit: str | None = "2g"
+    #: CPUs (fractional), sent as NanoCpus.
+    cpus: float | None = 2.0
+    #: ``none``, ``bridge``, ``host`` or a named network.
+    network: str = "none"
+    #: Extra bind mounts ``HOST:CONTAINER[:ro]``; none by default (no Docker socket, no host paths).
+    mounts: list[str] = []
+    #: Where the workspace volume is mounted; each task gets ``<workspace>/<task_id>``.
+    workspace: str = "/workspace"
+    #: Run docker-init (tini) as pid 1 so orphans are reaped and do not fill the pids limit.
+    init: bool = True
+    #: The container's main process; it only has to stay alive.
+    command: list[str] = ["sleep", "infinity"]
+    #: The program used to give each process exactly its environment.
+    env_program: str = "/usr/bin/env"
+    #: Extra labels on the containers and volumes.
+    labels: dict[str, str] = {}
+
+    @field_validator("user")
+    @classmethod
+    def _numeric_user(cls, value: str) -> str:
+        if not _USER.match(value):
+            raise ValueError("user must be numeric UID or UID:GID (archive ownership is set from it)")
+        return value
+
+    @field_validator("network")
+    @classmethod
+    def _network(cls, value: str) -> str:
+        if not value:
+            raise ValueError("network must be none, bridge, host or a network name")
+        return value
+
+    @property
+    def uid_gid(self) -> tuple[int, int]:
+        uid, _, gid = self.user.partition(":")
+        return int(uid), int(gid or uid)
+
+
+# ---------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------
+
+
+def _docker_error(exc: BaseException, what: str) -> BackendError:
+    """Turn a docker-py / requests failure into a BackendError a person can act on."""
+    import docker.errors
+    import requests
+
+    if isinstance(exc, BackendError):
+        return exc
+    if isinstance(exc, docker.errors.ImageNotFound):
+        return BackendError(f"{what}: image not found in the Docker engine ({_explain(exc)}); build it with "
+                            "`make sandbox-image` or set `pull: true`", ErrorKind.FAILED_PRECONDITION)
+    if isinstance(exc, docker.errors.NotFound):
+        return BackendError(f"{what}: {_explain(exc)}", ErrorKind.NOT_FOUND)
+    if isinstance(exc, docker.errors.APIError):
+        code = exc.status_code or 500
+        kind = ErrorKind.FAILED_PRECONDITION if code in (400, 409) else (
+            ErrorKind.PERMISSION_DENIED if code == 403 else ErrorKind.UNAVAILABLE)
+        return BackendError(f"{what}: Docker engine said {code}: {_explain(exc)}", kind)
+    if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout, ConnectionError,
+                        docker.errors.DockerException, OSError)):
+        return BackendError(f"{what}: cannot reach the Docker engine ({exc}); start dockerd "
+                            "(`make docker-up`) or fix `docker_host`", ErrorKind.UNAVAILABLE)
+    return BackendError(f"{what}: {exc}", ErrorKind.INTERNAL)
+
+
+def _explain(exc: Any) -> str:
+    return str(getattr(exc, "explanation", None) or exc)
+
+
+def _status(exc: BaseException) -> int | None:
+    return getattr(exc, "status_code", None)
+
+
+# ---------------------------------------------------------------------------
+# Streams and the hijacked exec socket
+# ---------------------------------------------------------------------------
+
+
+class _Stream:
+    """One output stream of an exec: ``read()`` returns what is buffered, b"" at EOF.
+
+    The socket reader pauses when a consumer falls behind (``HIGH`` bytes buffered) and
+    resumes once it has read below ``LOW``; a slow reader never makes the daemon buffer a
+    command's whole output."""
+
+    HIGH = 8 << 20
+    LOW = 1 << 20
+    CHUNK = 1 << 20
+
+    def __init__(self, on_drain: Callable[[], None]) -> None:
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self.size = 0
+        self._eof = False
+        self._exc: BaseException | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._on_drain = on_drain
+
+    def feed(self, data: bytes) -> None:
+        if data and not self._eof:
+            self._chunks.append(data)
+            self.size += len(data)
+            self._wake()
+
+    def feed_eof(self, exc: BaseException | None = None) -> None:
+        if not self._eof:
+            self._eof = True
+            self._exc = exc
+            self._wake()
+
+    def _wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def read(self) -> bytes:
+        while not self._chunks:
+            if self._exc is not None:
+                raise self._exc
+            if self._eof:
+                return b""
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+        if len(self._chunks) == 1:
+            data = self._chunks.popleft()
+        else:
+            parts, n = [], 0
+            while self._chunks and n < self.CHUNK:
+                part = self._chunks.popleft()
+                parts.append(part)
+                n += len(part)
+            data = b"".join(parts)
+        self.size -= len(data)
+        if self.size < self.LOW:
+            self._on_drain()
+        return data
+
+
+class _ExecSocket:
+    """The client end of a hijacked ``POST /exec/{id}/start``, driven by the event loop.
+
+    Without a TTY the engine multiplexes stdout and stderr in frames
+    (``[stream, 0, 0, 0, size32be] payload``); with a TTY the bytes are raw. Reading happens
+    in an ``add_reader`` callback (one non-blocking ``recv`` per readiness event), writing
+    through ``loop.sock_sendall``."""
+
+    def __init__(self, sock: socket.socket, keepalive: Any, leftover: bytes, tty: bool,
+                 on_close: Callable[[BaseException | None], None]) -> None:
+        self._sock = sock
+        self._keepalive = keepalive  # docker-py's SocketIO/response: closing them would close the fd
+        self._loop = asyncio.get_running_loop()
+        self._tty = tty
+        self._buf = bytearray()
+        self._on_close = on_close
+        self.stdout = _Stream(self._maybe_resume)
+        self.stderr = None if tty else _Stream(self._maybe_resume)
+        self._reading = False
+        self._closed = False
+        self.finished = False
+        sock.setblocking(False)
+        if leftover:
+            self._consume(leftover)
+        self._resume()
+
+    # reading -------------------------------------------------------------
+    def _resume(self) -> None:
+        if not self._reading and not self.finished and not self._closed:
+            self._reading = True
+            self._loop.add_reader(self._sock.fileno(), self._on_readable)
+
+    def _pause(self) -> None:
+        if self._reading:
+            self._reading = False
+            self._loop.remove_reader(self._sock.fileno())
+
+    def _maybe_resume(self) -> None:
+        if not self._reading and self._buffered() < _Stream.LOW:
+            self._resume()
+
+    def _buffered(self) -> int:
+        return self.stdout.size + (self.stderr.size if self.stderr is not None else 0)
+
+    def _on_readable(self) -> None:
+        try:
+            data = self._sock.recv(1 << 18)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._finish(exc)
+            return
+        if not data:
+            self._finish(None)
+            return
+        self._consume(data)
+        if self._buffered() > _Stream.HIGH:
+            self._pause()
+
+    def _consume(self, data: bytes) -> None:
+        if self._tty:
+            self.stdout.feed(data)
+            return
+        buf = self._buf
+        buf += data
+        pos, end = 0, len(buf)
+        while end - pos >= 8:
+            size = int.from_bytes(buf[pos + 4 : pos + 8], "big")
+            if end - pos - 8 < size:
+                break
+            kind = buf[pos]
+            payload = bytes(buf[pos + 8 : pos + 8 + size])
+            pos += 8 + size
+            if kind == 2 and self.stderr is not None:
+                self.stderr.feed(payload)
+            else:
+                self.stdout.feed(payload)
+        if pos:
+            del buf[:pos]
+
+    def _finish(self, exc: BaseException | None) -> None:
+        self._pause()
+        if not self.finished:
+            self.finished = True
+            self._on_close(exc)
+
+    # writing -------------------------------------------------------------
+    async def write(self, data: bytes) -> None:
+        if self._closed:
+            raise BackendError("stdin is closed", ErrorKind.FAILED_PRECONDITION)
+        try:
+            await self._loop.sock_sendall(self._sock, data)
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise BackendError("the process no longer reads its stdin", ErrorKind.FAILED_PRECONDITION) from exc
+        except OSError as exc:
+            raise BackendError(f"writing to the process failed: {exc}", ErrorKind.LOST) from exc
+
+    def close_write(self) -> None:
+        if not self._closed:
+            try:
+                self._sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        if not self._closed:
+            self._pause()
+            self._closed = True
+            try:
+                self._sock.close()
+            finally:
+                closer = getattr(self._keepalive, "close", None)
+                if closer is not None:
+                    try:
+                        closer()
+                    except Exception:  # noqa: BLE001 - closing best effort
+                        pass
+
+
+def _hijacked_socket(result: Any) -> tuple[socket.socket, bytes]:
+    """The plain socket under docker-py's ``exec_start(socket=True)`` result, plus any bytes the
+    HTTP response reader buffered past the headers (they belong to the stream)."""
+    sock = getattr(result, "_sock", result)
+    if not isinstance(sock, socket.socket) or type(sock).__name__ == "SSLSocket":
+        raise BackendError("the docker backend streams over unix or plain tcp engine sockets only "
+                           "(TLS and ssh docker_host are not supported yet)", ErrorKind.FAILED_PRECONDITION)
+    leftover = b""
+    response = getattr(result, "_response", None)
+    reader = getattr(getattr(getattr(response, "raw", None), "_fp", None), "fp", None)
+    if reader is not None and hasattr(reader, "peek"):
+        sock.setblocking(False)
+        try:
+            leftover = reader.read1(1 << 20) or b""
+        except (BlockingIOError, InterruptedError, OSError, ValueError):
+            leftover = b""
+    return sock, leftover
+
+
+# ---------------------------------------------------------------------------
+# Processes
+# ---------------------------------------------------------------------------
+
+
+class DockerProcess(Process):
+    """A docker exec: the leader of its own session inside the container."""
+
+    def __init__(self, sandbox: "DockerSandbox", container: "_Container", exec_id: str, result: Any,
+                 tty: bool) -> None:
+        self._sandbox = sandbox
+        self._container = container
+        self._generation = container.generation
+        self.exec_id = exec_id
+        self._tty = tty
+        self._exit: int | None = None
+        self._lost: BackendError | None = None
+        sock, leftover = _hijacked_socket(result)
+        self._io = _ExecSocket(sock, result, leftover, tty, self._on_stream_end)
+        self.stdout = self._io.stdout
+        self.stderr = self._io.stderr
+        self._settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    # stream end: a normal exit, or the container went away under us
+    def _on_stream_end(self, exc: BaseException | None) -> None:
+        asyncio.ensure_future(self._settle(exc))
+
+    async def _settle(self, exc: BaseException | None) -> None:
+        lost = await self._check_lost(exc)
+        if lost is not None:
+            self._lost = lost
+            self._container.invalidate(lost.message)
+        for stream in (self._io.stdout, self._io.stderr):
+            if stream is not None:
+                stream.feed_eof(lost)
+        if not self._settled.done():
+            self._settled.set_result(None)
+
+    async def _check_lost(self, exc: BaseException | None) -> BackendError | None:
+        """Why the stream ended, if it was not the process finishing normally."""
+        backend = self._sandbox.backend
+        try:
+            info = await backend.call(lambda api: api.exec_inspect(self.exec_id), "inspecting the process")
+        except BackendError as err:
+            if err.kind is ErrorKind.NOT_FOUND:
+                reason = await self._container.describe_loss(backend)
+                return BackendError(f"the process's container went away: {reason}", ErrorKind.LOST)
+            return BackendError(f"lost the Docker engine while the process ran: {err.message}", ErrorKind.LOST)
+        if not info.get("Running") and info.get("ExitCode") is not None:
+            reason = await self._container.loss_since(backend, self._generation)
+            if reason:
+                return BackendError(f"the container stopped under the process: {reason}", ErrorKind.LOST)
+            self._exit = int(info["ExitCode"])
+            return None
+        if exc is not None:
+            return BackendError(f"the connection to the process broke: {exc}", ErrorKind.LOST)
+        return None  # stdout/stderr closed, the process still runs: wait() polls
+
+    async def write(self, data: bytes) -> None:
+        if self._lost is not None:
+            raise self._lost
+        await self._io.write(data)
+
+    async def close_stdin(self) -> None:
+        if not self._tty:
+            self._io.close_write()
+
+    async def wait(self) -> int:
+        """The exit code (-N for a process killed by signal N, read from docker's 128+N).
+
+        Normally known when the stream ends; a process that closed its output early is
+        polled with a backoff (only here, never on the data path)."""
+        await asyncio.shield(self._settled)
+        if self._lost is not None:
+            raise self._lost
+        delay = 0.005
+        backend = self._sandbox.backend
+        while self._exit is None:
+            try:
+                info = await backend.call(lambda api: api.exec_inspect(self.exec_id), "inspecting the process")
+            except BackendError as err:
+                reason = await self._container.describe_loss(backend)
+                self._lost = BackendError(f"the process's result is unknown: {err.message} ({reason})",
+                                          ErrorKind.LOST)
+                raise self._lost from err
+            if not info.get("Running") and info.get("ExitCode") is not None:
+                self._exit = int(info["ExitCode"])
+                break
+            reason = await self._container.loss_since(backend, self._generation)
+            if reason:
+                self._lost = BackendError(f"the container stopped under the process: {reason}", ErrorKind.LOST)
+                raise self._lost
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.2)
+        code = self._exit
+        return -(code - 128) if 128 < code <= 128 + 64 else code
+
+    async def resize(self, size: PtySize) -> None:
+        if not self._tty:
+            raise BackendError("this process has no terminal", ErrorKind.FAILED_PRECONDITION)
+        await self._sandbox.backend.call(lambda api: api.exec_resize(self.exec_id, height=size.rows,
+                                                                      width=size.cols), "resizing the terminal")
+
+    async def detach(self) -> None:
+        self._io.close()
+
+
+# ---------------------------------------------------------------------------
+# Containers
+# ---------------------------------------------------------------------------
+
+
+class _Container:
+    """One labelled container (the daemon's shared one, or a task's) and its life story."""
+
+    def __init__(self, backend: "DockerBackend", scope: str) -> None:
+        self.backend = backend
+        self.scope = scope
+        self.id: str | None = None
+        self.started_at: str | None = None
+        self.generation = 0
+        self.notices: list[tuple[int, str]] = []
+        self._suspect: str | None = None
+        self._lock = asyncio.Lock()
+        self.known_dirs: set[str] = set()
+
+    @property
+    def name(self) -> str:
+        base = f"executor-{self.backend.name}-{self.backend.instance_id[:8]}"
+        return base if self.scope == SHARED else f"{base}-{self.scope}"[:120]
+
+    @property
+    def volume(self) -> str:
+        base = f"executor-{self.backend.name}-{self.backend.instance_id[:8]}-workspace"
+        return base if self.scope == SHARED else f"{base}-{self.scope}"[:120]
+
+    def labels(self) -> dict[str, str]:
+        return {**self.backend.options.labels, LABEL_DAEMON: self.backend.instance_id,
+                LABEL_BACKEND: self.backend.name, LABEL_SCOPE: self.scope, LABEL_CONFIG: self.backend.config_hash}
+
+    def invalidate(self, reason: str) -> None:
+        """A process saw the container fail: check it again before the next use."""
+        self._suspect = reason
+
+    async def ensure(self) -> str:
+        """The running container's id: found by label, started, or created."""
+        if self.id is not None and self._suspect is None:
+            return self.id
+        async with self._lock:
+            if self.id is not None and self._suspect is None:
+                return self.id
+            had = self.id
+            cid, started, note = await self.backend.call(self._ensure_sync, f"preparing container {self.name}")
+            if had is not None and cid != had:
+                note = note or f"container {self.name} was gone and has been recreated"
+            if had is not None and cid == had and started != self.started_at:
+                note = note or f"container {self.name} had stopped and has been restarted"
+            if cid != had or started != self.started_at:
+                self.known_dirs.clear()
+            self.id, self.started_at, self._suspect = cid, started, None
+            if note:
+                self.generation += 1
+                self.notices.append((self.generation, note + f" (files under {self.backend.options.workspace} are kept)"))
+            return cid
+
+    def _ensure_sync(self, api: Any) -> tuple[str, str, str]:
+        import docker.errors
+
+        note = ""
+        found = api.containers(all=True, filters={"label": [f"{LABEL_DAEMON}={self.backend.instance_id}",
+                                                            f"{LABEL_SCOPE}={self.scope}",
+                                                            f"{LABEL_BACKEND}={self.backend.name}"]})
+        for c in found:
+            if c["Labels"].get(LABEL_CONFIG) != self.backend.config_hash:
+                api.remove_container(c["Id"], force=True)
+                note = f"container {self.name} was replaced because the backend's options changed"
+                found = []
+                break
+        if found:
+            cid = found[0]["Id"]
+            state = api.inspect_container(cid)["State"]
+            if not state.get("Running"):
+                api.start(cid)
+                note = (f"container {self.name} had stopped ({_state_reason(state)}) and has been restarted")
+        else:
+            cid = self._create(api)
+            if not note and self.backend.remembered(self.scope) not in (None, cid):
+                note = f"container {self.name} was gone and has been recreated"
+            try:
+                api.start(cid)
+            except docker.errors.APIError:
+                api.remove_container(cid, force=True)
+                raise
+        self.backend.remember(self.scope, cid)
+        started = api.inspect_container(cid)["State"].get("StartedAt", "")
+        return cid, started, note
+
+    def _create(self, api: Any) -> str:
+        import docker.errors
+
+        opts = self.backend.options
+        image = opts.image
+        try:
+            api.inspect_image(image)
+        except docker.errors.ImageNotFound:
+            if not opts.pull:
+                raise BackendError(f"image {image} is not in the Docker engine; build it with `make sandbox-image` "
+                                   "(or set `pull: true` to pull it from a registry)", ErrorKind.FAILED_PRECONDITION)
+            api.pull(image)
+        try:
+            api.create_volume(self.volume, labels=self.labels())
+        except docker.errors.APIError as exc:
+            if _status(exc) != 409:
+                raise
+        host_config = api.create_host_config(**self.backend.host_config_kwargs(self.volume))
+        kwargs = dict(image=image, command=list(opts.command), user=opts.user, labels=self.labels(),
+                      host_config=host_config, working_dir=opts.workspace, hostname="sandbox",
+                      name=self.name, detach=True)
+        try:
+            return api.create_container(**kwargs)["Id"]
+        except docker.errors.APIError as exc:
+            if _status(exc) != 409:
+                raise
+            # A container of that name exists: ours from an older instance, or someone else's.
+            other = api.inspect_container(self.name)
+            if other["Config"]["Labels"].get(LABEL_BACKEND) != self.backend.name:
+                raise BackendError(f"a container named {self.name} exists and is not ours; remove or rename it",
+                                   ErrorKind.FAILED_PRECONDITION) from exc
+            api.remove_container(self.name, force=True)
+            return api.create_container(**kwargs)["Id"]
+
+    async def describe_loss(self, backend: "DockerBackend") -> str:
+        """What happened to the container, in words."""
+        cid = self.id
+        if cid is None:
+            return "no container"
+
+        def look(api: Any) -> str:
+            import docker.errors
+
+            try:
+                state = api.inspect_container(cid)["State"]
+            except docker.errors.NotFound:
+                return f"container {self.name} was removed"
+            if state.get("Running") and state.get("StartedAt") == self.started_at:
+                return f"container {self.name} is still running"
+            return f"container {self.name} stopped ({_state_reason(state)})"
+
+        try:
+            reason = await backend.call(look, "inspecting the container")
+        except BackendError as err:
+            reason = err.message
+        if "still running" not in reason:
+            self.invalidate(reason)
+        return reason + "; the next command starts it again"
+
+    async def loss_since(self, backend: "DockerBackend", generation: int) -> str:
+        """A reason if the container stopped/restarted/vanished since ``generation`` began."""
+        if generation != self.generation:
+            return f"container {self.name} was replaced"
+        reason = await self.describe_loss(backend)
+        return "" if "still running" in reason else reason
+
+
+def _state_reason(state: Mapping[str, Any]) -> str:
+    if state.get("OOMKilled"):
+        return "killed for exceeding its memory limit"
+    status = state.get("Status", "unknown")
+    code = state.get("ExitCode")
+    return f"{status}, exit code {code}" if code is not None else str(status)
+
+
+# ---------------------------------------------------------------------------
+# Tar ownership rewriting
+# ---------------------------------------------------------------------------
+
+
+def _octal_field(value: int, width: int) -> bytes:
+    return (b"%0*o" % (width - 1, value)) + b"\0"
+
+
+def _header_size(block: bytes) -> int:
+    raw = block[124:136]
+    if raw[0] & 0x80:  # GNU base-256
+        return int.from_bytes(bytes([raw[0] & 0x7F]) + raw[1:], "big")
+    text = raw.split(b"\0", 1)[0].strip()
+    return int(text, 8) if text else 0
+
+
+def _set_owner(block: bytearray, uid: int, gid: int) -> None:
+    block[108:116] = _octal_field(uid, 8)
+    block[116:124] = _octal_field(gid, 8)
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block)
+
+
+def _strip_pax_owner(data: bytes) -> bytes:
+    """Drop uid/gid/uname/gname records from a pax header's data."""
+    out, pos = bytearray(), 0
+    while pos < len(data):
+        space = data.find(b" ", pos)
+        if space < 0:
+            break
+        try:
+            length = int(data[pos:space])
+        except ValueError:
+            break
+        if length <= 0:
+            break
+        record = data[pos : pos + length]
+        key = record[space - pos + 1 :].split(b"=", 1)[0]
+        if key not in (b"uid", b"gid", b"uname", b"gname"):
+            out += record
+        pos += length
+    return bytes(out)
+
+
+def _padded(n: int) -> int:
+    return (n + 511) & ~511
+
+
+class _TarOwner:
+    """Rewrites a tar stream so every member belongs to ``uid:gid``, in constant memory.
+
+    The engine unpacks archives as root and keeps the owners written in the headers; the
+    sandbox's processes must own what a client uploads. (docker's ``copyUIDGID`` would look
+    the numeric user up in the *host's* passwd file and fail.)"""
+
+    def __init__(self, uid: int, gid: int) -> None:
+        self.uid, self.gid = uid, gid
+        self._buf = bytearray()
+        self._data_left = 0  # bytes of member data (with padding) to pass through
+        self._pax: bytearray | None = None
+        self._pax_header: bytearray | None = None
+        self._pax_left = 0
+
+    def feed(self, chunk: bytes) -> bytes:
+        self._buf += chunk
+        out = bytearray()
+        while True:
+            if self._data_left:
+                n = min(self._data_left, len(self._buf))
+                if not n:
+                    break
+                out += self._buf[:n]
+                del self._buf[:n]
+                self._data_left -= n
+                continue
+            if self._pax is not None:
+                n = min(self._pax_left, len(self._buf))
+                if self._pax_left and not n:
+                    break
+                self._pax += self._buf[:n]
+                del self._buf[:n]
+                self._pax_left -= n
+                if self._pax_left:
+                    break
+                out += self._emit_pax()
+                continue
+            if len(self._buf) < 512:
+                break
+            block = bytearray(self._buf[:512])
+            del self._buf[:512]
+            if not any(block):
+                out += block  # end-of-archive blocks
+                continue
+            size = _header_size(block)
+            typeflag = block[156:157]
+            if typeflag in (b"x", b"g"):
+                self._pax_header, self._pax, self._pax_left = block, bytearray(), _padded(size)
+                self._pax_size = size
+                continue
+            if typeflag not in (b"L", b"K"):
+                _set_owner(block, self.uid, self.gid)
+            out += block
+            self._data_left = _padded(size) if typeflag not in (b"1", b"2", b"3", b"4", b"5", b"6") else 0
+        return bytes(out)
+
+    def _emit_pax(self) -> bytes:
+        assert self._pax is not None and self._pax_header is not None
+        data = _strip_pax_owner(bytes(self._pax[: self._pax_size]))
+        header = self._pax_header
+        header[124:136] = _octal_field(len(data), 12)
+        _set_owner(header, self.uid, self.gid)
+        self._pax = self._pax_header = None
+        return bytes(header) + data + b"\0" * (_padded(len(data)) - len(data))
+
+
+def _dir_tar(names: Sequence[str], uid: int, gid: int, mode: int = 0o755) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in names:
+            info = tarfile.TarInfo(name)
+            info.type = tarfile.DIRTYPE
+            info.mode = mode
+            info.uid, info.gid = uid, gid
+            tar.addfile(info)
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------
+# Sandbox and backend
+# ---------------------------------------------------------------------------
+
+
+class DockerSandbox(Sandbox):
+    """A task's directory in the (shared or per-task) container."""
+
+    def __init__(self, backend: "DockerBackend", container: _Container, task_id: str) -> None:
+        self.backend = backend
+        self.container = container
+        self.task_id = task_id
+        self.root = f"{backend.options.workspace.rstrip('/')}/{task_id}"
+        self._seen_generation = container.generation
+
+    def take_notice(self) -> str | None:
+        """Something the task should be told once (e.g. its container was recreated), or None."""
+        notes = [text for gen, text in self.container.notices if gen > self._seen_generation]
+        self._seen_generation = self.container.generation
+        return "; ".join(notes) or None
+
+    async def _ready(self) -> str:
+        """The container id, with this task's directory present (recreating what vanished)."""
+        cid = await self.container.ensure()
+        if self.task_id not in self.container.known_dirs:
+            await self.backend.make_task_dir(cid, self.task_id)
+            self.container.known_dirs.add(self.task_id)
+        return cid
+
+    def _command(self, argv: Sequence[str], env: Mapping[str, str], pty: PtySize | None) -> list[str]:
+        if not argv:
+            raise BackendError("nothing to run: empty argv", ErrorKind.INVALID_ARGUMENT)
+        if "=" in argv[0]:
+            raise BackendError(f"cannot run {argv[0]!r}: a program name with '=' cannot follow env -i",
+                               ErrorKind.INVALID_ARGUMENT)
+        assignments = []
+        for key, value in env.items():
+            if not key or "=" in key or "\0" in key or "\0" in value:
+                raise BackendError(f"invalid environment variable {key!r}", ErrorKind.INVALID_ARGUMENT)
+            assignments.append(f"{key}={value}")
+        cmd = [self.backend.options.env_program, "-i", *assignments, *argv]
+        if pty is not None:
+            cmd = ["/bin/sh", "-c", PTY_WRAPPER, "sh", str(pty.rows), str(pty.cols), *cmd]
+        return cmd
+
+    async def spawn(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str],
+                    pty: PtySize | None = None) -> Process:
+        cmd = self._command(argv, env, pty)
+        tty = pty is not None
+        user = self.backend.options.user
+        for attempt in (1, 2):
+            cid = await self._ready()
+
+            def start(api: Any) -> tuple[str, Any]:
+                exec_id = api.exec_create(cid, cmd, stdin=True, stdout=True, stderr=True, tty=tty,
+                                          user=user, workdir=cwd)["Id"]
+                return exec_id, api.exec_start(exec_id, tty=tty, socket=True)
+
+            try:
+                exec_id, result = await self.backend.call(start, f"starting {argv[0]!r} in {self.container.name}")
+            except BackendError as err:
+                if attempt == 1 and (err.kind is ErrorKind.NOT_FOUND or "is not running" in err.message
+                                     or "is restarting" in err.message):
+                    self.container.invalidate(err.message)
+                    continue
+                raise
+            proc = DockerProcess(self, self.container, exec_id, result, tty)
+            if pty is not None:
+                try:
+                    await proc.resize(pty)
+                except BackendError:
+                    pass  # the wrapper already set the size; the process may be gone already
+            return proc
+        raise AssertionError("unreachable")
+
+    async def put_archive(self, path: str, data: AsyncIterator[bytes]) -> None:
+        cid = await self._ready()
+        if not await self.backend.native_archive_ok(cid, self.root, path, create=True):
+            await super().put_archive(path, data)
+            return
+        await self.backend.put_archive(cid, path, data)
+
+    async def get_archive(self, path: str) -> AsyncIterator[bytes]:
+        cid = await self._ready()
+        if not await self.backend.native_archive_ok(cid, self.root, path, create=False):
+            async for chunk in super().get_archive(path):
+                yield chunk
+            return
+        async for chunk in self.backend.get_archive(cid, path):
+            yield chunk
+
+    async def release(self, remove_files: bool = False) -> None:
+        if self.backend.options.per_task:
+            await self.backend.remove_container(self.container, remove_volume=remove_files)
+            return
+        if remove_files:
+            proc = await self.spawn(["rm", "-rf", "--", self.root], cwd="/",
+                                    env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
+            await proc.close_stdin()
+            await drain(proc)
+            await proc.wait()
+            await proc.detach()
+            self.container.known_dirs.discard(self.task_id)
+
+
+class DockerBackend(Backend):
+    kind = "docker"
+    Options = DockerOptions
+    options: DockerOptions
+
+    def __init__(self, name: str, options: DockerOptions, *, state_dir: Path) -> None:
+        super().__init__(name, options, state_dir=state_dir)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.instance_id = self._instance_id()
+        self.config_hash = hashlib.sha256(
+            json.dumps(options.model_dump(exclude={"env_passthrough", "api_timeout", "docker_host"}),
+                       sort_keys=True).encode()).hexdigest()[:16]
+        self._api: Any = None
+        self._api_lock = threading.Lock()
+        self._shared: _Container | None = None
+        self._per_task: dict[str, _Container] = {}
+        self.orphans_ended = 0
+
+    # identity and small persistent state ---------------------------------
+    def _instance_id(self) -> str:
+        path = self.state_dir / "instance-id"
+        try:
+            return path.read_text().strip()
+        except FileNotFoundError:
+            value = uuid.uuid4().hex
+            path.write_text(value + "\n")
+            return value
+
+    def remembered(self, scope: str) -> str | None:
+        try:
+            return json.loads((self.state_dir / "containers.json").read_text()).get(scope)
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def remember(self, scope: str, cid: str) -> None:
+        path = self.state_dir / "containers.json"
+        try:
+            known = json.loads(path.read_text())
+        except (FileNotFoundError, ValueError):
+            known = {}
+        if known.get(scope) != cid:
+            known[scope] = cid
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(known))
+            tmp.replace(path)
+
+    # the Engine API --------------------------------------------------------
+    def _client(self) -> Any:
+        """docker-py's low-level client, made on first use (connecting costs a round trip)."""
+        with self._api_lock:
+            if self._api is None:
+                import docker
+
+                kwargs: dict[str, Any] = {"version": "auto", "timeout": self.options.api_timeout}
+                if self.options.docker_host:
+                    self._api = docker.APIClient(base_url=self.options.docker_host, **kwargs)
+                else:
+                    self._api = docker.APIClient(**docker.utils.kwargs_from_env(), **kwargs)
+            return self._api
+
+    async def call(self, fn: Callable[[Any], Any], what: str) -> Any:
+        """Run a blocking docker-py call in a worker thread; failures become BackendError."""
+
+        def run() -> Any:
+            return fn(self._client())
+
+        try:
+            return await asyncio.to_thread(run)
+        except BackendError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - translated with context
+            raise _docker_error(exc, what) from exc
+
+    def host_config_kwargs(self, volume: str) -> dict[str, Any]:
+        """docker-py ``create_host_config`` arguments for the effective policy."""
+        from docker.types import Mount
+
+        o = self.options
+        mounts = [Mount(target=o.workspace, source=volume, type="volume")]
+        for spec in o.mounts:
+            parts = spec.split(":")
+            if len(parts) not in (2, 3):
+                raise BackendError(f"mount {spec!r} is not HOST:CONTAINER[:ro]", ErrorKind.INVALID_ARGUMENT)
+            mounts.append(Mount(target=parts[1], source=parts[0], type="bind",
+                                read_only=len(parts) == 3 and parts[2] == "ro"))
+        security_opt = []
+        if o.no_new_privileges:
+            security_opt.append("no-new-privileges:true")
+        if o.seccomp_profile:
+            security_opt.append(f"seccomp={Path(o.seccomp_profile).read_text()}")
+        kwargs: dict[str, Any] = dict(
+            init=o.init, read_only=o.read_only, tmpfs=dict(o.tmpfs), mounts=mounts,
+            cap_drop=["ALL"] if o.cap_drop_all else None, cap_add=list(o.cap_add) or None,
+            security_opt=security_opt or None, network_mode=o.network, pids_limit=o.pids_limit,
+        )
+        if o.mem_limit:
+            kwargs["mem_limit"] = o.mem_limit
+            kwargs["memswap_limit"] = o.mem_limit  # no swap beyond the limit
+        if o.cpus:
+            kwargs["nano_cpus"] = int(o.cpus * 1e9)
+        return kwargs
+
+    # Backend interface ------------------------------------------------------
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(pty=True, resize=True, signals=True, stdin=True, background=True,
+                            persistent_shell=True, file_transfer=True, network_policy=self.options.network,
+                            streaming=True)
+
+    def policy(self) -> dict[str, str]:
+        o = self.options
+        return {
+            "isolation": "docker container" + (" per task" if o.per_task else " shared by the daemon's tasks"),
+            "image": o.image,
+            "pull": str(o.pull).lower(),
+            "user": o.user,
+            "read_only_root": str(o.read_only).lower(),
+            "tmpfs": ", ".join(sorted(o.tmpfs)) or "none",
+            "capabilities": ("none" if o.cap_drop_all else "docker default") + (
+                f" + {', '.join(o.cap_add)}" if o.cap_add else ""),
+            "no_new_privileges": str(o.no_new_privileges).lower(),
+            "seccomp": "custom profile" if o.seccomp_profile else "docker default",
+            "pids_limit": str(o.pids_limit) if o.pids_limit else "unlimited",
+            "memory": o.mem_limit or "unlimited",
+            "cpus": str(o.cpus) if o.cpus else "unlimited",
+            "network": o.network,
+            "host_mounts": ", ".join(o.mounts) or "none",
+            "workspace": f"{o.workspace} (named volume)",
+        }
+
+    async def start(self) -> None:
+        """Attach to our labelled containers and end what a previous daemon left running in them."""
+        try:
+            found = await self.call(lambda api: api.containers(filters={"label": [
+                f"{LABEL_DAEMON}={self.instance_id}", f"{LABEL_BACKEND}={self.name}"]}), "listing containers")
+        except BackendError:
+            return  # unreachable: health() says so; the first use retries
+        ended = 0
+        for info in found:
+            scope = info["Labels"].get(LABEL_SCOPE, SHARED)
+            container = self._container_for(scope)
+            try:
+                cid = await container.ensure()
+                ended += await self._cleanup(cid)
+            except BackendError:
+                continue
+        self.orphans_ended = ended
+
+    async def _cleanup(self, cid: str) -> int:
+        def run(api: Any) -> bytes:
+            exec_id = api.exec_create(cid, ["/bin/sh", "-c", CLEANUP_SCRIPT], user=self.options.user)["Id"]
+            return api.exec_start(exec_id)
+
+        out = await self.call(run, "ending processes a previous daemon left")
+        try:
+            return int(out.decode().strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return 0
+
+    async def health(self) -> Health:
+        try:
+            version = await self.call(lambda api: api.version(), "asking the Docker engine for its version")
+        except BackendError as err:
+            return Health(False, err.message)
+        image = self.options.image
+
+        def has_image(api: Any) -> bool:
+            import docker.errors
+
+            try:
+                api.inspect_image(image)
+                return True
+            except docker.errors.ImageNotFound:
+                return False
+
+        try:
+            present = await self.call(has_image, "looking for the image")
+        except BackendError as err:
+            return Health(False, err.message)
+        details = {"engine": str(version.get("Version", "")), "api": str(version.get("ApiVersion", "")),
+                   "image": image}
+        if not present and not self.options.pull:
+            return Health(False, f"image {image} is not in the Docker engine; run `make sandbox-image` "
+                                 "(or set `pull: true`)", details)
+        return Health(True, "", details)
+
+    def _container_for(self, scope: str) -> _Container:
+        if scope == SHARED:
+            if self._shared is None:
+                self._shared = _Container(self, SHARED)
+            return self._shared
+        if scope not in self._per_task:
+            self._per_task[scope] = _Container(self, scope)
+        return self._per_task[scope]
+
+    async def sandbox(self, task_id: str) -> DockerSandbox:
+        if not _TASK_ID.match(task_id):
+            raise BackendError(f"task id {task_id!r} cannot name a directory (letters, digits, . _ -)",
+                               ErrorKind.INVALID_ARGUMENT)
+        container = self._container_for(task_id if self.options.per_task else SHARED)
+        sb = DockerSandbox(self, container, task_id)
+        sb._seen_generation = max(0, container.generation)
+        await sb._ready()
+        return sb
+
+    async def make_task_dir(self, cid: str, task_id: str) -> None:
+        """Create ``<workspace>/<task_id>`` owned by the sandbox user, through the archive API."""
+        uid, gid = self.options.uid_gid
+        body = _dir_tar([task_id], uid, gid)
+        workspace = self.options.workspace
+        await self.call(lambda api: api.put_archive(cid, workspace, body), f"creating the task directory {task_id}")
+
+    async def remove_container(self, container: _Container, remove_volume: bool) -> None:
+        import docker.errors
+
+        def run(api: Any) -> None:
+            if container.id is not None:
+                try:
+                    api.remove_container(container.id, force=True)
+                except docker.errors.NotFound:
+                    pass
+            if remove_volume:
+                try:
+                    api.remove_volume(container.volume, force=True)
+                except docker.errors.NotFound:
+                    pass
+
+        await self.call(run, f"removing {container.name}")
+        self._per_task.pop(container.scope, None)
+
+    async def close(self) -> None:
+        with self._api_lock:
+            api, self._api = self._api, None
+        if api is not None:
+            await asyncio.to_thread(api.close)
+
+    # archives ----------------------------------------------------------------
+    async def _stat(self, cid: str, path: str) -> dict[str, Any] | None:
+        """The engine's stat of ``path`` in the container (None when missing); links not followed."""
+
+        def run(api: Any) -> dict[str, Any] | None:
+            res = api.head(api._url("/containers/{0}/archive", cid), params={"path": path})
+            if res.status_code == 404:
+                return None
+            api._raise_for_status(res)
+            header = res.headers.get("X-Docker-Container-Path-Stat")
+            import base64
+
+            return json.loads(base64.b64decode(header)) if header else {}
+
+        return await self.call(run, f"looking at {path}")
+
+    async def native_archive_ok(self, cid: str, root: str, path: str, *, create: bool) -> bool:
+        """Whether the engine's archive endpoints may serve ``path``: it is inside the workspace
+        volume and no component below the task root is a symlink (the engine resolves links as
+        root; those paths go through tar run as the sandbox user instead). With ``create``,
+        missing directories are made, owned by the sandbox user."""
+        workspace = PurePosixPath(self.options.workspace)
+        target = PurePosixPath(path)
+        if target != workspace and workspace not in target.parents:
+            return False
+        base = PurePosixPath(root)
+        if target != base and base not in target.parents:
+            return False
+        missing: list[str] = []
+        current = base
+        for part in target.relative_to(base).parts:
+            current = current / part
+            stat = await self._stat(cid, str(current))
+            if stat is None:
+                missing = list(target.relative_to(current.parent).parts)
+                parent = current.parent
+                break
+            if stat.get("linkTarget"):
+                return False
+        if missing:
+            if not create:
+                raise BackendError(f"{path} does not exist", ErrorKind.NOT_FOUND)
+            uid, gid = self.options.uid_gid
+            names = ["/".join(missing[: i + 1]) for i in range(len(missing))]
+            body = _dir_tar(names, uid, gid)
+            await self.call(lambda api: api.put_archive(cid, str(parent), body), f"creating {path}")
+        return True
+
+    async def put_archive(self, cid: str, path: str, data: AsyncIterator[bytes]) -> None:
+        loop = asyncio.get_running_loop()
+        uid, gid = self.options.uid_gid
+        owner = _TarOwner(uid, gid)
+        iterator = data.__aiter__()
+
+        def body() -> Iterator[bytes]:
+            while True:
+                try:
+                    chunk = asyncio.run_coroutine_threadsafe(iterator.__anext__(), loop).result()
+                except StopAsyncIteration:
+                    break
+                out = owner.feed(chunk)
+                if out:
+                    yield out
+
+        def run(api: Any) -> None:
+            res = api.put(api._url("/containers/{0}/archive", cid), params={"path": path}, data=body())
+            api._raise_for_status(res)
+
+        try:
+            await self.call(run, f"unpacking into {path}")
+        except BackendError as err:
+            if err.kind is ErrorKind.UNAVAILABLE and "Docker engine said" in err.message:
+                err.kind = ErrorKind.FAILED_PRECONDITION
+            raise
+
+    async def get_archive(self, cid: str, path: str) -> AsyncIterator[bytes]:
+        stream, _stat = await self.call(lambda api: api.get_archive(cid, path, chunk_size=None),
+                                        f"reading {path}")
+        iterator = iter(stream)
+        sentinel = object()
+        while True:
+            chunk = await self.call(lambda _api: next(iterator, sentinel), f"reading {path}")
+            if chunk is sentinel:
+                break
+            if chunk:
+                yield chunk
+
+
+__all__ = ["DockerBackend", "DockerOptions", "DockerSandbox", "DockerProcess"]
