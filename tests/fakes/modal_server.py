@@ -160,7 +160,11 @@ class FakeSandbox:
         self.app_name = app_name
         self.tags = {t.tag_name: t.tag_value for t in request.tags}
         self.created_at = time.time()
-        self.dir = Path(tempfile.mkdtemp(prefix=f"{self.id}-", dir=server.root))
+        # Like a container's filesystem: the same paths in every sandbox of an app (so a
+        # recreated sandbox has the same working directory), but nothing survives it.
+        self.dir = server.root / "sandboxes" / (f"{app_name}.{self.name}" if self.name else self.id)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir.mkdir(parents=True)
         self.env = dict(BASE_ENV, HOME=str(self.dir), MODAL_SANDBOX_ID=self.id, MODAL_TASK_ID=self.task_id)
         for source in request.secret_sources:
             self.env.update(source.env.contents)
