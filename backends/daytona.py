@@ -1,0 +1,809 @@
+"""The daytona backend: each task in a Daytona sandbox, driven through the ``daytona`` SDK (async).
+
+How a process runs (read ``docs/backends/daytona.md`` for the why):
+
+* ``spawn`` opens one toolbox *session* per process and runs one ``runAsync`` command in it: a
+  small POSIX-sh launcher that starts ``argv`` with ``setsid -w env -i ...`` (a new session
+  leader with exactly ``env``, so ``$$`` is the session id ``signal_session`` needs).
+* Output streams over the command's log websocket while it runs. The toolbox labels each stream
+  *line by line* and would add a newline to a last partial line, so the launcher re-frames every
+  line of the process as ``L<line>`` (had a newline) or ``P<line>`` (last, without one), reports
+  the pid as ``S<pid>``, and we undo that here: the bytes come back exactly (NUL bytes excepted: the toolbox drops them).
+* Stdin goes through ``send_session_command_input``, which only carries text lines, so we send
+  complete lines framed as ``D<line>``, and ``P<tail>`` / ``E`` for the end of input: the
+  launcher's reader turns those back into bytes and a real EOF. Input is delivered line by line.
+* Files move through the toolbox's file API (a tar uploaded/downloaded as one file), one-shot
+  helpers (tar, the /proc walk that signals a session) through ``process.exec``.
+
+Faults map to ``BackendError`` kinds; a sandbox that vanished is ``LOST`` and recreated on the
+next use; idle sandboxes are stopped by Daytona itself (``auto_stop_interval``) and started again
+on the next use. Never a fallback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import secrets
+import shlex
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import SecretStr, model_validator
+
+from .base import (
+    KILL_SESSION_SCRIPT,
+    Backend,
+    BackendError,
+    ByteQueue,
+    Capabilities,
+    ErrorKind,
+    Health,
+    Options,
+    Process,
+    PtySize,
+    Sandbox,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+STDOUT_PREFIX = b"\x01\x01\x01"
+STDERR_PREFIX = b"\x02\x02\x02"
+_PREFIXES = {STDOUT_PREFIX: "stdout", STDERR_PREFIX: "stderr"}
+_DEFAULT_API_URL = "https://app.daytona.io/api"
+_GONE_STATES = {"destroyed", "destroying", "error", "build_failed"}
+_STOPPED_STATES = {"stopped", "stopping", "archived", "archiving", "paused", "pausing"}
+_QUOTA_WORDS = ("quota", "limit exceeded", "exceeded", "insufficient", "too many")
+
+
+class DaytonaOptions(Options):
+    """``backends.<name>`` for ``kind: daytona``."""
+
+    #: The Daytona API; default ``$DAYTONA_API_URL`` or Daytona's cloud.
+    api_url: str | None = None
+    #: The API key itself (prefer ``api_key_env``); never logged or shown.
+    api_key: SecretStr | None = None
+    #: The daemon's environment variable holding the API key.
+    api_key_env: str = "DAYTONA_API_KEY"
+    #: Region; default the organization's.
+    target: str | None = None
+    #: A snapshot to start from, or an image to build from (mutually exclusive).
+    snapshot: str | None = None
+    image: str | None = None
+    #: Resources (cores, GiB, GiB): Daytona honours these only when building from ``image``.
+    cpu: int | None = None
+    memory: int | None = None
+    disk: int | None = None
+    #: Minutes of inactivity after which Daytona stops the sandbox (0: never).
+    auto_stop_interval: int = 15
+    #: Minutes after stopping until Daytona deletes it (None: Daytona's default, never).
+    auto_delete_interval: int | None = None
+    #: Network policy: block all egress, or allow only these CIDRs.
+    network_block_all: bool = False
+    network_allow_list: list[str] = []
+    #: One sandbox per task, or one for the whole daemon (tasks in subdirectories).
+    sandbox_per: Literal["task", "daemon"] = "task"
+    #: What CloseTask (per task) or shutdown (per daemon) does with the sandbox.
+    on_close: Literal["delete", "stop", "keep"] = "delete"
+    #: Extra labels on every sandbox this backend creates.
+    labels: dict[str, str] = {}
+    #: Seconds to wait for a sandbox to be created and started.
+    create_timeout: float = 180.0
+    #: Seconds for one API request.
+    request_timeout: float = 30.0
+
+    @model_validator(mode="after")
+    def _check(self) -> "DaytonaOptions":
+        if self.snapshot and self.image:
+            raise ValueError("set either snapshot or image, not both")
+        if (self.cpu or self.memory or self.disk) and not self.image:
+            raise ValueError("cpu/memory/disk apply only when the sandbox is built from `image`; "
+                             "a snapshot carries its own resources")
+        if self.network_block_all and self.network_allow_list:
+            raise ValueError("network_block_all and network_allow_list are mutually exclusive")
+        return self
+
+
+# ---------------------------------------------------------------------------
+# The SDK, imported only when this backend is configured
+# ---------------------------------------------------------------------------
+
+def _sdk() -> Any:
+    """Import the SDK and keep it from reading ``.env`` files in the daemon's working directory.
+
+    The SDK parses ``.env``/``.env.local`` from the cwd for DAYTONA_* settings (target, OTEL,
+    polling...): a daemon's behaviour must not depend on where it was started, so the reader
+    it uses sees only the process environment."""
+    import daytona
+    from daytona._async import daytona as async_module
+    from daytona._utils.env import DaytonaEnvReader
+
+    if not getattr(async_module.DaytonaEnvReader, "_executor_no_dotenv", False):
+        class _ProcessEnvOnly(DaytonaEnvReader):
+            _executor_no_dotenv = True
+
+            @staticmethod
+            def _load(path: str) -> dict[str, str]:
+                return {}
+
+        async_module.DaytonaEnvReader = _ProcessEnvOnly
+    return daytona
+
+
+def _translate(exc: BaseException, action: str, *, key_hint: str = "") -> BackendError:
+    """A Daytona/transport error as a BackendError a person can act on."""
+    if isinstance(exc, BackendError):
+        return exc
+    import aiohttp
+    from daytona.common import errors as e
+
+    status = getattr(exc, "status_code", None) or getattr(exc, "status", None)
+    text = str(exc).strip() or type(exc).__name__
+    message = f"daytona: {action} failed: {text}"
+    if isinstance(exc, e.DaytonaAuthenticationError) or status == 401:
+        return BackendError(f"{message}. The API key was refused{key_hint}.", ErrorKind.UNAUTHENTICATED)
+    if isinstance(exc, e.DaytonaRateLimitError) or status == 429:
+        return BackendError(f"{message}. Rate limited or out of quota: retry later or raise the limit.",
+                            ErrorKind.RESOURCE_EXHAUSTED)
+    if isinstance(exc, e.DaytonaForbiddenError) or status == 403:
+        if any(w in text.lower() for w in _QUOTA_WORDS):
+            return BackendError(f"{message}. Free sandboxes (delete stopped ones) or raise the quota.",
+                                ErrorKind.RESOURCE_EXHAUSTED)
+        return BackendError(message, ErrorKind.PERMISSION_DENIED)
+    if isinstance(exc, e.DaytonaNotFoundError) or status == 404:
+        return BackendError(message, ErrorKind.NOT_FOUND)
+    if isinstance(exc, (e.DaytonaConnectionError, e.DaytonaTimeoutError, aiohttp.ClientError, OSError,
+                        asyncio.TimeoutError)) or (isinstance(status, int) and status >= 500):
+        return BackendError(f"{message}. The Daytona API is unreachable or failing; retry later.",
+                            ErrorKind.UNAVAILABLE)
+    if isinstance(status, int) and 400 <= status < 500:
+        return BackendError(message, ErrorKind.FAILED_PRECONDITION)
+    return BackendError(message, ErrorKind.INTERNAL)
+
+
+async def _retrying(action: str, make: Callable[[], Awaitable[T]], *, attempts: int = 3,
+                    key_hint: str = "") -> T:
+    """Run an idempotent call, retrying with backoff while the API is unavailable."""
+    delay = 0.2
+    for attempt in range(attempts):
+        try:
+            return await make()
+        except Exception as exc:  # noqa: BLE001 - translated below
+            err = _translate(exc, action, key_hint=key_hint)
+            if err.kind is not ErrorKind.UNAVAILABLE or attempt == attempts - 1:
+                raise err from exc
+        await asyncio.sleep(delay)
+        delay *= 2
+    raise AssertionError("unreachable")
+
+
+async def _once(action: str, aw: Awaitable[T], key_hint: str = "") -> T:
+    """Run a call that is not safe to retry (it may have happened), translating its errors."""
+    try:
+        return await aw
+    except Exception as exc:  # noqa: BLE001 - translated
+        raise _translate(exc, action, key_hint=key_hint) from exc
+
+
+# ---------------------------------------------------------------------------
+# The launcher that runs inside the sandbox
+# ---------------------------------------------------------------------------
+
+#: POSIX sh, run as one async session command. Everything sits in a subshell so nothing leaks
+#: into (or exits) the toolbox's session shell. $d holds three FIFOs: i (stdin, fed by the
+#: D/P/E decoder reading the session's stdin), o and e (stdout/stderr, re-framed as L/P lines).
+_LAUNCHER = r"""(
+exec 3<&0
+d=%(dir)s
+mkdir -m 700 "$d" && mkfifo "$d/i" "$d/o" "$d/e" || exit 125
+( while IFS= read -r l; do case $l in D*) printf '%%s\n' "${l#D}";; P*) printf '%%s' "${l#P}"; break;; *) break;; esac; done ) <&3 >"$d/i" &
+ip=$!
+( while IFS= read -r l; do printf 'L%%s\n' "$l"; done; [ -z "$l" ] || printf 'P%%s\n' "$l" ) <"$d/o" &
+op=$!
+( while IFS= read -r l; do printf 'L%%s\n' "$l"; done; [ -z "$l" ] || printf 'P%%s\n' "$l" ) <"$d/e" >&2 &
+ep=$!
+if cd -- %(cwd)s; then
+  setsid -w env -i -- %(env)s %(argv)s <"$d/i" >"$d/o" 2>"$d/e" &
+  printf 'S%%s\n' "$!"
+  wait "$!"
+  c=$?
+else
+  c=126; : <"$d/i" >"$d/o" 2>"$d/e"
+fi
+kill "$ip" 2>/dev/null
+wait "$op" "$ep"
+rm -rf "$d"
+exit "$c"
+)"""
+
+
+def launcher(argv: Sequence[str], cwd: str, env: Mapping[str, str], fifo_dir: str) -> str:
+    """The shell text that runs ``argv`` as a session leader with exactly ``env`` in ``cwd``."""
+    for name in env:
+        if not name or "=" in name:
+            raise BackendError(f"invalid environment variable name {name!r}", ErrorKind.INVALID_ARGUMENT)
+    return _LAUNCHER % {
+        "dir": shlex.quote(fifo_dir),
+        "cwd": shlex.quote(cwd),
+        "env": " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()),
+        "argv": " ".join(shlex.quote(a) for a in argv),
+    }
+
+
+class LogDecoder:
+    """Turns the toolbox's labelled log bytes back into the process's exact stdout/stderr.
+
+    The log is a sequence of records ``PREFIX payload \\n`` (PREFIX: 3 bytes naming the
+    stream); the launcher made each payload ``L<line>`` or ``P<last partial line>``. Records may
+    arrive split across websocket frames; a payload without our framing (a message from the
+    toolbox itself) passes through as a line."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[tuple[str, bytes]]:
+        self._buf += data
+        out: list[tuple[str, bytes]] = []
+        while True:
+            nl = self._buf.find(b"\n")
+            if nl < 0:
+                return out
+            record = bytes(self._buf[:nl])
+            del self._buf[: nl + 1]
+            stream = _PREFIXES.get(record[:3])
+            if stream is None:  # not labelled: treat as stdout text
+                out.append(("stdout", record + b"\n"))
+                continue
+            payload = record[3:]
+            if payload[:1] == b"S" and stream == "stdout" and payload[1:].isdigit():
+                out.append(("pid", payload[1:]))
+            elif payload[:1] == b"L":
+                out.append((stream, payload[1:] + b"\n"))
+            elif payload[:1] == b"P":
+                out.append((stream, payload[1:]))
+            else:
+                out.append((stream, payload + b"\n"))
+
+    def leftover(self) -> bytes:
+        rest, self._buf = bytes(self._buf), bytearray()
+        return rest
+
+
+def encode_input(pending: bytearray, data: bytes) -> str:
+    """Take the complete lines out of ``pending + data`` as ``D<line>\\n`` text ("" if none)."""
+    pending += data
+    cut = pending.rfind(b"\n")
+    if cut < 0:
+        return ""
+    lines = bytes(pending[: cut + 1]).split(b"\n")[:-1]
+    del pending[: cut + 1]
+    try:
+        return "".join(f"D{line.decode('utf-8')}\n" for line in lines)
+    except UnicodeDecodeError as exc:
+        raise BackendError("daytona can only send UTF-8 text to a process's stdin",
+                           ErrorKind.INVALID_ARGUMENT) from exc
+
+
+# ---------------------------------------------------------------------------
+# Process
+# ---------------------------------------------------------------------------
+
+class DaytonaProcess(Process):
+    """A process in a Daytona sandbox: one toolbox session running the launcher."""
+
+    def __init__(self, sandbox: "DaytonaSandbox", remote: Any, session_id: str, cmd_id: str, ws: Any) -> None:
+        self._sandbox = sandbox
+        self._remote = remote
+        self.session_id = session_id
+        self.cmd_id = cmd_id
+        self._ws = ws
+        self.stdout = ByteQueue()
+        self.stderr = ByteQueue()
+        self._pending = bytearray()
+        self._stdin_closed = False
+        self._write_lock = asyncio.Lock()
+        self._code: int | None = None
+        self._pid: int | None = None
+        self._pump: asyncio.Future[None] = asyncio.ensure_future(self._read_logs())
+
+    async def _read_logs(self) -> None:
+        import aiohttp
+
+        decoder = LogDecoder()
+        queues = {"stdout": self.stdout, "stderr": self.stderr}
+        try:
+            while True:
+                msg = await self._ws.receive()
+                if msg.type in (aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT):
+                    data = msg.data if isinstance(msg.data, bytes) else msg.data.encode()
+                    for stream, chunk in decoder.feed(data):
+                        if stream == "pid":
+                            self._pid = int(chunk)
+                        else:
+                            queues[stream].feed(chunk)
+                    continue
+                if msg.type == aiohttp.WSMsgType.ERROR:
+                    raise BackendError(f"daytona: the output stream broke: {self._ws.exception()}", ErrorKind.LOST)
+                code = self._ws.close_code
+                if code not in (None, 1000):
+                    raise BackendError(f"daytona: the output stream closed with code {code}", ErrorKind.LOST)
+                break
+            if rest := decoder.leftover():
+                self.stdout.feed(rest)
+            self.stdout.feed_eof()
+            self.stderr.feed_eof()
+        except asyncio.CancelledError:
+            self.stdout.feed_eof()
+            self.stderr.feed_eof()
+            raise
+        except Exception as exc:  # noqa: BLE001 - surfaced to the readers
+            err = exc if isinstance(exc, BackendError) else BackendError(
+                f"daytona: the output stream broke: {exc}", ErrorKind.LOST)
+            self.stdout.feed_error(err)
+            self.stderr.feed_error(err)
+        finally:
+            with contextlib.suppress(Exception):
+                await self._ws.close()
+
+    async def _send(self, text: str) -> None:
+        try:
+            await self._remote.process.send_session_command_input(self.session_id, self.cmd_id, text)
+        except Exception as exc:  # noqa: BLE001
+            err = _translate(exc, "writing to stdin")
+            if getattr(exc, "status_code", None) == 410 or err.kind is ErrorKind.NOT_FOUND:
+                raise BackendError("the process no longer reads its stdin", ErrorKind.FAILED_PRECONDITION) from exc
+            raise err from exc
+
+    async def write(self, data: bytes) -> None:
+        async with self._write_lock:
+            if self._stdin_closed:
+                raise BackendError("stdin is closed", ErrorKind.FAILED_PRECONDITION)
+            text = encode_input(self._pending, data)
+            if text:
+                await self._send(text)
+
+    async def close_stdin(self) -> None:
+        async with self._write_lock:
+            if self._stdin_closed:
+                return
+            self._stdin_closed = True
+            try:
+                tail = bytes(self._pending).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise BackendError("daytona can only send UTF-8 text to a process's stdin",
+                                   ErrorKind.INVALID_ARGUMENT) from exc
+            self._pending.clear()
+            with contextlib.suppress(BackendError):  # already exited: nothing to close
+                await self._send(f"P{tail}\n" if tail else "E\n")
+
+    async def wait(self) -> int:
+        if self._code is not None:
+            return self._code
+        await asyncio.shield(self._pump)
+        code = await self._exit_code()
+        sig = self._sandbox.signalled.get(self.pid)
+        self._code = -sig if sig and code == 128 + sig else code
+        self._sandbox.forget_session(self.session_id)
+        return self._code
+
+    async def _exit_code(self) -> int:
+        delay = 0.01
+        for _ in range(60):
+            try:
+                cmd = await _retrying("reading the exit code", lambda: self._remote.process.get_session_command(
+                    self.session_id, self.cmd_id))
+            except BackendError as err:
+                if err.kind is ErrorKind.NOT_FOUND:
+                    await self._sandbox.check_alive()
+                    raise BackendError("daytona: the process's session vanished; its exit status is unknown",
+                                       ErrorKind.LOST) from err
+                raise
+            if cmd.exit_code is not None:
+                return int(cmd.exit_code)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+        raise BackendError("daytona: the output ended but no exit status arrived", ErrorKind.LOST)
+
+    @property
+    def pid(self) -> int | None:
+        """The process's pid (= its session id) inside the sandbox, once the launcher reported it."""
+        return self._pid
+
+    async def detach(self) -> None:
+        self._pump.cancel()
+        with contextlib.suppress(BaseException):
+            await self._pump
+
+
+# ---------------------------------------------------------------------------
+# Sandbox
+# ---------------------------------------------------------------------------
+
+@dataclass
+class _Remote:
+    """One Daytona sandbox as the backend knows it."""
+
+    sandbox: Any  # daytona.AsyncSandbox
+    home: str
+    roots: set[str] = field(default_factory=set)
+
+
+class DaytonaSandbox(Sandbox):
+    """A task's directory in a Daytona sandbox (its own, or the daemon's shared one)."""
+
+    def __init__(self, backend: "DaytonaBackend", key: str, task_id: str, root: str) -> None:
+        self._backend = backend
+        self._key = key
+        self.task_id = task_id
+        self.root = root
+        #: signals we delivered, by session id, so wait() can tell a kill from an exit code.
+        self.signalled: dict[int, int] = {}
+
+    async def _remote(self) -> Any:
+        remote = await self._backend.attach(self._key, self.task_id)
+        if self.root not in remote.roots:
+            await _once("creating the task directory", remote.sandbox.fs.create_folder(self.root, "755"))
+            remote.roots.add(self.root)
+        return remote.sandbox
+
+    async def check_alive(self) -> None:
+        """After a failure: LOST if the sandbox is gone (it is recreated on next use)."""
+        await self._backend.check_alive(self._key)
+
+    async def _guard(self, action: str, aw: Awaitable[T]) -> T:
+        """Run a toolbox call; a failure that turns out to be a vanished sandbox is LOST."""
+        try:
+            return await _once(action, aw)
+        except BackendError as err:
+            if err.kind in (ErrorKind.NOT_FOUND, ErrorKind.FAILED_PRECONDITION, ErrorKind.UNAVAILABLE):
+                await self.check_alive()
+            raise
+
+    async def spawn(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str],
+                    pty: PtySize | None = None) -> Process:
+        if pty is not None:
+            raise BackendError("the daytona backend does not offer terminals (pty)", ErrorKind.FAILED_PRECONDITION)
+        if not argv:
+            raise BackendError("empty argv", ErrorKind.INVALID_ARGUMENT)
+        from daytona import SessionExecuteRequest
+
+        remote = await self._remote()
+        session_id = f"executor-{uuid.uuid4().hex}"
+        script = launcher(argv, cwd, env, f"/tmp/.{session_id}")
+        await self._guard("creating a session", remote.process.create_session(session_id))
+        try:
+            resp = await self._guard("starting the command", remote.process.execute_session_command(
+                session_id, SessionExecuteRequest(command=script, run_async=True, suppress_input_echo=True)))
+            ws = await self._guard("opening the output stream", _open_log_socket(remote, session_id, resp.cmd_id))
+        except BaseException:
+            self._backend.background(remote.process.delete_session(session_id))
+            raise
+        proc = DaytonaProcess(self, remote, session_id, resp.cmd_id, ws)
+        return proc
+
+    def forget_session(self, session_id: str) -> None:
+        """The process is over: delete its toolbox session in the background."""
+        remote = self._backend.cached(self._key)
+        if remote is not None:
+            self._backend.background(remote.sandbox.process.delete_session(session_id))
+
+    async def run(self, command: str, action: str, timeout: int = 120) -> tuple[int, str]:
+        """A one-shot helper command (``process.exec``): exit code and combined output."""
+        remote = await self._remote()
+        resp = await self._guard(action, remote.process.exec(command, cwd="/", timeout=timeout))
+        return int(resp.exit_code), resp.result or ""
+
+    async def signal_session(self, pid: int, sig: int) -> None:
+        self.signalled[pid] = sig
+        argv = ["/bin/sh", "-c", KILL_SESSION_SCRIPT, "executor-kill", str(pid), str(sig)]
+        await self.run(shlex.join(argv), f"signalling session {pid}", timeout=30)
+
+    async def put_archive(self, path: str, data: AsyncIterator[bytes]) -> None:
+        remote = await self._remote()
+        tmp = f"/tmp/.executor-put-{uuid.uuid4().hex}.tar"
+        await self._guard(f"uploading into {path}", remote.fs.upload_file_stream(data, tmp))
+        code, out = await self.run(
+            shlex.join(["/bin/sh", "-c", 'mkdir -p -- "$1" && tar -x -f "$2" -C "$1"; c=$?; rm -f -- "$2"; exit $c',
+                        "put", path, tmp]), f"unpacking into {path}")
+        if code != 0:
+            raise BackendError(f"unpacking into {path} failed: {out.strip() or f'tar exited {code}'}",
+                               ErrorKind.FAILED_PRECONDITION)
+
+    async def get_archive(self, path: str) -> AsyncIterator[bytes]:
+        remote = await self._remote()
+        parent, _, name = path.rstrip("/").rpartition("/")
+        tmp = f"/tmp/.executor-get-{uuid.uuid4().hex}.tar"
+        code, out = await self.run(
+            shlex.join(["/bin/sh", "-c", 'cd -- "$1" && tar -c -f "$3" -- "$2"', "get", parent or "/", name or ".", tmp]),
+            f"packing {path}")
+        try:
+            if code != 0:
+                message = out.strip() or f"tar exited {code}"
+                raise BackendError(f"reading {path} failed: {message}",
+                                   ErrorKind.NOT_FOUND if "No such file" in message else ErrorKind.FAILED_PRECONDITION)
+            stream = await self._guard(f"downloading {path}", remote.fs.download_file_stream(tmp))
+            try:
+                async for chunk in stream:
+                    yield chunk
+            except Exception as exc:  # noqa: BLE001
+                raise _translate(exc, f"downloading {path}") from exc
+        finally:
+            self._backend.background(self.run(f"rm -f -- {shlex.quote(tmp)}", "removing a temporary file"))
+
+    async def release(self, remove_files: bool = False) -> None:
+        await self._backend.release(self._key, self, remove_files)
+
+
+async def _open_log_socket(remote: Any, session_id: str, cmd_id: str) -> Any:
+    """The command's log websocket, raw.
+
+    The SDK's public ``get_session_command_logs_async`` decodes output as UTF-8 text (bytes that
+    are not UTF-8 become U+FFFD) and only hands it to callbacks; we need the exact bytes, so we
+    open the same websocket the same way the SDK does (its request serializer and its shared
+    aiohttp session, so auth, headers and the connection pool are the SDK's) and demultiplex
+    ourselves. Pinned to daytona==0.226.1; ``tests/test_daytona_backend.py`` breaks if it moves."""
+    process = remote.process
+    _, url, headers, *_ = process._api_client._get_session_command_logs_serialize(
+        session_id=session_id, command_id=cmd_id, follow=True,
+        _request_auth=None, _content_type=None, _headers=None, _host_index=None)
+    return await process._open_ws(re.sub(r"^http", "ws", url), headers)
+
+
+# ---------------------------------------------------------------------------
+# Backend
+# ---------------------------------------------------------------------------
+
+class DaytonaBackend(Backend):
+    kind = "daytona"
+    Options = DaytonaOptions
+    options: DaytonaOptions
+
+    def __init__(self, name: str, options: DaytonaOptions, *, state_dir: Path) -> None:
+        super().__init__(name, options, state_dir=state_dir)
+        self._client: Any = None
+        self._remotes: dict[str, _Remote] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._daemon_id = ""
+        self.adopted = 0
+
+    # -- configuration --------------------------------------------------------------------
+    @property
+    def api_url(self) -> str:
+        return self.options.api_url or os.environ.get("DAYTONA_API_URL") or _DEFAULT_API_URL
+
+    def _api_key(self) -> str | None:
+        if self.options.api_key is not None:
+            return self.options.api_key.get_secret_value() or None
+        return os.environ.get(self.options.api_key_env) or None
+
+    @property
+    def _key_hint(self) -> str:
+        source = "backends.%s.api_key" % self.name if self.options.api_key else f"${self.options.api_key_env}"
+        return f" (key from {source}, API {self.api_url})"
+
+    def _missing_credentials(self) -> BackendError:
+        return BackendError(
+            f"daytona: no API key: set the {self.options.api_key_env} environment variable of the daemon "
+            f"(or backends.{self.name}.api_key_env / api_key in the config)", ErrorKind.FAILED_PRECONDITION)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        network = ("blocked" if self.options.network_block_all else
+                   "allow_list" if self.options.network_allow_list else "open")
+        return Capabilities(pty=False, resize=False, signals=True, stdin=True, background=True,
+                            persistent_shell=True, file_transfer=True, network_policy=network, streaming=True)
+
+    def policy(self) -> dict[str, str]:
+        o = self.options
+        policy = {
+            "isolation": f"daytona sandbox per {o.sandbox_per}",
+            "api_url": self.api_url,
+            "credentials": f"backends.{self.name}.api_key" if o.api_key else f"${o.api_key_env}",
+            "target": o.target or "(organization default)",
+            "source": f"image {o.image}" if o.image else f"snapshot {o.snapshot or '(default)'}",
+            "network": ("blocked" if o.network_block_all else
+                        "allow " + ",".join(o.network_allow_list) if o.network_allow_list else "open"),
+            "auto_stop_minutes": str(o.auto_stop_interval),
+            "on_close": o.on_close,
+            "stdin": "UTF-8 text, delivered line by line",
+        }
+        for k, v in (("cpu", o.cpu), ("memory_gib", o.memory), ("disk_gib", o.disk)):
+            if v is not None:
+                policy[k] = str(v)
+        return policy
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def _daemon_label(self) -> str:
+        """A stable id of this daemon (its state dir), so a restarted daemon finds its sandboxes."""
+        if not self._daemon_id:
+            path = self.state_dir / "daemon-id"
+            try:
+                self._daemon_id = path.read_text().strip()
+            except FileNotFoundError:
+                self.state_dir.mkdir(parents=True, exist_ok=True)
+                self._daemon_id = secrets.token_hex(8)
+                path.write_text(self._daemon_id)
+        return self._daemon_id
+
+    def _client_or_raise(self) -> Any:
+        if self._client is None:
+            key = self._api_key()
+            if not key:
+                raise self._missing_credentials()
+            daytona = _sdk()
+            config = daytona.DaytonaConfig(api_key=key, api_url=self.api_url, target=self.options.target)
+            try:
+                self._client = daytona.AsyncDaytona(config)
+            except Exception as exc:  # noqa: BLE001
+                raise _translate(exc, "configuring the client", key_hint=self._key_hint) from exc
+        return self._client
+
+    async def start(self) -> None:
+        self._daemon_label()
+        try:
+            self._client_or_raise()
+            found = await self._list({"executor.daemon": self._daemon_label(), "executor.backend": self.name})
+            self.adopted = len(found)
+        except BackendError as err:
+            log.warning("daytona backend %s: %s", self.name, err.message)
+
+    async def health(self) -> Health:
+        try:
+            self._client_or_raise()
+            found = await asyncio.wait_for(
+                self._list({"executor.daemon": self._daemon_label(), "executor.backend": self.name}),
+                self.options.request_timeout)
+        except asyncio.TimeoutError:
+            return Health(False, f"daytona: the API at {self.api_url} did not answer in "
+                                 f"{self.options.request_timeout:g}s")
+        except BackendError as err:
+            return Health(False, err.message, {"kind": err.kind.value})
+        return Health(True, "", {"api_url": self.api_url, "sandboxes": str(len(found))})
+
+    async def close(self) -> None:
+        if self.options.sandbox_per == "daemon" and "daemon" in self._remotes:
+            with contextlib.suppress(BackendError):
+                await self._dispose(self._remotes.pop("daemon"))
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=5)
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await self._client.close()
+            self._client = None
+
+    def background(self, aw: Awaitable[Any]) -> None:
+        """Fire-and-forget cleanup (deleting sessions, temp files); failures are only logged."""
+        async def run() -> None:
+            try:
+                await aw
+            except Exception as exc:  # noqa: BLE001
+                log.debug("daytona background cleanup failed: %s", exc)
+        task = asyncio.ensure_future(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- sandboxes ---------------------------------------------------------------------------
+    def _labels(self, key: str, task_id: str) -> dict[str, str]:
+        labels = {**self.options.labels, "executor.daemon": self._daemon_label(), "executor.backend": self.name}
+        if key == "daemon":
+            labels["executor.scope"] = "daemon"
+        else:
+            labels["executor.task"] = task_id
+        return labels
+
+    async def _list(self, labels: dict[str, str]) -> list[Any]:
+        from daytona import ListSandboxesQuery
+
+        client = self._client_or_raise()
+
+        async def fetch() -> list[Any]:
+            return [sb async for sb in client.list(ListSandboxesQuery(labels=labels))]
+        return await _retrying("listing sandboxes", fetch, key_hint=self._key_hint)
+
+    async def sandbox(self, task_id: str) -> DaytonaSandbox:
+        key = "daemon" if self.options.sandbox_per == "daemon" else task_id
+        remote = await self.attach(key, task_id)
+        sb = DaytonaSandbox(self, key, task_id, f"{remote.home.rstrip('/')}/tasks/{task_id}")
+        await sb._remote()
+        return sb
+
+    def cached(self, key: str) -> _Remote | None:
+        return self._remotes.get(key)
+
+    async def attach(self, key: str, task_id: str) -> _Remote:
+        """The sandbox for ``key``: cached, found again by its labels, started, or created."""
+        remote = self._remotes.get(key)
+        if remote is not None:
+            return remote
+        async with self._locks.setdefault(key, asyncio.Lock()):
+            remote = self._remotes.get(key)
+            if remote is not None:
+                return remote
+            labels = self._labels(key, task_id)
+            found = [sb for sb in await self._list(labels) if _state(sb) not in _GONE_STATES]
+            sandbox = await self._adopt(found[0]) if found else await self._create(labels)
+            home = await _retrying("reading the work directory", sandbox.get_work_dir)
+            remote = _Remote(sandbox, home or "/home/daytona")
+            self._remotes[key] = remote
+            return remote
+
+    async def _adopt(self, sandbox: Any) -> Any:
+        if _state(sandbox) in _STOPPED_STATES:
+            await _once(f"starting sandbox {sandbox.id}", sandbox.start(timeout=self.options.create_timeout))
+        return sandbox
+
+    async def _create(self, labels: dict[str, str]) -> Any:
+        daytona = _sdk()
+        o = self.options
+        common: dict[str, Any] = dict(
+            labels=dict(labels), auto_stop_interval=o.auto_stop_interval, auto_delete_interval=o.auto_delete_interval,
+            network_block_all=o.network_block_all or None,
+            network_allow_list=",".join(o.network_allow_list) or None)
+        if o.image:
+            resources = daytona.Resources(cpu=o.cpu, memory=o.memory, disk=o.disk) if (o.cpu or o.memory or o.disk) else None
+            params = daytona.CreateSandboxFromImageParams(image=o.image, resources=resources, **common)
+        else:
+            params = daytona.CreateSandboxFromSnapshotParams(snapshot=o.snapshot, **common)
+        client = self._client_or_raise()
+        # Not retried: a create that timed out may still have happened (the next use finds it by label).
+        return await _once("creating a sandbox", client.create(params, timeout=o.create_timeout),
+                           key_hint=self._key_hint)
+
+    async def check_alive(self, key: str) -> None:
+        """Called after a failed call: LOST if the sandbox vanished (forgotten, so the next use
+        recreates it); started again if Daytona stopped it; otherwise nothing to add."""
+        remote = self._remotes.get(key)
+        if remote is None:
+            return
+        sandbox = remote.sandbox
+        try:
+            await _retrying("checking the sandbox", sandbox.refresh_data)
+        except BackendError as err:
+            if err.kind is not ErrorKind.NOT_FOUND:
+                return
+            self._remotes.pop(key, None)
+            raise BackendError(f"daytona: sandbox {sandbox.id} vanished (deleted or reaped); "
+                               "a new one is created on the next command", ErrorKind.LOST) from err
+        if _state(sandbox) in _GONE_STATES:
+            self._remotes.pop(key, None)
+            raise BackendError(f"daytona: sandbox {sandbox.id} is {_state(sandbox)}; "
+                               "a new one is created on the next command", ErrorKind.LOST)
+        if _state(sandbox) in _STOPPED_STATES:
+            await self._adopt(sandbox)
+            raise BackendError(f"daytona: sandbox {sandbox.id} had been stopped (idle); it was started again, "
+                               "its processes are gone", ErrorKind.LOST)
+
+    async def release(self, key: str, sb: DaytonaSandbox, remove_files: bool) -> None:
+        remote = self._remotes.get(key)
+        if key == "daemon" or self.options.on_close != "delete":
+            if remove_files and remote is not None:
+                await sb.run(f"rm -rf -- {shlex.quote(sb.root)}", f"removing {sb.root}")
+                remote.roots.discard(sb.root)
+        if key != "daemon":
+            remote = self._remotes.pop(key, None)
+            if remote is not None:
+                await self._dispose(remote)
+
+    async def _dispose(self, remote: _Remote) -> None:
+        sandbox = remote.sandbox
+        if self.options.on_close == "delete":
+            try:
+                await _retrying(f"deleting sandbox {sandbox.id}", lambda: sandbox.delete())
+            except BackendError as err:
+                if err.kind is not ErrorKind.NOT_FOUND:
+                    raise
+        elif self.options.on_close == "stop":
+            await _once(f"stopping sandbox {sandbox.id}", sandbox.stop(timeout=self.options.create_timeout))
+
+
+def _state(sandbox: Any) -> str:
+    state = getattr(sandbox, "state", None)
+    return str(getattr(state, "value", state) or "")
