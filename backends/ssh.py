@@ -823,16 +823,28 @@ class SSHBackend(Backend):
             return conn
 
     async def _prepare(self, conn: _Connection) -> None:
-        """Resolve remote_root and create it and this daemon's session registry."""
+        """One round trip after connecting: resolve remote_root, create it and this daemon's
+        session registry, and kill the sessions recorded there. Those belong to a previous
+        daemon, or to the connection that was just lost (the core reported them LOST and
+        cannot re-adopt them): either way they would be orphans."""
         root = remote_path_expr(self.options.remote_root)
-        command = (f"mkdir -p -- {root}/{SESSIONS_DIR}/{self._instance} && cd -- {root} && pwd -P")
+        registry = f"{root}/{SESSIONS_DIR}/{self._instance}"
+        command = (f"mkdir -p -- {registry} && cd -- {root} && pwd -P && "
+                   + shlex.join(["/bin/sh", "-c", CLEANUP_SCRIPT, "executor-cleanup"]) + f" {registry}")
         code, out, err = await self._run(command, conn=conn)
-        if code != 0:
+        lines = out.decode(errors="replace").split()
+        if code != 0 or len(lines) < 2 or not lines[-1].isdigit():
             conn.close()
-            raise BackendError(f"ssh: cannot create remote_root {self.options.remote_root} on {conn.label}: "
+            raise BackendError(f"ssh: cannot prepare remote_root {self.options.remote_root} on {conn.label}: "
                                f"{err.decode(errors='replace').strip() or f'exit {code}'}", ErrorKind.FAILED_PRECONDITION)
-        conn.root = out.decode().strip().splitlines()[-1]
+        conn.root = out.decode().strip().splitlines()[-2]
         conn.registry = f"{conn.root}/{SESSIONS_DIR}/{self._instance}"
+        self._forgotten.clear()  # the registry is empty now
+        ended = int(lines[-1])
+        if ended:
+            self.orphans_ended += ended
+            log.warning("ssh backend %s: ended %d session(s) left running on %s by a previous daemon or a lost "
+                        "connection", self.name, ended, conn.label)
 
     async def _open(self, conn: _Connection, command: str, pty: PtySize | None) -> paramiko.Channel:
         def open_channel() -> paramiko.Channel:
@@ -898,22 +910,11 @@ class SSHBackend(Backend):
     # -- Backend API -----------------------------------------------------------------
 
     async def start(self) -> None:
-        """Connect and kill the sessions a previous daemon left on the remote host."""
+        """Connect; connecting kills the sessions a previous daemon left on the remote host."""
         try:
-            conn = await self._connection()
-            code, out, err = await self._run(shlex.join(["/bin/sh", "-c", CLEANUP_SCRIPT, "executor-cleanup",
-                                                         conn.registry]), conn=conn)
+            await self._connection()
         except BackendError as exc:
             log.warning("ssh backend %s: not reachable at start: %s", self.name, exc.message)
-            return
-        if code == 0 and out.strip().isdigit():
-            self.orphans_ended = int(out.strip())
-            if self.orphans_ended:
-                log.warning("ssh backend %s: ended %d session(s) left running by a previous daemon on %s",
-                            self.name, self.orphans_ended, conn.label)
-        else:
-            log.warning("ssh backend %s: cleaning up old sessions failed: %s", self.name,
-                        err.decode(errors="replace").strip())
 
     async def health(self) -> Health:
         try:
