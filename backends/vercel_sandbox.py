@@ -1,0 +1,672 @@
+"""The vercel_sandbox backend: commands run in Vercel Sandbox microVMs, through the vercel-sandbox SDK.
+
+How it maps the Backend interface onto the Sandbox API (vercel-sandbox 0.10, async API only):
+
+* One named sandbox per task (or one per daemon, ``sandbox_per: daemon``), created on first use
+  with ``get_or_create_sandbox``. The name carries a per-daemon id kept in the backend's state dir,
+  so a restarted daemon finds its sandboxes again by name; they are also tagged
+  (``executor-daemon``, ``executor-task``) so ``start()`` can list them.
+* ``spawn`` starts a *detached* command with stdin attached (``POST .../cmd``) and follows its
+  output on the NDJSON logs stream while it runs; stdin writes are ``POST .../cmd/{id}/stdin``
+  requests (offset-checked by the SDK, so a resent write never duplicates input). The API adds
+  the request's env to the sandbox's own, so the command is wrapped in
+  ``env -i K=V... setsid -w ARGV``: exactly the given environment, and a new session whose id is
+  the pid the process sees as ``$$``. That is what lets the task's persistent shell live here.
+* ``signal_session`` runs the /proc walk as one ``wait&logs`` command (the API's own kill reaches
+  one process, not a session). It works while the shell is busy: commands run concurrently.
+* Files go through the API's native file endpoints (byte-exact; command output is not, see below):
+  a tar is uploaded to a scratch file and unpacked with ``tar`` inside the sandbox, or packed there
+  and downloaded.
+
+Limits of the platform, said plainly (also in ``policy()``): output crosses the API as JSON
+strings, so it is UTF-8 text: bytes that are not valid UTF-8 arrive as U+FFFD. No PTY (the SDK's
+PTY needs a websocket to the sandbox's own host, not wired here). Exit codes are what the API
+reports.
+
+Faults: missing credentials FAILED_PRECONDITION; a refused token UNAUTHENTICATED; quota / rate
+limits RESOURCE_EXHAUSTED; unreachable API or 5xx UNAVAILABLE; a sandbox that vanished under a
+running process LOST (the next spawn creates a new sandbox). Only idempotent calls are retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import secrets
+import subprocess
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import Field, SecretStr
+
+from .base import (
+    KILL_SESSION_SCRIPT,
+    Backend,
+    BackendError,
+    ByteQueue,
+    Capabilities,
+    ErrorKind,
+    Health,
+    Options,
+    Process,
+    PtySize,
+    Sandbox,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://vercel.com/api"
+SETSID = "/usr/bin/setsid"
+ENV = "/usr/bin/env"
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_T = TypeVar("_T")
+
+
+class VercelSandboxOptions(Options):
+    """``backends.<name>`` for ``kind: vercel_sandbox``. Credentials are never logged or shown."""
+
+    #: The Sandbox API; only tests change it (a local server speaking the same API).
+    base_url: str | None = None
+    #: Credentials: given here, or read from the named environment variables of the daemon.
+    token: SecretStr | None = None
+    token_env: str = "VERCEL_TOKEN"
+    team_id: str | None = None
+    team_id_env: str = "VERCEL_TEAM_ID"
+    project_id: str | None = None
+    project_id_env: str = "VERCEL_PROJECT_ID"
+    #: A Vercel Container Registry image; default: the API's (vercel/sandbox/universal).
+    image: str | None = None
+    vcpus: int | None = Field(default=None, ge=1)
+    memory_mb: int | None = Field(default=None, ge=128)
+    #: Lifetime of a sandbox session in seconds (the API stops it after that); default: the API's.
+    timeout: float | None = Field(default=None, gt=0)
+    ports: list[int] = []
+    #: Outbound network: allow-all, deny-all, or (allow_domains non-empty) only those domains.
+    network: Literal["allow-all", "deny-all"] = "allow-all"
+    allow_domains: list[str] = []
+    region: str | None = None
+    #: One sandbox per task (default), or one shared by every task of this daemon.
+    sandbox_per: Literal["task", "daemon"] = "task"
+    #: What CloseTask does to a task's sandbox: stop its session (files kept, resumable), delete it,
+    #: or keep it running. remove_files on CloseTask always deletes a per-task sandbox.
+    on_close: Literal["stop", "delete", "keep"] = "stop"
+    name_prefix: str = Field(default="executor", pattern=r"^[a-z0-9][a-z0-9-]{0,19}$")
+    #: Attempts for calls that are safe to repeat (lookups, create-by-name, stop, delete).
+    retries: int = Field(default=3, ge=1, le=10)
+
+
+# ---------------------------------------------------------------------------
+# Error mapping
+# ---------------------------------------------------------------------------
+
+
+def _sdk() -> Any:
+    """The SDK, imported only when this backend is configured."""
+    try:
+        import vercel.sandbox as sdk
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise BackendError("the vercel-sandbox SDK is not installed: pip install 'executor[vercel_sandbox]'",
+                           ErrorKind.FAILED_PRECONDITION) from exc
+    return sdk
+
+
+def _is_transport_error(exc: BaseException) -> bool:
+    import httpx2
+
+    return isinstance(exc, httpx2.TransportError)
+
+
+def _is_connect_error(exc: BaseException) -> bool:
+    """The request never reached the server, so repeating it cannot repeat its effect."""
+    import httpx2
+
+    return isinstance(exc, httpx2.ConnectError)
+
+
+def _transient(exc: BaseException) -> bool:
+    """Worth another try for an idempotent call: network trouble, rate limits, server errors."""
+    sdk = _sdk()
+    if _is_transport_error(exc):
+        return True
+    if isinstance(exc, sdk.SandboxApiError):
+        return exc.status_code in (429, 502, 503, 504) or exc.status_code >= 500
+    return False
+
+
+def map_error(exc: BaseException, doing: str, base_url: str) -> BackendError:
+    """A BackendError that says what failed, why, and what to do."""
+    if isinstance(exc, BackendError):
+        return exc
+    sdk = _sdk()
+    if isinstance(exc, sdk.SandboxCredentialsError):
+        return BackendError(f"{doing}: no Vercel credentials: {exc}", ErrorKind.FAILED_PRECONDITION)
+    if isinstance(exc, sdk.SandboxApiError):
+        status, code = exc.status_code, exc.code or ""
+        detail = f"{doing}: the Vercel Sandbox API answered {exc}"
+        if status == 401:
+            return BackendError(f"{detail}; check the token (VERCEL_TOKEN or backends.<name>.token)",
+                                ErrorKind.UNAUTHENTICATED)
+        if status == 402 or status == 429 or "quota" in code or "limit" in code:
+            return BackendError(f"{detail}; a quota or rate limit was reached: wait, or raise the limit",
+                                ErrorKind.RESOURCE_EXHAUSTED)
+        if status == 403:
+            return BackendError(f"{detail}; the token may not use this team/project",
+                                ErrorKind.PERMISSION_DENIED)
+        if status == 404:
+            return BackendError(detail, ErrorKind.NOT_FOUND)
+        if status == 410:
+            return BackendError(f"{detail}; the sandbox session has stopped", ErrorKind.LOST)
+        if status >= 500:
+            return BackendError(f"{detail}; retry later", ErrorKind.UNAVAILABLE)
+        return BackendError(detail, ErrorKind.FAILED_PRECONDITION)
+    if isinstance(exc, sdk.SandboxStreamError):
+        return BackendError(f"{doing}: the sandbox went away ({exc.code}: {exc})", ErrorKind.LOST)
+    if isinstance(exc, sdk.SandboxTerminalStateError):
+        return BackendError(f"{doing}: the sandbox ended in state {exc.status}", ErrorKind.UNAVAILABLE)
+    if _is_transport_error(exc):
+        return BackendError(f"{doing}: cannot reach the Vercel Sandbox API at {base_url}: "
+                            f"{type(exc).__name__}: {exc}", ErrorKind.UNAVAILABLE)
+    if isinstance(exc, sdk.SandboxResponseError):
+        return BackendError(f"{doing}: the Vercel Sandbox API sent an unexpected answer: {exc}", ErrorKind.INTERNAL)
+    if isinstance(exc, sdk.SandboxError):
+        return BackendError(f"{doing}: {type(exc).__name__}: {exc}", ErrorKind.UNAVAILABLE)
+    return BackendError(f"{doing}: {type(exc).__name__}: {exc}", ErrorKind.INTERNAL)
+
+
+# ---------------------------------------------------------------------------
+# Process
+# ---------------------------------------------------------------------------
+
+
+class _VercelProcess(Process):
+    """A detached command: stdin by API requests, output pumped from the live logs stream."""
+
+    def __init__(self, handle: Any, service: Any, base_url: str) -> None:
+        self._handle = handle
+        self._base_url = base_url
+        self.id: str = handle.id
+        self.stdout = ByteQueue()
+        self.stderr = ByteQueue()
+        self._pump = asyncio.ensure_future(self._follow(service))
+        self._stdin_closed = False
+
+    async def _follow(self, service: Any) -> None:
+        """Copy the command's output into the byte queues as the API streams it."""
+        try:
+            async for event in service.process_logs(session_id=self._handle.session_id, process_id=self.id):
+                queue = self.stdout if event.stream == "stdout" else self.stderr
+                queue.feed(event.data.encode("utf-8", "replace"))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            err = map_error(exc, f"following the output of command {self.id}", self._base_url)
+            lost = BackendError(err.message, ErrorKind.LOST)
+            self.stdout.feed_error(lost)
+            self.stderr.feed_error(lost)
+            return
+        self.stdout.feed_eof()
+        self.stderr.feed_eof()
+
+    async def write(self, data: bytes) -> None:
+        import anyio
+
+        if self._stdin_closed:
+            raise BackendError("stdin is closed", ErrorKind.FAILED_PRECONDITION)
+        try:
+            await self._handle.stdin.send(data)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise BackendError("the process no longer reads its stdin", ErrorKind.FAILED_PRECONDITION) from exc
+        except Exception as exc:
+            raise map_error(exc, f"writing to the stdin of command {self.id}", self._base_url) from exc
+
+    async def close_stdin(self) -> None:
+        if self._stdin_closed:
+            return
+        self._stdin_closed = True
+        try:
+            await self._handle.stdin.aclose()
+        except Exception as exc:
+            err = map_error(exc, f"closing the stdin of command {self.id}", self._base_url)
+            if err.kind in (ErrorKind.UNAVAILABLE, ErrorKind.UNAUTHENTICATED):
+                raise err from exc
+            # NOT_FOUND / LOST / refused: the process is gone; wait() reports how.
+
+    async def wait(self) -> int:
+        try:
+            code = await self._handle.wait()
+        except Exception as exc:
+            err = map_error(exc, f"waiting for command {self.id}", self._base_url)
+            raise BackendError(err.message, ErrorKind.LOST if err.kind != ErrorKind.UNAVAILABLE else err.kind) from exc
+        return int(code)
+
+    async def detach(self) -> None:
+        self._pump.cancel()
+        with contextlib.suppress(BaseException):
+            await self._pump
+
+
+# ---------------------------------------------------------------------------
+# Sandbox
+# ---------------------------------------------------------------------------
+
+
+def _wrap(argv: Sequence[str], env: Mapping[str, str]) -> tuple[str, list[str]]:
+    """``env -i K=V... setsid -w ARGV``: exactly ``env``, as the leader of a new session.
+
+    ``setsid`` execs in place when the API did not make the command a process-group leader (so the
+    pid is the session id); otherwise it forks and ``-w`` waits and passes the exit status on."""
+    pairs = []
+    for key, value in env.items():
+        if not key or "=" in key or "\0" in key or "\0" in value:
+            raise BackendError(f"invalid environment variable name {key!r}", ErrorKind.INVALID_ARGUMENT)
+        pairs.append(f"{key}={value}")
+    if not argv:
+        raise BackendError("empty argv", ErrorKind.INVALID_ARGUMENT)
+    return ENV, ["-i", *pairs, SETSID, "-w", *argv]
+
+
+class VercelSandbox(Sandbox):
+    """A task's place in a Vercel sandbox: the handle is refreshed if the sandbox is recreated."""
+
+    def __init__(self, backend: "VercelSandboxBackend", key: str, task_id: str, handle: Any, root: str) -> None:
+        self._backend = backend
+        self.key = key
+        self.task_id = task_id
+        self.handle = handle
+        self.root = root
+
+    @property
+    def name(self) -> str:
+        return str(self.handle.name)
+
+    async def spawn(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str],
+                    pty: PtySize | None = None) -> Process:
+        if pty is not None:
+            raise BackendError("vercel_sandbox has no terminal support (capabilities.pty is false)",
+                               ErrorKind.FAILED_PRECONDITION)
+        command, args = _wrap(argv, env)
+        doing = f"starting {argv[0]!r} in sandbox {self.name}"
+        handle = await self._backend._start_command(self, command, args, cwd=cwd, stdin=True, doing=doing)
+        return _VercelProcess(handle, self._backend._service, self._backend.base_url)
+
+    async def _run(self, script: str, *args: str, doing: str) -> tuple[int, str, str]:
+        """Run a short POSIX sh script to completion (one wait&logs request); (code, stdout, stderr)."""
+        command, cmd_args = _wrap(["/bin/sh", "-c", script, "executor", *args], {"PATH": SYSTEM_PATH})
+
+        async def run() -> Any:
+            return await self.handle.run_process(command, cmd_args, cwd="/", capture_output=True)
+
+        result = await self._backend._call(run, doing, retry_connect_only=True, sandbox=self)
+        return int(result.returncode), result.stdout or "", result.stderr or ""
+
+    async def signal_session(self, pid: int, sig: int) -> None:
+        """The /proc walk of the base class, as one request; works while the shell is busy."""
+        code, _, err = await self._run(KILL_SESSION_SCRIPT, str(pid), str(sig),
+                                       doing=f"signalling session {pid} in sandbox {self.name}")
+        if code != 0:
+            raise BackendError(f"signalling session {pid} failed: {err.strip() or f'exit {code}'}",
+                               ErrorKind.FAILED_PRECONDITION)
+
+    def _scratch(self, what: str) -> str:
+        return f"/tmp/executor-{what}-{uuid.uuid4().hex}.tar"
+
+    async def put_archive(self, path: str, data: AsyncIterator[bytes]) -> None:
+        """Upload the tar as a scratch file (byte-exact file API), then unpack it in the sandbox."""
+        scratch = self._scratch("put")
+
+        async def upload() -> None:
+            async with self.handle.fs.open(scratch, "wb") as out:
+                async for chunk in data:
+                    await out.write(chunk)
+
+        await self._backend._call(upload, f"uploading an archive to sandbox {self.name}", retry_connect_only=True,
+                                  sandbox=self)
+        code, _, err = await self._run(
+            'mkdir -p -- "$1" && tar -x -f "$2" -C "$1"; rc=$?; rm -f -- "$2"; exit $rc', path, scratch,
+            doing=f"unpacking into {path} in sandbox {self.name}")
+        if code != 0:
+            raise BackendError(f"unpacking into {path} failed: {err.strip() or f'tar exited {code}'}",
+                               ErrorKind.FAILED_PRECONDITION)
+
+    async def get_archive(self, path: str) -> AsyncIterator[bytes]:
+        """Pack ``path`` into a scratch tar in the sandbox, then stream it down through the file API."""
+        parent, _, name = path.rstrip("/").rpartition("/")
+        scratch = self._scratch("get")
+        code, _, err = await self._run('cd -- "$1" && tar -c -f "$3" -- "$2"', parent or "/", name or ".", scratch,
+                                       doing=f"packing {path} in sandbox {self.name}")
+        try:
+            if code != 0:
+                message = err.strip() or f"tar exited {code}"
+                kind = ErrorKind.NOT_FOUND if "No such file" in message else ErrorKind.FAILED_PRECONDITION
+                raise BackendError(f"reading {path} failed: {message}", kind)
+            try:
+                async with self.handle.fs.open(scratch, "rb") as source:
+                    while chunk := await source.read(1 << 16):
+                        yield chunk
+            except BackendError:
+                raise
+            except Exception as exc:
+                raise map_error(exc, f"downloading {path} from sandbox {self.name}", self._backend.base_url) from exc
+        finally:
+            with contextlib.suppress(BackendError):
+                await self._run('rm -f -- "$1"', scratch, doing="removing a scratch file")
+
+    async def release(self, remove_files: bool = False) -> None:
+        await self._backend._release(self, remove_files)
+
+
+# ---------------------------------------------------------------------------
+# Backend
+# ---------------------------------------------------------------------------
+
+
+def _sandbox_name(prefix: str, daemon_id: str, key: str) -> str:
+    """A valid, stable sandbox name: lowercase, digits and dashes, at most 63 characters."""
+    clean = re.sub(r"[^a-z0-9-]+", "-", key.lower()).strip("-") or "task"
+    name = f"{prefix}-{daemon_id}-{clean}"
+    if len(name) > 63 or clean != key:
+        digest = hashlib.sha256(key.encode()).hexdigest()[:10]
+        name = f"{prefix}-{daemon_id}-{clean[: 63 - len(prefix) - len(daemon_id) - 13]}-{digest}"
+    return name
+
+
+class VercelSandboxBackend(Backend):
+    kind = "vercel_sandbox"
+    Options = VercelSandboxOptions
+
+    def __init__(self, name: str, options: VercelSandboxOptions, *, state_dir: Path) -> None:
+        super().__init__(name, options, state_dir=state_dir)
+        self.opts = options
+        self.base_url = (options.base_url or DEFAULT_BASE_URL).rstrip("/")
+        self._client: Any = None
+        self._service: Any = None
+        self._sandboxes: dict[str, VercelSandbox] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._daemon_id: str | None = None
+        self.recovered: list[str] = []  # sandboxes of a previous daemon found by start()
+
+    # -- configuration -------------------------------------------------------------------------
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(pty=False, resize=False, signals=True, stdin=True, background=True,
+                            persistent_shell=True, file_transfer=True, network_policy=self._network_label(),
+                            streaming=True)
+
+    def _network_label(self) -> str:
+        if self.opts.allow_domains:
+            return "allowlist: " + ",".join(self.opts.allow_domains)
+        return self.opts.network
+
+    def policy(self) -> dict[str, str]:
+        o = self.opts
+        return {
+            "isolation": "Vercel Sandbox microVM, one per " + o.sandbox_per,
+            "api": self.base_url,
+            "image": o.image or "API default (vercel/sandbox/universal)",
+            "vcpus": str(o.vcpus) if o.vcpus else "API default",
+            "memory_mb": str(o.memory_mb) if o.memory_mb else "API default",
+            "lifetime": f"{o.timeout:g}s" if o.timeout else "API default",
+            "network": self._network_label(),
+            "ports": ",".join(map(str, o.ports)) or "none",
+            "region": o.region or "API default",
+            "on_close": o.on_close,
+            "naming": f"{o.name_prefix}-{self._daemon_id or '<daemon id>'}-<task>, tagged executor-daemon/-task; "
+                      "a restarted daemon re-attaches by name and stops leftover sessions at start",
+            "output": "UTF-8 text (the API sends JSON strings; invalid UTF-8 bytes arrive as U+FFFD); "
+                      "file transfers are byte-exact",
+            "pty": "not supported",
+            "signals": "session walk through /proc inside the sandbox",
+        }
+
+    def _credentials(self) -> Any:
+        """Token, team and project from the options or the environment; FAILED_PRECONDITION if missing."""
+        o = self.opts
+        token = o.token.get_secret_value() if o.token else os.environ.get(o.token_env, "")
+        team = o.team_id or os.environ.get(o.team_id_env, "")
+        project = o.project_id or os.environ.get(o.project_id_env, "")
+        missing = [what for what, value in (("a token", token), ("a team id", team), ("a project id", project))
+                   if not value]
+        if missing:
+            raise BackendError(
+                f"backend {self.name!r} has no Vercel credentials: missing {', '.join(missing)}; set "
+                f"{o.token_env}, {o.team_id_env} and {o.project_id_env} in the daemon's environment or "
+                f"token/team_id/project_id in backends.{self.name}", ErrorKind.FAILED_PRECONDITION)
+        return _sdk().SandboxCredentials(token=token, team_id=team, project_id=project)
+
+    def daemon_id(self) -> str:
+        """A short id of this daemon's state, kept on disk: sandbox names survive a restart."""
+        if self._daemon_id is None:
+            path = self.state_dir / "daemon-id"
+            try:
+                self._daemon_id = path.read_text().strip()
+            except FileNotFoundError:
+                self.state_dir.mkdir(parents=True, exist_ok=True)
+                self._daemon_id = secrets.token_hex(4)
+                path.write_text(self._daemon_id + "\n")
+        return self._daemon_id
+
+    def _ensure_client(self) -> None:
+        if self._client is not None:
+            return
+        self._credentials()  # fail early and clearly
+        sdk = _sdk()
+
+        async def credentials() -> Any:
+            return self._credentials()
+
+        options = sdk.SandboxServiceOptions(base_url=self.base_url, credentials_factory=credentials,
+                                            region=self.opts.region)
+        self._client = sdk.SandboxClient.create(options=options)
+        # The log stream of a detached command is only reachable through the service object (the
+        # public TextReader waits for whole lines or sizes, not "what has arrived"). SDK pinned ==0.10.0.
+        self._service = sdk.get_sandbox_service(self._client._session)
+
+    # -- calls with retries ----------------------------------------------------------------------
+
+    async def _call(self, op: Callable[[], Awaitable[_T]], doing: str, *, retry_connect_only: bool = False,
+                    sandbox: VercelSandbox | None = None) -> _T:
+        """Run an SDK call, retrying with backoff only where a retry is safe.
+
+        Idempotent calls retry transient faults; calls with effects (starting a command) retry only
+        when the request never left (connection refused) or was rejected (429). A sandbox that
+        vanished (404) is recreated once, under the same name, when ``sandbox`` is given."""
+        sdk = _sdk()
+        attempt = 0
+        recreated = False
+        while True:
+            attempt += 1
+            try:
+                return await op()
+            except Exception as exc:
+                if isinstance(exc, BackendError):
+                    raise
+                safe = (_is_connect_error(exc) or (isinstance(exc, sdk.SandboxApiError) and exc.status_code == 429)
+                        if retry_connect_only else _transient(exc))
+                if (sandbox is not None and not recreated and isinstance(exc, sdk.SandboxApiError)
+                        and exc.status_code == 404):
+                    recreated = True
+                    await self._recreate(sandbox)
+                    continue
+                if safe and attempt < self.opts.retries:
+                    await asyncio.sleep(0.2 * 2 ** (attempt - 1))
+                    continue
+                raise map_error(exc, doing, self.base_url) from exc
+
+    async def _start_command(self, sandbox: VercelSandbox, command: str, args: list[str], *, cwd: str,
+                             stdin: bool, doing: str) -> Any:
+        async def start() -> Any:
+            return await sandbox.handle.create_process(
+                command, args, cwd=cwd, stdin=subprocess.PIPE if stdin else None,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        return await self._call(start, doing, retry_connect_only=True, sandbox=sandbox)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Find this daemon's sandboxes from a previous run and stop their sessions.
+
+        Stopping ends what the previous daemon left running (its shells) but keeps the files: the
+        next use resumes the sandbox. Never raises for an unreachable API: ``health`` says so."""
+        self.daemon_id()
+        try:
+            self._ensure_client()
+            sdk = _sdk()
+            query = sdk.SandboxQueryByName(name_prefix=f"{self.opts.name_prefix}-{self._daemon_id}-",
+                                           tag=sdk.TagFilter(key="executor-daemon", value=self._daemon_id))
+            found = [sb async for sb in self._client.query_sandboxes(query=query)]
+        except Exception as exc:
+            log.warning("vercel_sandbox %s: could not list leftover sandboxes: %s", self.name,
+                        map_error(exc, "listing sandboxes", self.base_url).message)
+            return
+        self.recovered = [sb.name for sb in found]
+        for sb in found:
+            if str(sb.status) == "running":
+                try:
+                    await self._call(sb.stop, f"stopping leftover sandbox {sb.name}")
+                except BackendError as exc:
+                    log.warning("vercel_sandbox %s: %s", self.name, exc.message)
+
+    async def health(self) -> Health:
+        try:
+            self._credentials()
+            self._ensure_client()
+
+            async def probe() -> None:
+                async for _ in self._client.query_sandboxes(page_size=1):
+                    break
+
+            await asyncio.wait_for(self._call(probe, "checking the Vercel Sandbox API"), 15)
+        except BackendError as exc:
+            return Health(False, exc.message, {"kind": exc.kind.value})
+        except asyncio.TimeoutError:
+            return Health(False, f"the Vercel Sandbox API at {self.base_url} did not answer within 15 s",
+                          {"kind": ErrorKind.UNAVAILABLE.value})
+        return Health(True, "", {"api": self.base_url, "sandboxes_open": str(len(self._sandboxes))})
+
+    async def sandbox(self, task_id: str) -> VercelSandbox:
+        self._ensure_client()
+        key = task_id if self.opts.sandbox_per == "task" else "daemon"
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            shared = self._sandboxes.get(key)
+            if shared is None:
+                handle = await self._get_or_create(key, task_id)
+                shared = VercelSandbox(self, key, task_id, handle, "")
+                self._sandboxes[key] = shared
+        if self.opts.sandbox_per == "task":
+            shared.root = shared.root or self._root(shared.handle, task_id)
+            return shared
+        view = VercelSandbox(self, key, task_id, shared.handle, self._root(shared.handle, task_id))
+        await self._mkdir(view)
+        return view
+
+    def _root(self, handle: Any, task_id: str) -> str:
+        base = handle.cwd or "/vercel/sandbox"
+        if self.opts.sandbox_per == "task":
+            return base
+        return f"{base.rstrip('/')}/tasks/{task_id}"
+
+    async def _mkdir(self, sandbox: VercelSandbox) -> None:
+        await self._call(lambda: sandbox.handle.fs.mkdir(sandbox.root, recursive=True),
+                         f"creating {sandbox.root} in sandbox {sandbox.name}", sandbox=sandbox)
+
+    async def _get_or_create(self, key: str, task_id: str) -> Any:
+        sdk = _sdk()
+        o = self.opts
+        name = _sandbox_name(o.name_prefix, self.daemon_id(), key)
+        tags = {"executor-daemon": self.daemon_id(), "executor-backend": self.name[:63],
+                "executor-task": key[:63]}
+        if o.allow_domains:
+            policy = sdk.NetworkPolicy.custom(allow={d: () for d in o.allow_domains})
+        else:
+            policy = sdk.NetworkPolicy.deny_all() if o.network == "deny-all" else sdk.NetworkPolicy.allow_all()
+        resources = sdk.SandboxResources(vcpus=o.vcpus, memory=o.memory_mb) if (o.vcpus or o.memory_mb) else None
+
+        async def get_or_create() -> Any:
+            handle, created = await self._client.get_or_create_sandbox(
+                name=name, resume=True, image=o.image, ports=o.ports or None,
+                execution_time_limit=timedelta(seconds=o.timeout) if o.timeout else None,
+                resources=resources, network_policy=policy, tags=tags, region=o.region)
+            log.info("vercel_sandbox %s: %s sandbox %s for %s", self.name,
+                     "created" if created else "re-attached", handle.name, key)
+            return handle
+
+        def conflict_or_transient(exc: BaseException) -> bool:
+            return _transient(exc) or (isinstance(exc, sdk.SandboxApiError) and exc.status_code == 409)
+
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await get_or_create()
+            except Exception as exc:
+                if conflict_or_transient(exc) and attempt < o.retries:
+                    await asyncio.sleep(0.2 * 2 ** (attempt - 1))
+                    continue
+                raise map_error(exc, f"creating sandbox {name} for task {task_id}", self.base_url) from exc
+
+    async def _recreate(self, sandbox: VercelSandbox) -> None:
+        """The sandbox vanished (deleted, expired): make a new one under the same name.
+
+        Processes that ran in the old one were reported LOST; its files are gone."""
+        log.warning("vercel_sandbox %s: sandbox %s vanished; creating a new one (its files are lost)",
+                    self.name, sandbox.name)
+        lock = self._locks.setdefault(sandbox.key, asyncio.Lock())
+        async with lock:
+            shared = self._sandboxes.get(sandbox.key)
+            if shared is not None and shared.handle is not sandbox.handle:
+                sandbox.handle = shared.handle  # someone else already recreated it
+                return
+            handle = await self._get_or_create(sandbox.key, sandbox.task_id)
+            sandbox.handle = handle
+            if shared is not None:
+                shared.handle = handle
+        if self.opts.sandbox_per == "daemon":
+            await self._mkdir(sandbox)
+
+    async def _release(self, sandbox: VercelSandbox, remove_files: bool) -> None:
+        o = self.opts
+        if o.sandbox_per == "daemon":
+            if remove_files:
+                with contextlib.suppress(BackendError):
+                    await sandbox._run('rm -rf -- "$1"', sandbox.root, doing=f"removing {sandbox.root}")
+            return
+        self._sandboxes.pop(sandbox.key, None)
+        handle = sandbox.handle
+        action = "delete" if remove_files else o.on_close
+        try:
+            if action == "delete":
+                await self._call(lambda: handle.stop(), f"stopping sandbox {handle.name}")
+                await self._call(lambda: handle.destroy(), f"deleting sandbox {handle.name}")
+            elif action == "stop":
+                await self._call(lambda: handle.stop(), f"stopping sandbox {handle.name}")
+        except BackendError as exc:
+            if exc.kind != ErrorKind.NOT_FOUND:
+                raise
+
+    async def close(self) -> None:
+        """Daemon shutdown: stop the sessions of open sandboxes (files kept) unless on_close is keep."""
+        if self.opts.on_close != "keep":
+            for sandbox in list(self._sandboxes.values()):
+                try:
+                    await self._call(sandbox.handle.stop, f"stopping sandbox {sandbox.name}")
+                except BackendError as exc:
+                    log.warning("vercel_sandbox %s: %s", self.name, exc.message)
+        self._sandboxes.clear()
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await self._client.aclose()
+            self._client = None
+            self._service = None
+
+
+__all__ = ["VercelSandboxBackend", "VercelSandboxOptions", "VercelSandbox", "map_error"]
