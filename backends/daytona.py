@@ -311,7 +311,18 @@ class DaytonaProcess(Process):
         self._write_lock = asyncio.Lock()
         self._code: int | None = None
         self._pid: int | None = None
+        self._started = asyncio.Event()
         self._pump: asyncio.Future[None] = asyncio.ensure_future(self._read_logs())
+        self._pump.add_done_callback(lambda _: self._started.set())
+
+    async def started(self, timeout: float) -> None:
+        """Wait until the launcher reported the pid: the command runs and its stdin is open
+        (input sent earlier would hit a FIFO that does not exist yet)."""
+        try:
+            await asyncio.wait_for(self._started.wait(), timeout)
+        except asyncio.TimeoutError:
+            await self.detach()
+            raise BackendError(f"daytona: the command did not start within {timeout:g}s", ErrorKind.UNAVAILABLE)
 
     async def _read_logs(self) -> None:
         import aiohttp
@@ -326,6 +337,7 @@ class DaytonaProcess(Process):
                     for stream, chunk in decoder.feed(data):
                         if stream == "pid":
                             self._pid = int(chunk)
+                            self._started.set()
                         else:
                             queues[stream].feed(chunk)
                     continue
@@ -486,6 +498,7 @@ class DaytonaSandbox(Sandbox):
             self._backend.background(remote.process.delete_session(session_id))
             raise
         proc = DaytonaProcess(self, remote, session_id, resp.cmd_id, ws)
+        await proc.started(self._backend.options.request_timeout)
         return proc
 
     def forget_session(self, session_id: str) -> None:

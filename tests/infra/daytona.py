@@ -1,0 +1,69 @@
+"""Test infrastructure for the daytona backend: the local Daytona API/toolbox server.
+
+``provision()`` (for the conformance suite, whose daemon runs in another process) starts
+``tests/fakes/daytona_server.py`` as a background process once per machine and returns the
+``backends.<name>`` options pointing at it; idempotent: a server that still answers is reused.
+``in_process()`` runs one in the caller's event loop, so a test can read exactly what the SDK
+sent (``fake.requests``) and inject faults (``fake.vanish``, ``fake.max_sandboxes``).
+
+The server runs every command for real, in a directory per sandbox; no cloud is needed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+API_KEY = "test-daytona-key"
+STATE = Path(os.environ.get("EXECUTOR_TEST_CACHE", "/var/cache/executor-test")) / "daytona-fake"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def options(api_url: str, **extra: Any) -> dict[str, Any]:
+    """The ``backends.<name>`` options for a server at ``api_url``."""
+    return {"kind": "daytona", "api_url": api_url, "api_key": API_KEY, "auto_stop_interval": 0, **extra}
+
+
+def _answers(api_url: str) -> bool:
+    request = urllib.request.Request(f"{api_url}/sandbox?labels=%7B%7D", headers={"Authorization": f"Bearer {API_KEY}"})
+    try:
+        with urllib.request.urlopen(request, timeout=2) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def provision() -> dict[str, Any]:
+    """Start (or reuse) the background server; the options for ``backends.daytona``."""
+    STATE.mkdir(parents=True, exist_ok=True)
+    url_file = STATE / "url"
+    if url_file.exists() and _answers(url := url_file.read_text().strip()):
+        return options(url)
+    url_file.unlink(missing_ok=True)
+    log = open(STATE / "server.log", "ab")
+    subprocess.Popen(
+        [sys.executable, str(REPO / "tests" / "fakes" / "daytona_server.py"), "--url-file", str(url_file),
+         "--root", str(STATE / "sandboxes"), "--api-key", API_KEY],
+        cwd=str(STATE), stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if url_file.exists() and _answers(url := url_file.read_text().strip()):
+            return options(url)
+        time.sleep(0.05)
+    raise RuntimeError(f"the fake Daytona server did not start; see {STATE / 'server.log'}")
+
+
+async def in_process(root: Path | None = None) -> Any:
+    """A started :class:`FakeDaytona` in this event loop (``await fake.stop()`` when done)."""
+    sys.path.insert(0, str(REPO))
+    from tests.fakes.daytona_server import FakeDaytona
+
+    fake = FakeDaytona(root, api_key=API_KEY)
+    await fake.start()
+    return fake
