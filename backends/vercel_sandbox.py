@@ -628,6 +628,7 @@ class VercelSandboxBackend(Backend):
                 return
             handle = await self._get_or_create(sandbox.key, sandbox.task_id)
             sandbox.handle = handle
+            sandbox.root = self._root(handle, sandbox.task_id)
             if shared is not None:
                 shared.handle = handle
         if self.opts.sandbox_per == "daemon":

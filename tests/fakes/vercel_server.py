@@ -40,7 +40,6 @@ import codecs
 import contextlib
 import gzip
 import io
-import itertools
 import json
 import os
 import shutil
@@ -166,7 +165,6 @@ class FakeVercel:
         self.sandboxes: dict[str, Sandbox] = {}
         self.sessions: dict[str, Session] = {}
         self.faults: list[Json] = []
-        self._ids = itertools.count(1)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.port: int = 0
         self._runner: web.AppRunner | None = None
@@ -405,7 +403,8 @@ class FakeVercel:
         name = body.get("name") or f"sbx-{uuid.uuid4().hex[:12]}"
         if name in self.sandboxes:
             raise ApiError(409, "sandbox_already_exists", f"a sandbox named {name!r} already exists")
-        directory = self.root / f"{name}-{next(self._ids)}"
+        directory = self.root / name  # stable, like /vercel/sandbox in every real sandbox
+        await asyncio.to_thread(shutil.rmtree, directory, True)
         (directory / "vercel" / "sandbox").mkdir(parents=True)
         sb = Sandbox(name=name, project_id=body.get("projectId", ""), dir=directory, config=body,
                      created_at=_now_ms(), current_session_id="")
