@@ -29,6 +29,7 @@ import hashlib
 import os
 import re
 import time
+import urllib.parse
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -171,7 +172,7 @@ def _error(exc: BaseException, what: str) -> BackendError:
     if isinstance(exc, (mexc.InvalidError, mexc.VersionError)):
         return BackendError(f"{what}: Modal rejected the request ({detail}); check this backend's options",
                             ErrorKind.FAILED_PRECONDITION)
-    if isinstance(exc, GRPCError) and exc.status not in _UNAVAILABLE_STATUSES:
+    if isinstance(exc, GRPCError) and not isinstance(exc, mexc.Error) and exc.status not in _UNAVAILABLE_STATUSES:
         return BackendError(f"{what}: Modal answered {exc.status.name} ({detail})", ErrorKind.INTERNAL)
     if isinstance(exc, (mexc.ConnectionError, mexc.ServiceError, mexc.InternalError, mexc.TimeoutError,
                         mexc.ClientClosed, GRPCError, StreamTerminatedError, ConnectionError, OSError,
@@ -467,10 +468,24 @@ class ModalBackend(Backend):
 
     # -- the client ----------------------------------------------------------
 
+    async def _probe(self) -> None:
+        """Fail fast, with the reason, when Modal's endpoint refuses TCP connections: the
+        SDK would keep retrying a refused connection for as long as we let it."""
+        url = urllib.parse.urlparse(self._server_url())
+        host = url.hostname or ""
+        port = url.port or (443 if url.scheme == "https" else 80)
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 10)
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise BackendError(f"cannot reach Modal at {self._server_url()}: {str(exc) or 'timed out'}; check the "
+                               "network or server_url, then retry", ErrorKind.UNAVAILABLE) from exc
+        writer.close()
+
     async def _get_client(self) -> Any:
         async with self._client_lock:
             if self._client is None:
                 credentials = self._credentials()
+                await self._probe()
                 client = modal.Client(self._server_url(), api_pb2.CLIENT_TYPE_CLIENT, credentials)
                 try:
                     await _bounded(client.__aenter__(), self.options.request_timeout, "connecting to Modal")
@@ -507,6 +522,7 @@ class ModalBackend(Backend):
         details = {"server": self._server_url(), "app": self.options.app_name}
         try:
             client = await self._get_client()
+            await self._probe()
             await _bounded(client.hello.aio(), 10, "contacting Modal")
         except Exception as exc:  # noqa: BLE001
             err = _error(exc, "contacting Modal")
