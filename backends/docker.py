@@ -31,7 +31,9 @@ import re
 import socket
 import tarfile
 import threading
+import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -75,6 +77,24 @@ for d in /proc/[0-9]*; do
   kill -9 "$pid" 2>/dev/null && n=$((n+1))
 done
 echo "$n"
+"""
+
+#: A long-lived helper per container: reads "SID SIG" lines and signals every process of
+#: session SID (a /proc walk, as in base.KILL_SESSION_SCRIPT), then answers "done". It makes
+#: signal_session one round trip on an open exec socket instead of a new exec (~50 ms).
+KILLER_SCRIPT = r"""
+me=$$
+while read -r sid sig; do
+  for d in /proc/[0-9]*; do
+    pid=${d#/proc/}
+    [ "$pid" = "$me" ] && continue
+    { read -r stat < "$d/stat"; } 2>/dev/null || continue
+    rest=${stat##*) }
+    set -- $rest
+    [ "$4" = "$sid" ] && kill "-$sig" "$pid" 2>/dev/null
+  done
+  echo done
+done
 """
 
 #: Sets the terminal size before exec'ing the program: Engine API 1.41 has no size on exec
@@ -156,6 +176,8 @@ def _docker_error(exc: BaseException, what: str) -> BackendError:
 
     if isinstance(exc, BackendError):
         return exc
+    if isinstance(exc, tarfile.TarError):
+        return BackendError(f"{what}: the upload is not a valid tar stream: {exc}", ErrorKind.INVALID_ARGUMENT)
     if isinstance(exc, docker.errors.ImageNotFound):
         return BackendError(f"{what}: image not found in the Docker engine ({_explain(exc)}); build it with "
                             "`make sandbox-image` or set `pull: true`", ErrorKind.FAILED_PRECONDITION)
@@ -392,10 +414,11 @@ class DockerProcess(Process):
     """A docker exec: the leader of its own session inside the container."""
 
     def __init__(self, sandbox: "DockerSandbox", container: "_Container", exec_id: str, result: Any,
-                 tty: bool) -> None:
+                 tty: bool, spawned_at: float) -> None:
         self._sandbox = sandbox
         self._container = container
         self._generation = container.generation
+        self._spawned_at = spawned_at
         self.exec_id = exec_id
         self._tty = tty
         self._exit: int | None = None
@@ -432,14 +455,38 @@ class DockerProcess(Process):
                 return BackendError(f"the process's container went away: {reason}", ErrorKind.LOST)
             return BackendError(f"lost the Docker engine while the process ran: {err.message}", ErrorKind.LOST)
         if not info.get("Running") and info.get("ExitCode") is not None:
-            reason = await self._container.loss_since(backend, self._generation)
-            if reason:
-                return BackendError(f"the container stopped under the process: {reason}", ErrorKind.LOST)
-            self._exit = int(info["ExitCode"])
-            return None
+            lost = await self._lost_by_signal(int(info["ExitCode"]))
+            if lost is None:
+                self._exit = int(info["ExitCode"])
+            return lost
         if exc is not None:
             return BackendError(f"the connection to the process broke: {exc}", ErrorKind.LOST)
         return None  # stdout/stderr closed, the process still runs: wait() polls
+
+    async def _lost_by_signal(self, code: int) -> BackendError | None:
+        """For an exit by signal (docker's 128+N): was it the container being killed/removed?
+
+        The engine announces ``kill`` before signalling, and our event watcher records it;
+        when no event has arrived yet the container's state is checked, then a short wait
+        for a late event (only on this path: processes dying of a signal)."""
+        if code <= 128:
+            return None
+        container, backend = self._container, self._sandbox.backend
+        reason = container.event_since(self._spawned_at)
+        if not reason:
+            reason = await container.loss_since(backend, self._generation)
+        if not reason and backend.watching:
+            changed = container.changed
+            try:
+                await asyncio.wait_for(changed.wait(), 0.05)
+            except asyncio.TimeoutError:
+                pass
+            reason = container.event_since(self._spawned_at)
+        if not reason:
+            return None
+        container.invalidate(reason)
+        return BackendError(f"the container went away under the process: {reason}; the next command "
+                            "starts it again", ErrorKind.LOST)
 
     async def write(self, data: bytes) -> None:
         if self._lost is not None:
@@ -469,6 +516,9 @@ class DockerProcess(Process):
                                           ErrorKind.LOST)
                 raise self._lost from err
             if not info.get("Running") and info.get("ExitCode") is not None:
+                self._lost = await self._lost_by_signal(int(info["ExitCode"]))
+                if self._lost is not None:
+                    raise self._lost
                 self._exit = int(info["ExitCode"])
                 break
             reason = await self._container.loss_since(backend, self._generation)
@@ -490,6 +540,70 @@ class DockerProcess(Process):
         self._io.close()
 
 
+class _Killer:
+    """The container's signalling helper (KILLER_SCRIPT), spawned on first use and again
+    whenever it died (e.g. with its container)."""
+
+    TIMEOUT = 15.0
+
+    def __init__(self) -> None:
+        self._proc: DockerProcess | None = None
+        self._buf = b""
+        self._lock = asyncio.Lock()
+        self._warming: asyncio.Future[None] | None = None
+
+    async def signal(self, sandbox: "DockerSandbox", sid: int, sig: int) -> None:
+        async with self._lock:
+            for attempt in (1, 2):
+                try:
+                    await asyncio.wait_for(self._round_trip(sandbox, sid, sig), self.TIMEOUT)
+                    return
+                except (BackendError, EOFError, asyncio.TimeoutError) as exc:
+                    await self.reset()
+                    if attempt == 2:
+                        if isinstance(exc, BackendError):
+                            raise
+                        raise BackendError(f"signalling session {sid} failed: the helper "
+                                           f"{'timed out' if isinstance(exc, asyncio.TimeoutError) else 'exited'}",
+                                           ErrorKind.LOST) from exc
+
+    async def _round_trip(self, sandbox: "DockerSandbox", sid: int, sig: int) -> None:
+        if self._proc is None:
+            await self._spawn(sandbox)
+        assert self._proc is not None
+        await self._proc.write(f"{int(sid)} {int(sig)}\n".encode())
+        while b"done\n" not in self._buf:
+            chunk = await self._proc.stdout.read()
+            if not chunk:
+                raise EOFError
+            self._buf += chunk
+        self._buf = self._buf.split(b"done\n", 1)[1]
+
+    def warm(self, sandbox: "DockerSandbox") -> None:
+        """Start the helper in the background, so the first timeout does not pay for an exec."""
+        if self._proc is None and (self._warming is None or self._warming.done()):
+            self._warming = asyncio.ensure_future(self._warm(sandbox))
+
+    async def _warm(self, sandbox: "DockerSandbox") -> None:
+        async with self._lock:
+            if self._proc is None:
+                try:
+                    await self._spawn(sandbox)
+                except BackendError:
+                    pass  # the first signal() tries again and reports
+
+    async def _spawn(self, sandbox: "DockerSandbox") -> None:
+        proc = await sandbox.spawn(["/bin/sh", "-c", KILLER_SCRIPT, "executor-killer"], cwd="/",
+                                   env={"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"})
+        assert isinstance(proc, DockerProcess)
+        self._proc, self._buf = proc, b""
+
+    async def reset(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            await proc.detach()
+
+
 # ---------------------------------------------------------------------------
 # Containers
 # ---------------------------------------------------------------------------
@@ -508,6 +622,20 @@ class _Container:
         self._suspect: str | None = None
         self._lock = asyncio.Lock()
         self.known_dirs: set[str] = set()
+        self.events: collections.deque[tuple[float, str]] = collections.deque(maxlen=32)
+        self.killer = _Killer()
+        self.changed = asyncio.Event()
+
+    def on_event(self, action: str, detail: str) -> None:
+        """An engine event about this container (see _EventWatcher)."""
+        self.events.append((time.monotonic(), f"container {self.name} got '{action}'{detail}"))
+        if action in ("die", "destroy", "oom", "stop", "kill"):
+            self.invalidate(f"container {self.name} got '{action}'")
+        changed, self.changed = self.changed, asyncio.Event()
+        changed.set()
+
+    def event_since(self, since: float) -> str:
+        return "; ".join(text for at, text in self.events if at >= since)
 
     @property
     def name(self) -> str:
@@ -531,6 +659,7 @@ class _Container:
         """The running container's id: found by label, started, or created."""
         if self.id is not None and self._suspect is None:
             return self.id
+        self.backend.watch_events()
         async with self._lock:
             if self.id is not None and self._suspect is None:
                 return self.id
@@ -660,115 +789,69 @@ def _state_reason(state: Mapping[str, Any]) -> str:
 # ---------------------------------------------------------------------------
 
 
-def _octal_field(value: int, width: int) -> bytes:
-    return (b"%0*o" % (width - 1, value)) + b"\0"
+class _AsyncReader(io.RawIOBase):
+    """A blocking file object (for tarfile, in a worker thread) over an async byte iterator
+    consumed on the event loop."""
+
+    def __init__(self, data: AsyncIterator[bytes], loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._it = data.__aiter__()
+        self._loop = loop
+        self._buf = b""
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, target: Any) -> int:
+        while not self._buf and not self._done:
+            try:
+                self._buf = bytes(asyncio.run_coroutine_threadsafe(self._it.__anext__(), self._loop).result())
+            except StopAsyncIteration:
+                self._done = True
+        n = min(len(target), len(self._buf))
+        target[:n] = self._buf[:n]
+        self._buf = self._buf[n:]
+        return n
 
 
-def _header_size(block: bytes) -> int:
-    raw = block[124:136]
-    if raw[0] & 0x80:  # GNU base-256
-        return int.from_bytes(bytes([raw[0] & 0x7F]) + raw[1:], "big")
-    text = raw.split(b"\0", 1)[0].strip()
-    return int(text, 8) if text else 0
+def _owned_tar(source: io.RawIOBase, uid: int, gid: int) -> Iterator[bytes]:
+    """Re-emit a tar stream with every member owned by ``uid:gid``, in constant memory.
 
+    The engine unpacks archives as root and keeps the owners written in the headers, and it
+    creates parent directories missing from the archive as root; the sandbox's processes must
+    own everything a client uploads, so missing parents are added as entries too. (docker's
+    ``copyUIDGID`` would look the numeric user up in the *host's* passwd file and fail.)"""
+    dirs: set[str] = set()
 
-def _set_owner(block: bytearray, uid: int, gid: int) -> None:
-    block[108:116] = _octal_field(uid, 8)
-    block[116:124] = _octal_field(gid, 8)
-    block[148:156] = b" " * 8
-    block[148:156] = b"%06o\0 " % sum(block)
+    def header(info: tarfile.TarInfo) -> bytes:
+        info.uid, info.gid, info.uname, info.gname = uid, gid, "", ""
+        return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
 
-
-def _strip_pax_owner(data: bytes) -> bytes:
-    """Drop uid/gid/uname/gname records from a pax header's data."""
-    out, pos = bytearray(), 0
-    while pos < len(data):
-        space = data.find(b" ", pos)
-        if space < 0:
-            break
-        try:
-            length = int(data[pos:space])
-        except ValueError:
-            break
-        if length <= 0:
-            break
-        record = data[pos : pos + length]
-        key = record[space - pos + 1 :].split(b"=", 1)[0]
-        if key not in (b"uid", b"gid", b"uname", b"gname"):
-            out += record
-        pos += length
-    return bytes(out)
-
-
-def _padded(n: int) -> int:
-    return (n + 511) & ~511
-
-
-class _TarOwner:
-    """Rewrites a tar stream so every member belongs to ``uid:gid``, in constant memory.
-
-    The engine unpacks archives as root and keeps the owners written in the headers; the
-    sandbox's processes must own what a client uploads. (docker's ``copyUIDGID`` would look
-    the numeric user up in the *host's* passwd file and fail.)"""
-
-    def __init__(self, uid: int, gid: int) -> None:
-        self.uid, self.gid = uid, gid
-        self._buf = bytearray()
-        self._data_left = 0  # bytes of member data (with padding) to pass through
-        self._pax: bytearray | None = None
-        self._pax_header: bytearray | None = None
-        self._pax_left = 0
-
-    def feed(self, chunk: bytes) -> bytes:
-        self._buf += chunk
-        out = bytearray()
-        while True:
-            if self._data_left:
-                n = min(self._data_left, len(self._buf))
-                if not n:
-                    break
-                out += self._buf[:n]
-                del self._buf[:n]
-                self._data_left -= n
-                continue
-            if self._pax is not None:
-                n = min(self._pax_left, len(self._buf))
-                if self._pax_left and not n:
-                    break
-                self._pax += self._buf[:n]
-                del self._buf[:n]
-                self._pax_left -= n
-                if self._pax_left:
-                    break
-                out += self._emit_pax()
-                continue
-            if len(self._buf) < 512:
-                break
-            block = bytearray(self._buf[:512])
-            del self._buf[:512]
-            if not any(block):
-                out += block  # end-of-archive blocks
-                continue
-            size = _header_size(block)
-            typeflag = block[156:157]
-            if typeflag in (b"x", b"g"):
-                self._pax_header, self._pax, self._pax_left = block, bytearray(), _padded(size)
-                self._pax_size = size
-                continue
-            if typeflag not in (b"L", b"K"):
-                _set_owner(block, self.uid, self.gid)
-            out += block
-            self._data_left = _padded(size) if typeflag not in (b"1", b"2", b"3", b"4", b"5", b"6") else 0
-        return bytes(out)
-
-    def _emit_pax(self) -> bytes:
-        assert self._pax is not None and self._pax_header is not None
-        data = _strip_pax_owner(bytes(self._pax[: self._pax_size]))
-        header = self._pax_header
-        header[124:136] = _octal_field(len(data), 12)
-        _set_owner(header, self.uid, self.gid)
-        self._pax = self._pax_header = None
-        return bytes(header) + data + b"\0" * (_padded(len(data)) - len(data))
+    with tarfile.open(fileobj=io.BufferedReader(source, 1 << 16), mode="r|*") as tin:
+        for member in tin:
+            parts = PurePosixPath(member.name).parts
+            parts = tuple(p for p in parts if p != "/")
+            for i in range(1, len(parts)):
+                parent = "/".join(parts[:i])
+                if parent not in dirs:
+                    dirs.add(parent)
+                    info = tarfile.TarInfo(parent)
+                    info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, member.mtime
+                    yield header(info)
+            if member.isdir():
+                dirs.add("/".join(parts))
+            if member.issparse():
+                member.type = tarfile.REGTYPE
+            yield header(member)
+            if member.isreg():
+                stream = tin.extractfile(member)
+                assert stream is not None
+                while chunk := stream.read(1 << 20):
+                    yield chunk
+                if member.size % 512:
+                    yield b"\0" * (512 - member.size % 512)
+    yield b"\0" * 1024
 
 
 def _dir_tar(names: Sequence[str], uid: int, gid: int, mode: int = 0o755) -> bytes:
@@ -781,6 +864,55 @@ def _dir_tar(names: Sequence[str], uid: int, gid: int, mode: int = 0o755) -> byt
             info.uid, info.gid = uid, gid
             tar.addfile(info)
     return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------
+# Container events
+# ---------------------------------------------------------------------------
+
+
+class _EventWatcher:
+    """Follows the engine's events for our containers in a thread (docker-py streams block).
+
+    A ``kill`` event is sent before the signal reaches the container, so when an exec dies of
+    a signal we can tell "the container was killed or removed" from "someone killed this
+    process" without guessing from timing. ``die``/``destroy``/``oom`` also mark the
+    container for a fresh look before its next use."""
+
+    ACTIONS = ("kill", "die", "destroy", "oom", "stop", "pause")
+
+    def __init__(self, backend: "DockerBackend", loop: asyncio.AbstractEventLoop) -> None:
+        self._backend = backend
+        self._loop = loop
+        self._stop = threading.Event()
+        self._stream: Any = None
+        self._thread = threading.Thread(target=self._run, name=f"docker-events-{backend.name}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import docker
+
+        while not self._stop.is_set():
+            try:
+                api = self._backend.new_client(timeout=None)
+                self._stream = api.events(decode=True, filters={
+                    "type": "container", "label": f"{LABEL_DAEMON}={self._backend.instance_id}"})
+                for event in self._stream:
+                    if self._stop.is_set():
+                        break
+                    self._loop.call_soon_threadsafe(self._backend.on_event, event)
+            except (docker.errors.DockerException, OSError, Exception):  # noqa: BLE001 - reconnect below
+                pass
+            self._stop.wait(1.0)
+
+    def stop(self) -> None:
+        self._stop.set()
+        stream = self._stream
+        if stream is not None:
+            try:
+                stream.close()
+            except Exception:  # noqa: BLE001 - best effort
+                pass
 
 
 # ---------------------------------------------------------------------------
@@ -835,6 +967,7 @@ class DockerSandbox(Sandbox):
         user = self.backend.options.user
         for attempt in (1, 2):
             cid = await self._ready()
+            spawned_at = time.monotonic()
 
             def start(api: Any) -> tuple[str, Any]:
                 exec_id = api.exec_create(cid, cmd, stdin=True, stdout=True, stderr=True, tty=tty,
@@ -849,7 +982,7 @@ class DockerSandbox(Sandbox):
                     self.container.invalidate(err.message)
                     continue
                 raise
-            proc = DockerProcess(self, self.container, exec_id, result, tty)
+            proc = DockerProcess(self, self.container, exec_id, result, tty, spawned_at)
             if pty is not None:
                 try:
                     await proc.resize(pty)
@@ -857,6 +990,11 @@ class DockerSandbox(Sandbox):
                     pass  # the wrapper already set the size; the process may be gone already
             return proc
         raise AssertionError("unreachable")
+
+    async def signal_session(self, pid: int, sig: int) -> None:
+        """Signal every process of session ``pid`` inside the container, through the
+        container's helper (one round trip); the helper is respawned if it died."""
+        await self.container.killer.signal(self, pid, sig)
 
     async def put_archive(self, path: str, data: AsyncIterator[bytes]) -> None:
         cid = await self._ready()
@@ -904,6 +1042,10 @@ class DockerBackend(Backend):
         self._api_lock = threading.Lock()
         self._shared: _Container | None = None
         self._per_task: dict[str, _Container] = {}
+        self._watcher: _EventWatcher | None = None
+        # Our own workers: uploads hold one for their duration, and the loop's default
+        # executor (shared with the core) must not fill up with Engine API calls.
+        self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix=f"docker-{name}")
         self.orphans_ended = 0
 
     # identity and small persistent state ---------------------------------
@@ -935,18 +1077,41 @@ class DockerBackend(Backend):
             tmp.replace(path)
 
     # the Engine API --------------------------------------------------------
+    def new_client(self, timeout: float | None) -> Any:
+        """A docker-py low-level client for the configured engine (connecting costs a round trip)."""
+        import docker
+
+        kwargs: dict[str, Any] = {"version": "auto", "timeout": timeout}
+        if self.options.docker_host:
+            return docker.APIClient(base_url=self.options.docker_host, **kwargs)
+        return docker.APIClient(**docker.utils.kwargs_from_env(), **kwargs)
+
     def _client(self) -> Any:
-        """docker-py's low-level client, made on first use (connecting costs a round trip)."""
         with self._api_lock:
             if self._api is None:
-                import docker
-
-                kwargs: dict[str, Any] = {"version": "auto", "timeout": self.options.api_timeout}
-                if self.options.docker_host:
-                    self._api = docker.APIClient(base_url=self.options.docker_host, **kwargs)
-                else:
-                    self._api = docker.APIClient(**docker.utils.kwargs_from_env(), **kwargs)
+                self._api = self.new_client(self.options.api_timeout)
             return self._api
+
+    @property
+    def watching(self) -> bool:
+        return self._watcher is not None
+
+    def watch_events(self) -> None:
+        """Start following container events (once; from the event loop)."""
+        if self._watcher is None:
+            self._watcher = _EventWatcher(self, asyncio.get_running_loop())
+
+    def on_event(self, event: Mapping[str, Any]) -> None:
+        action = str(event.get("Action") or event.get("status") or "")
+        cid = str(event.get("id") or event.get("Actor", {}).get("ID") or "")
+        if action.split(":")[0] not in _EventWatcher.ACTIONS:
+            return
+        attrs = event.get("Actor", {}).get("Attributes", {}) or {}
+        detail = f" (signal {attrs['signal']})" if "signal" in attrs else (
+            f" (exit code {attrs['exitCode']})" if "exitCode" in attrs else "")
+        for container in [self._shared, *self._per_task.values()]:
+            if container is not None and container.id == cid:
+                container.on_event(action.split(":")[0], detail)
 
     async def call(self, fn: Callable[[Any], Any], what: str) -> Any:
         """Run a blocking docker-py call in a worker thread; failures become BackendError."""
@@ -955,7 +1120,7 @@ class DockerBackend(Backend):
             return fn(self._client())
 
         try:
-            return await asyncio.to_thread(run)
+            return await asyncio.get_running_loop().run_in_executor(self._pool, run)
         except BackendError:
             raise
         except Exception as exc:  # noqa: BLE001 - translated with context
@@ -1089,8 +1254,8 @@ class DockerBackend(Backend):
                                ErrorKind.INVALID_ARGUMENT)
         container = self._container_for(task_id if self.options.per_task else SHARED)
         sb = DockerSandbox(self, container, task_id)
-        sb._seen_generation = max(0, container.generation)
         await sb._ready()
+        container.killer.warm(sb)
         return sb
 
     async def make_task_dir(self, cid: str, task_id: str) -> None:
@@ -1119,10 +1284,14 @@ class DockerBackend(Backend):
         self._per_task.pop(container.scope, None)
 
     async def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
         with self._api_lock:
             api, self._api = self._api, None
         if api is not None:
             await asyncio.to_thread(api.close)
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     # archives ----------------------------------------------------------------
     async def _stat(self, cid: str, path: str) -> dict[str, Any] | None:
@@ -1173,23 +1342,12 @@ class DockerBackend(Backend):
         return True
 
     async def put_archive(self, cid: str, path: str, data: AsyncIterator[bytes]) -> None:
-        loop = asyncio.get_running_loop()
+        source = _AsyncReader(data, asyncio.get_running_loop())
         uid, gid = self.options.uid_gid
-        owner = _TarOwner(uid, gid)
-        iterator = data.__aiter__()
-
-        def body() -> Iterator[bytes]:
-            while True:
-                try:
-                    chunk = asyncio.run_coroutine_threadsafe(iterator.__anext__(), loop).result()
-                except StopAsyncIteration:
-                    break
-                out = owner.feed(chunk)
-                if out:
-                    yield out
 
         def run(api: Any) -> None:
-            res = api.put(api._url("/containers/{0}/archive", cid), params={"path": path}, data=body())
+            res = api.put(api._url("/containers/{0}/archive", cid), params={"path": path},
+                          data=_owned_tar(source, uid, gid))
             api._raise_for_status(res)
 
         try:
