@@ -100,6 +100,9 @@ class VercelSandboxOptions(Options):
     name_prefix: str = Field(default="executor", pattern=r"^[a-z0-9][a-z0-9-]{0,19}$")
     #: Attempts for calls that are safe to repeat (lookups, create-by-name, stop, delete).
     retries: int = Field(default=3, ge=1, le=10)
+    #: Stop a sandbox's session after this many seconds without use (no spawn, input or output);
+    #: its files are kept and the next use resumes it. Default: never (only the lifetime applies).
+    idle_timeout: float | None = Field(default=None, gt=0)
 
 
 # ---------------------------------------------------------------------------
@@ -188,8 +191,9 @@ def map_error(exc: BaseException, doing: str, base_url: str) -> BackendError:
 class _VercelProcess(Process):
     """A detached command: stdin by API requests, output pumped from the live logs stream."""
 
-    def __init__(self, handle: Any, service: Any, base_url: str) -> None:
+    def __init__(self, handle: Any, service: Any, base_url: str, touch: Callable[[], None] = lambda: None) -> None:
         self._handle = handle
+        self._touch = touch
         self._base_url = base_url
         self.id: str = handle.id
         self.stdout = ByteQueue()
@@ -203,6 +207,7 @@ class _VercelProcess(Process):
             async for event in service.process_logs(session_id=self._handle.session_id, process_id=self.id):
                 queue = self.stdout if event.stream == "stdout" else self.stderr
                 queue.feed(event.data.encode("utf-8", "replace"))
+                self._touch()
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -219,6 +224,7 @@ class _VercelProcess(Process):
 
         if self._stdin_closed:
             raise BackendError("stdin is closed", ErrorKind.FAILED_PRECONDITION)
+        self._touch()
         try:
             await self._handle.stdin.send(data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
@@ -292,9 +298,11 @@ class VercelSandbox(Sandbox):
             raise BackendError("vercel_sandbox has no terminal support (capabilities.pty is false)",
                                ErrorKind.FAILED_PRECONDITION)
         command, args = _wrap(argv, env)
+        self._backend._touch(self.key)
         doing = f"starting {argv[0]!r} in sandbox {self.name}"
         handle = await self._backend._start_command(self, command, args, cwd=cwd, stdin=True, doing=doing)
-        return _VercelProcess(handle, self._backend._service, self._backend.base_url)
+        return _VercelProcess(handle, self._backend._service, self._backend.base_url,
+                              lambda: self._backend._touch(self.key))
 
     async def _run(self, script: str, *args: str, doing: str) -> tuple[int, str, str]:
         """Run a short POSIX sh script to completion (one wait&logs request); (code, stdout, stderr)."""
@@ -391,6 +399,9 @@ class VercelSandboxBackend(Backend):
         self._locks: dict[str, asyncio.Lock] = {}
         self._daemon_id: str | None = None
         self.recovered: list[str] = []  # sandboxes of a previous daemon found by start()
+        self._last_used: dict[str, float] = {}
+        self._reaper: asyncio.Task[None] | None = None
+        self.reaped: list[str] = []  # sandbox names stopped for idleness (for ListBackends/tests)
 
     # -- configuration -------------------------------------------------------------------------
 
@@ -423,6 +434,7 @@ class VercelSandboxBackend(Backend):
             "output": "UTF-8 text (the API sends JSON strings; invalid UTF-8 bytes arrive as U+FFFD); "
                       "file transfers are byte-exact",
             "pty": "not supported",
+            "idle": f"sessions stopped after {o.idle_timeout:g}s unused (files kept)" if o.idle_timeout else "no reaping",
             "signals": "session walk through /proc inside the sandbox",
         }
 
@@ -517,6 +529,8 @@ class VercelSandboxBackend(Backend):
         Stopping ends what the previous daemon left running (its shells) but keeps the files: the
         next use resumes the sandbox. Never raises for an unreachable API: ``health`` says so."""
         self.daemon_id()
+        if self.opts.idle_timeout and self._reaper is None:
+            self._reaper = asyncio.ensure_future(self._reap_idle(self.opts.idle_timeout))
         try:
             self._ensure_client()
             sdk = _sdk()
@@ -642,6 +656,7 @@ class VercelSandboxBackend(Backend):
                     await sandbox._run('rm -rf -- "$1"', sandbox.root, doing=f"removing {sandbox.root}")
             return
         self._sandboxes.pop(sandbox.key, None)
+        self._last_used.pop(sandbox.key, None)
         handle = sandbox.handle
         action = "delete" if remove_files else o.on_close
         try:
@@ -654,8 +669,36 @@ class VercelSandboxBackend(Backend):
             if exc.kind != ErrorKind.NOT_FOUND:
                 raise
 
+    def _touch(self, key: str) -> None:
+        self._last_used[key] = asyncio.get_running_loop().time()
+
+    async def _reap_idle(self, idle: float) -> None:
+        """Stop the session of every sandbox unused for ``idle`` seconds (files kept; resumed on use).
+
+        A process still running in it is ended (and reported LOST to whoever waits for it): idle
+        means nobody spawned, wrote or read anything for that long."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(min(idle / 4, 5.0))
+            for key, sandbox in list(self._sandboxes.items()):
+                last = self._last_used.get(key)
+                if last is None or loop.time() - last < idle:
+                    continue
+                self._last_used.pop(key, None)
+                try:
+                    await self._call(sandbox.handle.stop, f"stopping idle sandbox {sandbox.name}")
+                    self.reaped.append(sandbox.name)
+                    log.info("vercel_sandbox %s: stopped idle sandbox %s", self.name, sandbox.name)
+                except BackendError as exc:
+                    log.warning("vercel_sandbox %s: %s", self.name, exc.message)
+
     async def close(self) -> None:
         """Daemon shutdown: stop the sessions of open sandboxes (files kept) unless on_close is keep."""
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(BaseException):
+                await self._reaper
+            self._reaper = None
         if self.opts.on_close != "keep":
             for sandbox in list(self._sandboxes.values()):
                 try:

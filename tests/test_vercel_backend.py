@@ -480,3 +480,37 @@ def test_options_forbid_unknown_keys_and_hide_the_token():
         Backend.Options(tokn="x")
     opts = Backend.Options(token="s3cret")
     assert "s3cret" not in repr(opts) and "s3cret" not in str(opts.model_dump())
+
+
+async def test_the_lifetime_ends_running_processes_and_the_next_use_resumes(fake, tmp_path):
+    b = make(fake, tmp_path, timeout=1.5)
+    sb = await b.sandbox("lifetime")
+    await run(sb, "echo kept > file")
+    proc = await sb.spawn(["sleep", "300"], cwd=sb.root, env={"PATH": "/usr/bin:/bin"})
+    with pytest.raises(BackendError) as info:
+        await asyncio.wait_for(proc.wait(), 10)
+    assert info.value.kind == ErrorKind.LOST
+    fake.clear()
+    code, out, _ = await run(sb, "cat file")
+    assert (code, out) == (0, b"kept\n"), "resumed with its files"
+    resume = fake.recorded("GET", f"/v2/sandboxes/{sb.name}")
+    assert resume and resume[0]["query"]["resume"] == "true"
+    assert not fake.recorded("POST", "/v3/sandboxes")
+    await sb.release(remove_files=True)
+    await b.close()
+
+
+async def test_idle_sandboxes_are_stopped_and_resumed_on_use(fake, tmp_path):
+    b = make(fake, tmp_path, idle_timeout=0.4)
+    await b.start()
+    sb = await b.sandbox("idle")
+    await run(sb, "echo kept > file")
+    deadline = time.monotonic() + 10
+    while not b.reaped and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert b.reaped == [sb.name]
+    assert fake.sessions[fake.sandboxes[sb.name].current_session_id].status == "stopped"
+    code, out, _ = await run(sb, "cat file")
+    assert (code, out) == (0, b"kept\n")
+    await sb.release(remove_files=True)
+    await b.close()
