@@ -168,7 +168,7 @@ def _translate(exc: BaseException, action: str, *, key_hint: str = "") -> Backen
     return BackendError(message, ErrorKind.INTERNAL)
 
 
-async def _retrying(action: str, make: Callable[[], Awaitable[T]], *, attempts: int = 3,
+async def _retrying(action: str, make: Callable[[], Awaitable[T]], *, attempts: int = 2,
                     key_hint: str = "") -> T:
     """Run an idempotent call, retrying with backoff while the API is unavailable."""
     delay = 0.2
@@ -434,6 +434,105 @@ class DaytonaProcess(Process):
             await self._pump
 
 
+class DaytonaPtyProcess(Process):
+    """A process on a terminal: a toolbox PTY session whose shell ``exec``s argv.
+
+    The PTY API starts the sandbox's login shell (a session leader on the terminal); we type one
+    line into it that prints a marker with ``$$`` (written in octal escapes, so the echo of the
+    typed line does not contain it) and ``exec``s ``env -i ... argv``: argv keeps the shell's pid,
+    so it is the session leader and ``$$`` is the session id. Everything before the marker (the
+    prompt, the echo) is dropped; everything after is the program's terminal output, exact."""
+
+    def __init__(self, sandbox: "DaytonaSandbox", token: str) -> None:
+        self._sandbox = sandbox
+        self.stdout = ByteQueue()
+        self.stderr = None
+        self._marker = f"executor-pty-{token}:".encode()
+        self._before = bytearray()
+        self._ready = asyncio.Event()
+        self._pid: int | None = None
+        self._handle: Any = None
+        self._code: int | None = None
+
+    def startup_line(self, argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> bytes:
+        octal = "".join(f"\\{b:03o}" for b in self._marker)
+        assignments = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
+        return (f" cd -- {shlex.quote(cwd)} && printf '{octal}%d\\n' $$ && exec env -i -- {assignments} "
+                f"{shlex.join(argv)}\n").encode()
+
+    def on_data(self, data: bytes) -> None:
+        if self._ready.is_set():
+            self.stdout.feed(data)
+            return
+        self._before += data
+        at = self._before.find(self._marker)
+        if at < 0:
+            return
+        rest = self._before[at + len(self._marker):]
+        nl = rest.find(b"\n")
+        if nl < 0:
+            return
+        self._pid = int(rest[:nl].strip())
+        self._before.clear()
+        self._ready.set()
+        if tail := bytes(rest[nl + 1:]):
+            self.stdout.feed(tail)
+
+    async def attach(self, handle: Any, timeout: float) -> None:
+        self._handle = handle
+        waiter = asyncio.ensure_future(handle.wait())
+        ready = asyncio.ensure_future(self._ready.wait())
+        done, _ = await asyncio.wait({waiter, ready}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        ready.cancel()
+        if ready not in done:
+            waiter.cancel()
+            await self.detach()
+            raise BackendError(f"daytona: the terminal did not start the program within {timeout:g}s: "
+                               f"{bytes(self._before[-200:]).decode(errors='replace')!r}", ErrorKind.UNAVAILABLE)
+        waiter.add_done_callback(lambda _: self.stdout.feed_eof())
+
+    @property
+    def pid(self) -> int | None:
+        return self._pid
+
+    async def write(self, data: bytes) -> None:
+        try:
+            await self._handle.send_input(bytes(data))
+        except Exception as exc:  # noqa: BLE001
+            raise BackendError(f"the terminal is closed: {exc}", ErrorKind.FAILED_PRECONDITION) from exc
+
+    async def close_stdin(self) -> None:
+        return None
+
+    async def resize(self, size: PtySize) -> None:
+        from daytona.common.pty import PtySize as SdkPtySize
+
+        try:
+            await self._handle.resize(SdkPtySize(rows=size.rows, cols=size.cols))
+        except Exception as exc:  # noqa: BLE001
+            raise _translate(exc, "resizing the terminal") from exc
+
+    async def wait(self) -> int:
+        if self._code is not None:
+            return self._code
+        result = await self._handle.wait()
+        code = result.exit_code
+        sig = self._sandbox.signalled.get(self._pid or -1)
+        if code is None:
+            await self._sandbox.check_alive()
+            raise BackendError(f"daytona: the terminal ended without an exit status: {result.error or 'unknown'}",
+                               ErrorKind.LOST)
+        if sig and code in (-1, 128 + sig):
+            code = -sig
+        self._code = code
+        return code
+
+    async def detach(self) -> None:
+        if self._handle is not None:
+            with contextlib.suppress(Exception):
+                await self._handle.disconnect()
+
+
 # ---------------------------------------------------------------------------
 # Sandbox
 # ---------------------------------------------------------------------------
@@ -480,13 +579,13 @@ class DaytonaSandbox(Sandbox):
 
     async def spawn(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str],
                     pty: PtySize | None = None) -> Process:
-        if pty is not None:
-            raise BackendError("the daytona backend does not offer terminals (pty)", ErrorKind.FAILED_PRECONDITION)
         if not argv:
             raise BackendError("empty argv", ErrorKind.INVALID_ARGUMENT)
         from daytona import SessionExecuteRequest
 
         remote = await self._remote()
+        if pty is not None:
+            return await self._spawn_pty(remote, argv, cwd, env, pty)
         session_id = f"executor-{uuid.uuid4().hex}"
         script = launcher(argv, cwd, env, f"/tmp/.{session_id}")
         await self._guard("creating a session", remote.process.create_session(session_id))
@@ -499,6 +598,23 @@ class DaytonaSandbox(Sandbox):
             raise
         proc = DaytonaProcess(self, remote, session_id, resp.cmd_id, ws)
         await proc.started(self._backend.options.request_timeout)
+        return proc
+
+    async def _spawn_pty(self, remote: Any, argv: Sequence[str], cwd: str, env: Mapping[str, str],
+                         size: PtySize) -> Process:
+        from daytona.common.pty import PtySize as SdkPtySize
+
+        token = uuid.uuid4().hex
+        proc = DaytonaPtyProcess(self, token)
+        handle = await self._guard("opening a terminal", remote.process.create_pty_session(
+            f"executor-{token}", proc.on_data, cwd=cwd, pty_size=SdkPtySize(rows=size.rows, cols=size.cols)))
+        try:
+            await handle.send_input(proc.startup_line(argv, cwd, env))
+        except Exception as exc:  # noqa: BLE001
+            with contextlib.suppress(Exception):
+                await handle.disconnect()
+            raise _translate(exc, "starting the program on the terminal") from exc
+        await proc.attach(handle, self._backend.options.request_timeout)
         return proc
 
     def forget_session(self, session_id: str) -> None:
@@ -514,9 +630,13 @@ class DaytonaSandbox(Sandbox):
         return int(resp.exit_code), resp.result or ""
 
     async def signal_session(self, pid: int, sig: int) -> None:
+        """One ``process.exec`` round trip: ``pkill -s`` where the image has it (fast), else the
+        generic /proc walk. Never touches other sessions, never the sandbox itself."""
         self.signalled[pid] = sig
-        argv = ["/bin/sh", "-c", KILL_SESSION_SCRIPT, "executor-kill", str(pid), str(sig)]
-        await self.run(shlex.join(argv), f"signalling session {pid}", timeout=30)
+        walk = shlex.join(["/bin/sh", "-c", KILL_SESSION_SCRIPT, "executor-kill", str(pid), str(sig)])
+        command = (f"if command -v pkill >/dev/null 2>&1; then pkill -{int(sig)} -s {int(pid)}; "
+                   f"[ $? -le 1 ]; else {walk}; fi")
+        await self.run(shlex.join(["/bin/sh", "-c", command]), f"signalling session {pid}", timeout=30)
 
     async def put_archive(self, path: str, data: AsyncIterator[bytes]) -> None:
         remote = await self._remote()
@@ -611,7 +731,7 @@ class DaytonaBackend(Backend):
     def capabilities(self) -> Capabilities:
         network = ("blocked" if self.options.network_block_all else
                    "allow_list" if self.options.network_allow_list else "open")
-        return Capabilities(pty=False, resize=False, signals=True, stdin=True, background=True,
+        return Capabilities(pty=True, resize=True, signals=True, stdin=True, background=True,
                             persistent_shell=True, file_transfer=True, network_policy=network, streaming=True)
 
     def policy(self) -> dict[str, str]:

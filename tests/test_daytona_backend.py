@@ -12,6 +12,7 @@ import asyncio
 import io
 import json
 import os
+import re
 import signal
 import tarfile
 import time
@@ -64,6 +65,15 @@ async def read_until(stream, needle: bytes, timeout: float = 10.0) -> bytes:
                 break
             buf += chunk
     return buf
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting for its reaper counts as dead)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except FileNotFoundError:
+        return False
 
 
 async def run(sb, script: str, env: dict[str, str] | None = None) -> tuple[int, bytes, bytes]:
@@ -202,9 +212,9 @@ async def test_signal_session_kills_the_tree_not_the_sandbox(make_backend):
         await drain(proc)
         assert await proc.wait() == -signal.SIGTERM
     deadline = time.monotonic() + 5
-    while os.path.exists(f"/proc/{child}") and time.monotonic() < deadline:
+    while alive(child) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-    assert not os.path.exists(f"/proc/{child}")
+    assert not alive(child)
     assert (await run(sb, "echo still-here"))[1] == b"still-here\n"
 
 
@@ -250,8 +260,9 @@ async def test_a_restarted_daemon_finds_its_sandbox_by_labels(fake, make_backend
 async def test_release_deletes_or_stops_per_config(fake, make_backend):
     deleting = make_backend()
     sb = await deleting.sandbox("t1")
+    [sandbox_id] = fake.sandboxes
     await sb.release()
-    assert fake.requests_to("DELETE", "/api/sandbox/" + next(iter([r.path for r in fake.requests_to("DELETE", "")])).rsplit("/", 1)[1])
+    assert fake.requests_to("DELETE", f"/api/sandbox/{sandbox_id}")
     assert not fake.sandboxes
     stopping = make_backend(on_close="stop")
     sb = await stopping.sandbox("t2")
@@ -329,13 +340,30 @@ async def test_unreachable_api_is_unavailable(make_backend):
     assert err.value.kind is ErrorKind.UNAVAILABLE
 
 
-async def test_no_pty(make_backend):
+async def test_pty_session_leader_resize_ctrl_c_and_exit_code(fake, make_backend):
     backend = make_backend()
-    assert backend.capabilities.pty is False
+    assert backend.capabilities.pty and backend.capabilities.resize
     sb = await backend.sandbox("t")
-    with pytest.raises(BackendError) as err:
-        await sb.spawn(SH, cwd=sb.root, env=env_for(sb), pty=PtySize(24, 80))
-    assert err.value.kind is ErrorKind.FAILED_PRECONDITION
+    env = {**env_for(sb), "TERM": "xterm", "PS1": "$ "}
+    proc = await sb.spawn(SH, cwd=sb.root, env=env, pty=PtySize(30, 100))
+    assert proc.stderr is None
+    await proc.write(b"echo \"<$$ $(ps -o sid= -p $$) $(stty size) $(tty)>\"\n")
+    out = await read_until(proc.stdout, b">\r\n")
+    pid, sid, rows, cols, tty = re.search(rb"<(\d+) +(\d+) (\d+) (\d+) (\S+)>\r\n", out).groups()
+    assert pid == sid and (rows, cols) == (b"30", b"100") and tty.startswith(b"/dev/pts/")
+    await proc.resize(PtySize(40, 120))
+    await proc.write(b"stty size\n")
+    assert b"40 120" in await read_until(proc.stdout, b"40 120")
+    await proc.write(b"sleep 300; echo after-sleep\n")
+    await asyncio.sleep(0.2)
+    await proc.write(b"\x03")
+    await proc.write(b"exit 7\n")
+    async with asyncio.timeout(10):
+        out, _ = await drain(proc)
+        assert await proc.wait() == 7
+    assert b"\nafter-sleep" not in out and b"^C" in out  # Ctrl-C interrupted the sleep and the list
+    assert fake.requests_to("GET", "/process/pty/create-connect")
+    assert fake.requests_to("POST", "/resize")[0].body == {"cols": 120, "rows": 40}
 
 
 async def test_dotenv_in_the_working_directory_is_ignored(fake, make_backend, tmp_path, monkeypatch):

@@ -28,9 +28,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
+import fcntl
 import json
 import os
+import struct
+import termios
 import shutil
 import signal
 import tempfile
@@ -101,11 +105,32 @@ class FakeSession:
 
 
 @dataclass
+class FakePty:
+    """A PTY session: the sandbox's shell on a terminal, bridged to one websocket."""
+
+    id: str
+    pid: int
+    master: int
+    cwd: str
+    envs: dict[str, str]
+    rows: int
+    cols: int
+    created: str
+    exit_code: int | None = None
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def info(self) -> dict[str, Any]:
+        return {"id": self.id, "active": self.exit_code is None, "cols": self.cols, "rows": self.rows,
+                "createdAt": self.created, "cwd": self.cwd, "envs": self.envs, "lazyStart": False}
+
+
+@dataclass
 class FakeSandbox:
     dto: dict[str, Any]
     home: Path
     state_dir: Path
     sessions: dict[str, FakeSession] = field(default_factory=dict)
+    ptys: dict[str, FakePty] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -202,6 +227,11 @@ class FakeDaytona:
         r.add_get(t + "/process/session/{sess}/command/{cmd}", self.get_command)
         r.add_get(t + "/process/session/{sess}/command/{cmd}/logs", self.command_logs)
         r.add_post(t + "/process/session/{sess}/command/{cmd}/input", self.command_input)
+        r.add_get(t + "/process/pty/create-connect", self.pty_create_connect)
+        r.add_get(t + "/process/pty", self.pty_list)
+        r.add_get(t + "/process/pty/{pty}", self.pty_get)
+        r.add_delete(t + "/process/pty/{pty}", self.pty_delete)
+        r.add_post(t + "/process/pty/{pty}/resize", self.pty_resize)
         r.add_post(t + "/files/folder", self.create_folder)
         r.add_post(t + "/files/bulk-upload", self.bulk_upload)
         r.add_post(t + "/files/bulk-download", self.bulk_download)
@@ -307,6 +337,7 @@ class FakeDaytona:
         those started, and anything still working in the sandbox's directory."""
         table = _proc_table()
         doomed = {s.proc.pid for s in sb.sessions.values() if s.proc.returncode is None}
+        doomed |= {p.pid for p in sb.ptys.values() if p.exit_code is None}
         grew = True
         while grew:
             grew = False
@@ -322,6 +353,10 @@ class FakeDaytona:
             with contextlib.suppress(ProcessLookupError):
                 await asyncio.wait_for(s.proc.wait(), 5)
         sb.sessions.clear()
+        for p in list(sb.ptys.values()):
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(p.done.wait(), 5)
+        sb.ptys.clear()
 
     # -- toolbox ----------------------------------------------------------------------------
     def _sandbox(self, request: web.Request) -> FakeSandbox:
@@ -481,6 +516,113 @@ class FakeDaytona:
             with open(cmd.dir / "output.log", "ab") as f:
                 f.write(STDOUT_PREFIX + data.encode())
         return web.Response(status=204)
+
+    # -- PTY: the shell on a terminal; output as binary frames, exit as a control message ----
+    async def pty_create_connect(self, request: web.Request) -> web.StreamResponse:
+        sb = self._sandbox(request)
+        q = request.query
+        pty_id, rows, cols = q["id"], int(q.get("rows", 24)), int(q.get("cols", 80))
+        if pty_id in sb.ptys:
+            return _error(409, "PTY session already exists")
+        protocols = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",") if p.strip()]
+        envs: dict[str, str] = {}
+        for p in protocols:
+            if p.startswith("X-Daytona-Pty-Envs~"):
+                raw = p.split("~", 1)[1]
+                envs = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+        cwd = q.get("cwd") or str(sb.home)
+        master, slave = os.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        env = {**self._shell_env(sb), "TERM": "xterm-256color", **envs}
+        pid = os.fork()
+        if pid == 0:  # child: a new session with the terminal as its controlling tty
+            try:
+                os.setsid()
+                fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+                for fd in (0, 1, 2):
+                    os.dup2(slave, fd)
+                os.closerange(3, 65536)
+                os.chdir(cwd)
+                os.execve("/bin/bash", ["/bin/bash", "--noprofile", "--norc", "-i"], env)
+            finally:
+                os._exit(127)
+        os.close(slave)
+        os.set_blocking(master, False)
+        pty = FakePty(pty_id, pid, master, cwd, envs, rows, cols,
+                      time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        sb.ptys[pty_id] = pty
+        ws = web.WebSocketResponse(protocols=[p for p in protocols if p == "X-Daytona-Pty-Exit-Control"])
+        await ws.prepare(request)
+        await ws.send_str(json.dumps({"type": "control", "status": "connected"}))
+        loop = asyncio.get_running_loop()
+        output: asyncio.Queue[bytes] = asyncio.Queue()
+
+        def readable() -> None:
+            try:
+                data = os.read(master, 65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            output.put_nowait(data)
+            if not data:
+                loop.remove_reader(master)
+
+        loop.add_reader(master, readable)
+
+        async def pump_input() -> None:
+            async for msg in ws:
+                if msg.type == WSMsgType.BINARY:
+                    data = msg.data
+                elif msg.type == WSMsgType.TEXT:
+                    data = msg.data.encode()
+                else:
+                    break
+                with contextlib.suppress(OSError):
+                    os.write(master, data)
+
+        inputs = asyncio.ensure_future(pump_input())
+        try:
+            while (data := await output.get()):
+                await ws.send_bytes(data)
+        finally:
+            inputs.cancel()
+            _, status = await asyncio.to_thread(os.waitpid, pid, 0)
+            code = os.waitstatus_to_exitcode(status)
+            pty.exit_code = code if code >= 0 else -1  # like Go's ExitCode(): -1 when signalled
+            with contextlib.suppress(OSError):
+                os.close(master)
+            pty.done.set()
+            sb.ptys.pop(pty_id, None)
+            if not ws.closed:
+                await ws.send_str(json.dumps({"type": "control", "status": "exited", "exitCode": pty.exit_code}))
+                await ws.close(code=1000, message=json.dumps({"exitCode": pty.exit_code}).encode())
+        return ws
+
+    def _pty(self, request: web.Request) -> FakePty:
+        pty = self._sandbox(request).ptys.get(request.match_info["pty"])
+        if pty is None:
+            raise _http_error(404, "PTY session not found")
+        return pty
+
+    async def pty_list(self, request: web.Request) -> web.Response:
+        return web.json_response({"sessions": [p.info() for p in self._sandbox(request).ptys.values()]})
+
+    async def pty_get(self, request: web.Request) -> web.Response:
+        return web.json_response(self._pty(request).info())
+
+    async def pty_delete(self, request: web.Request) -> web.Response:
+        pty = self._pty(request)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pty.pid, signal.SIGKILL)
+        return web.json_response({"message": "PTY session deleted"})
+
+    async def pty_resize(self, request: web.Request) -> web.Response:
+        pty = self._pty(request)
+        body = await request.json()
+        pty.rows, pty.cols = int(body["rows"]), int(body["cols"])
+        fcntl.ioctl(pty.master, termios.TIOCSWINSZ, struct.pack("HHHH", pty.rows, pty.cols, 0, 0))
+        return web.json_response(pty.info())
 
     async def create_folder(self, request: web.Request) -> web.Response:
         self._sandbox(request)
