@@ -57,6 +57,7 @@ from typing import Any
 from aiohttp import web
 
 Json = dict[str, Any]
+MAX_RECORDS = 20_000
 
 #: The sandbox environment every command starts from (the API adds the request's env on top).
 BASE_ENV = {
@@ -315,6 +316,8 @@ class FakeVercel:
             record["body_size"] = len(body)
         with self._lock:
             self.requests.append(record)
+            if len(self.requests) > MAX_RECORDS:  # a long-lived server keeps the latest only
+                del self.requests[: len(self.requests) - MAX_RECORDS]
             fault = next((f for f in self.faults if f["method"] == request.method
                           and f["path"] in request.path and f["times"] > 0), None)
             if fault is not None:
