@@ -28,6 +28,7 @@ import asyncio
 import hashlib
 import os
 import re
+import secrets
 import time
 import urllib.parse
 import warnings
@@ -59,17 +60,28 @@ try:
 except ImportError as _exc:  # pragma: no cover - depends on the install
     raise ImportError("the modal backend needs the modal SDK: pip install 'executor[modal]'") from _exc
 
-# Passing PTYInfo explicitly is the only way to give an exec a terminal of a chosen
-# size (``pty=True`` copies the *daemon's* terminal size); the SDK marks it deprecated.
-warnings.filterwarnings("ignore", message=r".*pty_info.*", category=mexc.DeprecationError)
+
+
+def _quiet_pty_info_deprecation() -> None:
+    """Passing PTYInfo is the only way to give an exec a terminal of a chosen size
+    (``pty=True`` copies the *daemon's* terminal size), but the SDK marks it deprecated.
+    Re-applied at each use: the filter list may have been reset since import."""
+    warnings.filterwarnings("ignore", message=r".*pty_info.*", category=mexc.DeprecationError)
 
 T = TypeVar("T")
 
+#: The prologue registers each session it starts in a directory of the sandbox: one file
+#: per spawn, named by a random tag, holding "PID STARTTIME TTY". A restarted daemon ends
+#: the sessions a previous one left (``_CLEANUP_SCRIPT``); ``resize`` finds a pty there.
+#: It lives next to the task directories (``<root>/.executor-sessions``).
+_REGISTRY = ".executor-sessions"
+
 #: argv prologue run by /bin/sh inside the sandbox.
-#: $1 = "1" for a controlling terminal (pty), $2 = N, then N variable names whose values
-#: are in this shell's environment, then the argv (possibly led by NAME=VALUE words).
+#: $1 = "1" for a controlling terminal (pty), $2 = the registry file for this spawn ("-":
+#: none), $3 = N, then N variable names whose values are in this shell's environment, then
+#: the argv (possibly led by NAME=VALUE words for names that are not shell identifiers).
 _SPAWN_SCRIPT = r"""
-ctty=$1; n=$2; shift 2
+ctty=$1; f=$2; n=$3; shift 3
 i=0
 while [ "$i" -lt "$n" ]; do
   eval "v=\${$1}"
@@ -81,14 +93,47 @@ while [ "$i" -lt "$m" ]; do
   set -- "$@" "$1"
   shift; i=$((i + 1))
 done
-if [ "$ctty" = 1 ]; then set -- -c env -i "$@"; else set -- env -i "$@"; fi
+t=-
+if [ "$ctty" = 1 ]; then set -- -c env -i "$@"; t=$(tty 2>/dev/null) || t=-; else set -- env -i "$@"; fi
 leader() { read -r s < /proc/self/stat; s=${s##*) }; set -- $s; [ "$3" = "$$" ]; }
 if leader; then
-  # A process-group leader cannot call setsid(2); the subshell is a fresh child that can.
-  ( exec setsid "$@" )
-  exit $?
+  # A process-group leader cannot call setsid(2): a fresh child (the inner sh) can.
+  ( exec /bin/sh -c 'me() { read -r s < /proc/$$/stat; s=${s##*) }; set -- $s; echo "$$ ${20} $T"; }
+      [ "$0" = - ] || T=$1 me > "$0" 2>/dev/null; shift; exec setsid "$@"' "$f" "$t" "$@" )
+  st=$?
+  [ "$f" = - ] || rm -f "$f"
+  exit $st
 fi
+me() { read -r s < /proc/$$/stat; s=${s##*) }; set -- $s; echo "$$ ${20} $t"; }
+[ "$f" = - ] || me > "$f" 2>/dev/null
 exec setsid "$@"
+"""
+
+#: Ends every session registered in $1 (a registry directory) by an earlier daemon's
+#: spawns, checked by start time so a recycled pid is never hit, then forgets them.
+_CLEANUP_SCRIPT = r"""
+cd -- "$1" 2>/dev/null || exit 0
+for f in *; do
+  [ -f "$f" ] || continue
+  read -r sid start rest < "$f"
+  rm -f "$f"
+  s=$(cat /proc/$sid/stat 2>/dev/null) || continue
+  s=${s##*) }; set -- $s
+  [ "${20}" = "$start" ] || continue
+  for p in /proc/[0-9]*; do
+    s=$(cat "$p/stat" 2>/dev/null) || continue
+    s=${s##*) }; set -- $s
+    [ "$4" = "$sid" ] && kill -9 "${p#/proc/}" 2>/dev/null
+  done
+done
+exit 0
+"""
+
+#: Sets the window size of the pty of the spawn registered in $1: $2 rows, $3 columns.
+_RESIZE_SCRIPT = r"""
+read -r pid start t < "$1" || { echo "the process is not registered (or has ended)" >&2; exit 1; }
+[ -n "$t" ] && [ "$t" != - ] || { echo "the process has no terminal" >&2; exit 1; }
+exec stty rows "$2" cols "$3" < "$t"
 """
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -216,9 +261,11 @@ async def _retrying(call: Callable[[], Awaitable[T]], what: str, *, attempts: in
 class ModalProcess(Process):
     """One ``sandbox.exec``: its streams are pumped into ByteQueues as they arrive."""
 
-    def __init__(self, box: "_Box", proc: Any, pty: bool) -> None:
+    def __init__(self, backend: "ModalBackend", box: "_Box", proc: Any, regfile: str, pty: bool) -> None:
+        self._backend = backend
         self._box = box
         self._proc = proc
+        self.regfile = regfile  # this spawn's entry in the sandbox's session registry ("-": none)
         self._pty = pty
         self._started = time.monotonic()
         self._write_lock = asyncio.Lock()
@@ -284,6 +331,18 @@ class ModalProcess(Process):
                 return -(code - 128)
         return code
 
+    async def resize(self, size: PtySize) -> None:
+        if not self._pty:
+            raise BackendError("not a terminal: the process was started without a pty", ErrorKind.FAILED_PRECONDITION)
+        proc = await self._backend._exec(self._box, ["/bin/sh", "-c", _RESIZE_SCRIPT, "resize", self.regfile,
+                                                     str(size.rows), str(size.cols)],
+                                         cwd=None, env={"PATH": "/usr/local/bin:/usr/bin:/bin"}, pty=None)
+        await proc.close_stdin()
+        _, err = await asyncio.gather(_read_all(proc.stdout), _read_all(proc.stderr))
+        if await proc.wait() != 0:
+            raise BackendError(f"cannot resize the terminal: {err.decode(errors='replace').strip()}",
+                               ErrorKind.FAILED_PRECONDITION)
+
     async def detach(self) -> None:
         for pump in self._pumps:
             pump.cancel()
@@ -304,6 +363,7 @@ class _Box:
         self.sb: Any = None
         self.dead: str | None = None  # why the sandbox is gone, until it is recreated
         self.generation = 0  # bumped whenever a (new) Modal sandbox is attached
+        self.registry: str | None = None  # absolute path of the session registry in the sandbox
         self.lock = asyncio.Lock()
         self._signals: list[tuple[float, int]] = []
 
@@ -353,10 +413,12 @@ class _Box:
 class ModalSandbox(Sandbox):
     """A task's directory inside a Modal sandbox."""
 
-    def __init__(self, backend: "ModalBackend", box: _Box, task_id: str, root: str, generation: int) -> None:
+    def __init__(self, backend: "ModalBackend", box: _Box, task_id: str, task_dir: str, root: str,
+                 generation: int) -> None:
         self._backend = backend
         self.box = box
         self.task_id = task_id
+        self._task_dir = task_dir
         self.root = root
         self._generation = generation  # of the Modal sandbox in which ``root`` was made
 
@@ -376,10 +438,9 @@ class ModalSandbox(Sandbox):
             raise BackendError("empty argv", ErrorKind.INVALID_ARGUMENT)
         if self.box.dead is not None or self.box.generation != self._generation:
             # The sandbox vanished (reported once as LOST): work on in a new one, with a new task dir.
-            await self._backend._prepare_root(self.box, self.root)  # same image, same absolute path
+            await self._backend._prepare_root(self.box, self._task_dir)  # same image: same absolute path
             self._generation = self.box.generation
-        proc = await self._backend._exec(self.box, argv, cwd=cwd, env=env, pty=pty)
-        return ModalProcess(self.box, proc, pty is not None)
+        return await self._backend._exec(self.box, argv, cwd=cwd, env=env, pty=pty)
 
     async def signal_session(self, pid: int, sig: int) -> None:
         self.box.record_signal(sig)
@@ -405,7 +466,7 @@ class ModalBackend(Backend):
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(pty=True, resize=False, signals=True, stdin=True, background=True,
+        return Capabilities(pty=True, resize=True, signals=True, stdin=True, background=True,
                             persistent_shell=True, file_transfer=True, network_policy=self._network_policy(),
                             streaming=True)
 
@@ -560,7 +621,7 @@ class ModalBackend(Backend):
 
     @staticmethod
     def _task_dir(task_id: str) -> str:
-        if _SAFE_NAME.match(task_id) and task_id not in (".", ".."):
+        if _SAFE_NAME.match(task_id) and not task_id.startswith("."):
             return task_id
         return re.sub(r"[^A-Za-z0-9._-]", "_", task_id)[:40] + "-" + hashlib.sha256(task_id.encode()).hexdigest()[:12]
 
@@ -569,11 +630,9 @@ class ModalBackend(Backend):
         box = self._boxes.get(key)
         if box is None:
             box = self._boxes[key] = _Box(self, key, self._sandbox_name(key))
-        root = await self._prepare_root(box, self._root_for(task_id))
-        return ModalSandbox(self, box, task_id, root, box.generation)
-
-    def _root_for(self, task_id: str) -> str:
-        return f"{self.options.root.rstrip('/') or '/'}/{self._task_dir(task_id)}".replace("//", "/")
+        task_dir = self._task_dir(task_id)
+        root = await self._prepare_root(box, task_dir)
+        return ModalSandbox(self, box, task_id, task_dir, root, box.generation)
 
     async def _find_or_create(self, box: _Box) -> Any:
         client = await self._get_client()
@@ -590,6 +649,7 @@ class ModalBackend(Backend):
 
         found = await _retrying(lookup, what)
         if found is not None:
+            await self._end_leftovers(found, box)
             return found
         app = await self._get_app()
         tags = {"executor": "1", "executor-backend": self.name, "executor-key": box.key[:200]}
@@ -612,25 +672,41 @@ class ModalBackend(Backend):
         except Exception as exc:  # noqa: BLE001
             raise _error(exc, f"creating the Modal sandbox {box.name}") from exc
 
-    async def _prepare_root(self, box: _Box, root: str) -> str:
-        """Create the task directory; returns its absolute path (a relative ``root``
-        option is resolved against the sandbox's working directory)."""
-        proc = await self._exec(box, ["/bin/sh", "-c", 'mkdir -p -- "$1" && cd -- "$1" && pwd -P', "mkroot", root],
-                                cwd=None, env={"PATH": "/usr/local/bin:/usr/bin:/bin"}, pty=None)
-        process = ModalProcess(box, proc, False)
+    async def _end_leftovers(self, sb: Any, box: _Box) -> None:
+        """A sandbox found by name was used by an earlier daemon: end the sessions it left
+        (shells, background processes), as the local backend does with its pid registry."""
+        try:
+            proc = await _bounded(sb.exec.aio("/bin/sh", "-c", _CLEANUP_SCRIPT, "cleanup",
+                                              f"{self.options.root.rstrip('/')}/{_REGISTRY}", text=False),
+                                  self.options.request_timeout, "ending leftover processes")
+            await _bounded(proc.wait.aio(), self.options.request_timeout, "ending leftover processes")
+        except BackendError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise _error(exc, f"ending leftover processes in the Modal sandbox {box.name}") from exc
+
+    async def _prepare_root(self, box: _Box, task_dir: str) -> str:
+        """Create the task directory (and the session registry next to it); returns its
+        absolute path. A relative ``root`` option is resolved against the sandbox's
+        working directory."""
+        script = 'mkdir -p -- "$1/$2" "$1/$3" && cd -- "$1" && pwd -P'
+        process = await self._exec(box, ["/bin/sh", "-c", script, "mkroot", self.options.root, task_dir, _REGISTRY],
+                                   cwd=None, env={"PATH": "/usr/local/bin:/usr/bin:/bin"}, pty=None)
         await process.close_stdin()
         out, err = await asyncio.gather(_read_all(process.stdout), _read_all(process.stderr))
         code = await process.wait()
-        path = out.decode(errors="replace").strip()
-        if code != 0 or not path.startswith("/"):
-            raise BackendError(f"cannot create the task directory {root} in the Modal sandbox {box.name}: "
-                               f"{err.decode(errors='replace').strip() or f'exit {code}'}",
+        base = out.decode(errors="replace").strip()
+        if code != 0 or not base.startswith("/"):
+            raise BackendError(f"cannot create the task directory {self.options.root}/{task_dir} in the Modal "
+                               f"sandbox {box.name}: {err.decode(errors='replace').strip() or f'exit {code}'}",
                                ErrorKind.FAILED_PRECONDITION)
-        return path
+        base = base.rstrip("/")
+        box.registry = f"{base}/{_REGISTRY}"
+        return f"{base}/{task_dir}"
 
     async def _exec(self, box: _Box, argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str],
-                    pty: PtySize | None) -> Any:
-        """Start ``argv`` through the session/env prologue; returns the SDK's ContainerProcess."""
+                    pty: PtySize | None) -> ModalProcess:
+        """Start ``argv`` through the session/env prologue (``_SPAWN_SCRIPT``)."""
         channel: dict[str, str] = {}
         literal: list[str] = []
         for key, value in env.items():
@@ -640,21 +716,24 @@ class ModalBackend(Backend):
                 raise BackendError(f"invalid environment variable name {key!r}", ErrorKind.INVALID_ARGUMENT)
             else:
                 literal.append(f"{key}={value}")
-        wrapped = ["/bin/sh", "-c", _SPAWN_SCRIPT, "executor-spawn", "1" if pty else "0", str(len(channel)),
+        regfile = f"{box.registry}/{secrets.token_hex(8)}" if box.registry else "-"
+        wrapped = ["/bin/sh", "-c", _SPAWN_SCRIPT, "executor-spawn", "1" if pty else "0", regfile, str(len(channel)),
                    *channel, *literal, *argv]
         kwargs: dict[str, Any] = {"text": False, "env": channel or None}
         if cwd is not None:
             kwargs["workdir"] = cwd
         if pty is not None:
+            _quiet_pty_info_deprecation()
             kwargs["pty_info"] = api_pb2.PTYInfo(
                 enabled=True, winsz_rows=pty.rows, winsz_cols=pty.cols, env_term=env.get("TERM", "xterm-256color"),
                 pty_type=api_pb2.PTYInfo.PTY_TYPE_SHELL, no_terminate_on_idle_stdin=True)
         sb = await box.live()
         try:
-            return await _bounded(sb.exec.aio(*wrapped, **kwargs), self.options.request_timeout,
+            proc = await _bounded(sb.exec.aio(*wrapped, **kwargs), self.options.request_timeout,
                                   "starting a process in the Modal sandbox")
         except Exception as exc:  # noqa: BLE001
             raise await box.lost_or(_error(exc, "starting a process"), "starting a process") from exc
+        return ModalProcess(self, box, proc, regfile, pty is not None)
 
     async def _release(self, sandbox: ModalSandbox, remove_files: bool) -> None:
         box = sandbox.box
@@ -674,9 +753,8 @@ class ModalBackend(Backend):
                     pass
             return
         if remove_files and box.dead is None and box.sb is not None:
-            proc = await self._exec(box, ["/bin/rm", "-rf", "--", sandbox.root], cwd=None,
-                                    env={"PATH": "/usr/bin:/bin"}, pty=None)
-            process = ModalProcess(box, proc, False)
+            process = await self._exec(box, ["/bin/rm", "-rf", "--", sandbox.root], cwd=None,
+                                       env={"PATH": "/usr/bin:/bin"}, pty=None)
             await process.close_stdin()
             await asyncio.gather(_read_all(process.stdout), _read_all(process.stderr))
             await process.wait()

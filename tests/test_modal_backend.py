@@ -43,6 +43,7 @@ async def make_backend(server, tmp_path):
     made: list[ModalBackend] = []
     server.clear_faults()
     server.max_sandboxes = None
+    server.exec_new_session = True
 
     def make(name: str = "m", **overrides: Any) -> ModalBackend:
         opts = {**infra.options(server.url), **overrides}
@@ -191,6 +192,18 @@ async def test_exact_env_and_session_leader(make_backend):
     assert seen == env, "exactly the given environment: nothing from the container (MODAL_*, ...)"
 
 
+async def test_exact_env_and_session_leader_when_the_exec_is_not_a_group_leader(make_backend, server):
+    """The prologue's other path: an exec started inside someone else's process group
+    becomes a session leader without a fork, and its exit status is its own."""
+    server.exec_new_session = False
+    sb = await make_backend("noleader").sandbox("t")
+    out, _, code = await run(sb, ["/bin/sh", "-c", 'echo "$$ $(ps -o sid= -p $$)"; env; exit 5'])
+    first, _, rest = out.decode().partition("\n")
+    pid, sid = first.split()
+    assert pid == sid and code == 5
+    assert "MODAL_" not in rest and "HOME=" + sb.root in rest
+
+
 async def test_signal_session_kills_the_command_tree_not_the_sandbox(make_backend, server):
     sb = await make_backend("sig").sandbox("t")
     proc = await sb.spawn(["bash", "-c", "sleep 300 & sleep 300 & echo $$; wait"], cwd=sb.root, env=env_of(sb))
@@ -249,6 +262,25 @@ async def test_pty_size_tty_and_ctrl_c(make_backend):
     assert await asyncio.wait_for(proc.wait(), 10) == 3
 
 
+async def test_pty_resize_reaches_the_program(make_backend):
+    sb = await make_backend("resize").sandbox("t")
+    proc = await sb.spawn(SH, cwd=sb.root, env=env_of(sb), pty=PtySize(rows=24, cols=80))
+    await proc.write(b"trap 'echo winch-$LINES' WINCH; shopt -s checkwinsize; echo ok\n")
+    await read_until(proc.stdout, b"ok\r\n")
+    await proc.resize(PtySize(rows=40, cols=132))
+    await read_until(proc.stdout, b"winch-")
+    await proc.write(b"stty size\n")
+    await read_until(proc.stdout, b"40 132")
+    await proc.write(b"exit\n")
+    await asyncio.wait_for(proc.wait(), 10)
+    pipe = await sb.spawn(["cat"], cwd=sb.root, env=env_of(sb))
+    with pytest.raises(BackendError) as info:
+        await pipe.resize(PtySize(10, 10))
+    assert info.value.kind is ErrorKind.FAILED_PRECONDITION
+    await pipe.close_stdin()
+    await pipe.wait()
+
+
 async def test_files_round_trip(make_backend):
     sb = await make_backend("files").sandbox("t")
 
@@ -280,6 +312,23 @@ async def test_a_restarted_daemon_finds_the_sandbox_by_name(make_backend, server
     out, _, _ = await run(sb2, ["cat", "note"])
     assert out == b"kept\n"
     created(server, "executor-again-t")  # exactly one create
+
+
+async def test_a_restarted_daemon_ends_what_the_previous_one_left(make_backend):
+    first = make_backend("leftover")
+    sb = await first.sandbox("t")
+    proc = await sb.spawn(["bash", "-c", "sleep 300 & echo $$; wait"], cwd=sb.root, env=env_of(sb))
+    pid = int((await read_until(proc.stdout, b"\n")).strip())
+    assert len(_session_members(pid)) == 2
+    await proc.detach()
+    await first.close()  # a daemon going away ends nothing by itself
+    assert len(_session_members(pid)) == 2
+    second = make_backend("leftover")
+    await second.sandbox("t")
+    deadline = time.monotonic() + 10
+    while _session_members(pid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert _session_members(pid) == []
 
 
 async def test_release_terminates_or_keeps(make_backend, server):

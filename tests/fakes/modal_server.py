@@ -251,7 +251,7 @@ class FakeSandbox:
             *argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL if devnull_out else subprocess.PIPE,
             stderr=subprocess.DEVNULL if devnull_err else subprocess.PIPE,
-            start_new_session=True)  # a process group (and session) per exec
+            start_new_session=self.server.exec_new_session)  # a process group (and session) per exec
         ex.proc, ex.pid = proc, proc.pid
         loop = asyncio.get_running_loop()
         pumps = []
@@ -630,6 +630,9 @@ class FakeModalServer:
         self.faults: dict[str, Fault] = {}
         #: Refuse SandboxCreateV2 with RESOURCE_EXHAUSTED beyond this many running sandboxes.
         self.max_sandboxes: int | None = None
+        #: Start each (pipe) exec as a session leader, as a container runtime does; False
+        #: starts it inside the server's own process group instead.
+        self.exec_new_session = True
         self.port = 0
         self._server: Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
