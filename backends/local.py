@@ -69,13 +69,25 @@ def kill_session(sid: int, sig: int) -> int:
     return n
 
 
+class _ChunkReader:
+    """asyncio.StreamReader.read() with no size reads to EOF; the interface wants chunks."""
+
+    __slots__ = ("_reader",)
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    async def read(self) -> bytes:
+        return await self._reader.read(1 << 18)
+
+
 class _PipeProcess(Process):
     def __init__(self, proc: asyncio.subprocess.Process, registry: "_PidRegistry") -> None:
         self._proc = proc
         self._registry = registry
         self.pid = proc.pid
-        self.stdout = proc.stdout
-        self.stderr = proc.stderr
+        self.stdout = _ChunkReader(proc.stdout)
+        self.stderr = _ChunkReader(proc.stderr)
 
     async def write(self, data: bytes) -> None:
         stdin = self._proc.stdin

@@ -1,0 +1,205 @@
+"""The daemon's configuration: YAML, validated at start.
+
+An unknown key, a wrong type or a missing required value stops the daemon with a
+message naming the key and what is expected (``ConfigError``).
+
+Example::
+
+    backend: local                 # the default backend's name
+    backends:
+      local: {kind: local}
+      sandbox:
+        kind: docker
+        image: executor-sandbox:latest
+        network: none
+    limits:
+      default_timeout_seconds: 180
+      max_timeout_seconds: 3600
+    approval:
+      mode: ask
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from executor.approval import GateConfig
+from executor.backends import KINDS, backend_class
+from executor.backends.base import Options
+
+
+class ConfigError(Exception):
+    """The configuration is invalid; the message says which key and what is expected."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Limits(_Model):
+    default_timeout_seconds: float = Field(180.0, gt=0)
+    max_timeout_seconds: float = Field(3600.0, gt=0)
+    kill_grace_seconds: float = Field(2.0, ge=0, le=60)
+    max_command_bytes: int = Field(1 << 20, gt=0)
+    max_stdin_bytes: int = Field(16 << 20, ge=0)
+    max_env_vars: int = Field(256, ge=0)
+    max_env_bytes: int = Field(256 << 10, ge=0)
+    run_output_bytes: int = Field(64 << 10, gt=0)  # Run: head + tail kept of each stream
+    max_tasks: int = Field(1024, gt=0)
+    max_concurrent_execs: int = Field(256, gt=0)
+    max_queued_per_task: int = Field(16, gt=0)  # Execs waiting for a busy task
+    task_idle_seconds: float = Field(0.0, ge=0)  # 0 = never reap idle tasks
+    max_message_bytes: int = Field(32 << 20, gt=1024)
+    drain_seconds: float = Field(10.0, ge=0)  # SIGTERM: grace for running commands
+
+
+class ProcessLimits(_Model):
+    max_per_task: int = Field(32, gt=0)
+    max_total: int = Field(512, gt=0)
+    memory_buffer_bytes: int = Field(1 << 20, gt=0)  # kept in memory per process
+    spill_file_bytes: int = Field(64 << 20, gt=0)  # a spill file rotates past this
+    spill_files: int = Field(2, ge=1)  # rotated files kept
+    retain_seconds: float = Field(1800.0, ge=0)  # finished processes stay readable
+
+
+class TokenConfig(_Model):
+    name: str
+    token: str | None = None
+    token_file: str | None = None
+    roles: list[Literal["exec", "approve", "admin"]] = ["exec"]
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "TokenConfig":
+        if bool(self.token) == bool(self.token_file):
+            raise ValueError("give exactly one of `token` or `token_file`")
+        return self
+
+    def secret(self) -> str:
+        if self.token:
+            return self.token
+        try:
+            value = Path(self.token_file).expanduser().read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"auth.tokens[{self.name}].token_file: cannot read {self.token_file}: {exc.strerror}") from exc
+        if not value:
+            raise ConfigError(f"auth.tokens[{self.name}].token_file: {self.token_file} is empty")
+        return value
+
+
+class AuthConfig(_Model):
+    tokens: list[TokenConfig] = []
+
+
+class TLSConfig(_Model):
+    cert: str
+    key: str
+    client_ca: str | None = None
+
+
+class MetricsConfig(_Model):
+    listen: str | None = None  # e.g. 127.0.0.1:9464
+
+
+class LoggingConfig(_Model):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["text", "json"] = "text"
+
+
+class BackendEntry(_Model):
+    """One entry of ``backends:``; its options are validated by the backend's own model."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    kind: str | None = None
+
+
+class Config(_Model):
+    backend: str = "local"
+    backends: dict[str, dict[str, Any]] = {"local": {"kind": "local"}}
+    listen: list[str] = []  # default: unix://<state_dir>/executor.sock
+    state_dir: str | None = None
+    limits: Limits = Limits()
+    processes: ProcessLimits = ProcessLimits()
+    approval: GateConfig = GateConfig()
+    auth: AuthConfig = AuthConfig()
+    tls: TLSConfig | None = None
+    metrics: MetricsConfig = MetricsConfig()
+    logging: LoggingConfig = LoggingConfig()
+
+    @field_validator("listen", mode="before")
+    @classmethod
+    def _listen_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    def backend_options(self) -> dict[str, tuple[str, Options]]:
+        """name -> (kind, validated options); raises ConfigError naming the key."""
+        out: dict[str, tuple[str, Options]] = {}
+        for name, raw in self.backends.items():
+            raw = dict(raw or {})
+            kind = raw.pop("kind", name)
+            if kind not in KINDS:
+                raise ConfigError(f"backends.{name}.kind: unknown backend kind {kind!r}; expected one of {', '.join(KINDS)}")
+            try:
+                cls = backend_class(kind)
+            except ImportError as exc:
+                raise ConfigError(f"backends.{name}: the {kind} backend needs an optional package: {exc}. "
+                                  f"Install it with `pip install 'executor[{kind}]'`") from exc
+            try:
+                out[name] = (kind, cls.Options.model_validate(raw))
+            except ValidationError as exc:
+                raise ConfigError(_explain(exc, f"backends.{name}")) from None
+        return out
+
+
+def _explain(exc: ValidationError, prefix: str = "") -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        key = f"{prefix}.{loc}" if prefix and loc else (prefix or loc)
+        if err["type"] == "extra_forbidden":
+            lines.append(f"{key}: unknown key")
+        elif err["type"] == "missing":
+            lines.append(f"{key}: required value missing")
+        else:
+            lines.append(f"{key}: {err['msg']} (got {err.get('input')!r})")
+    return "invalid configuration: " + "; ".join(lines)
+
+
+def load_config(path: str | os.PathLike | None = None, overrides: dict[str, Any] | None = None) -> Config:
+    """Read and validate the config file (or an empty config), then check cross-references."""
+    data: dict[str, Any] = {}
+    if path:
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+        try:
+            loaded = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping of keys, got {type(loaded).__name__}")
+        data = loaded
+    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc)) from None
+    if config.backend not in config.backends:
+        raise ConfigError(f"backend: {config.backend!r} is not configured under `backends:` "
+                          f"(configured: {', '.join(config.backends) or 'none'})")
+    if config.limits.default_timeout_seconds > config.limits.max_timeout_seconds:
+        raise ConfigError("limits.default_timeout_seconds must not exceed limits.max_timeout_seconds")
+    config.backend_options()  # validates every backend's options now
+    return config
+
+
+def default_state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "executor"

@@ -1,0 +1,379 @@
+"""The gRPC adapter: executor.v1.Executor over ``executor.service.Executor``.
+
+Each RPC checks the caller's token and role, converts the request, calls the core, and
+converts the answer; ``CoreError`` becomes a gRPC status with its message. Health and
+reflection are separate services and answer without a token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from executor import files
+from executor.approvals import ApprovalDecision
+from executor.approval import Decision
+from executor.config import Config, ConfigError
+from executor.errors import CoreError
+from executor.events import ApprovalNeeded, ExitInfo, Finished, Output, Started
+from executor.service import Caller, Executor, ExecParams
+from executor.v1 import executor_pb2 as pb
+from executor.v1 import executor_pb2_grpc as pb_grpc
+
+log = logging.getLogger("executor.server")
+
+EXIT_STATUS = {
+    "completed": pb.EXIT_STATUS_COMPLETED,
+    "timed_out": pb.EXIT_STATUS_TIMED_OUT,
+    "cancelled": pb.EXIT_STATUS_CANCELLED,
+    "denied": pb.EXIT_STATUS_DENIED,
+    "backend_error": pb.EXIT_STATUS_BACKEND_ERROR,
+}
+GATE_DECISION = {Decision.ALLOW: pb.GATE_DECISION_ALLOW, Decision.ASK: pb.GATE_DECISION_ASK,
+                 Decision.DENY: pb.GATE_DECISION_DENY}
+APPROVAL_DECISION = {
+    pb.APPROVAL_DECISION_APPROVE_ONCE: ApprovalDecision.APPROVE_ONCE,
+    pb.APPROVAL_DECISION_APPROVE_SESSION: ApprovalDecision.APPROVE_SESSION,
+    pb.APPROVAL_DECISION_APPROVE_ALWAYS: ApprovalDecision.APPROVE_ALWAYS,
+    pb.APPROVAL_DECISION_DENY: ApprovalDecision.DENY,
+}
+APPROVAL_DECISION_PB = {v: k for k, v in APPROVAL_DECISION.items()}
+
+
+def exit_pb(info: ExitInfo) -> pb.Exit:
+    t = info.timings
+    return pb.Exit(
+        exit_code=info.exit_code, status=EXIT_STATUS[info.status], cwd=info.cwd, duration_seconds=info.duration,
+        stdout_bytes=info.stdout_bytes, stderr_bytes=info.stderr_bytes, truncated=info.truncated,
+        message=info.message, rule=info.rule, backend=info.backend,
+        timings=pb.StageTimings(gate_seconds=t.gate, approval_seconds=t.approval, queue_seconds=t.queue,
+                                spawn_seconds=t.spawn, first_byte_seconds=t.first_byte, run_seconds=t.run),
+    )
+
+
+def event_pb(event) -> pb.ExecEvent:
+    if isinstance(event, Output):
+        return pb.ExecEvent(stdout=event.data) if event.stream == "stdout" else pb.ExecEvent(stderr=event.data)
+    if isinstance(event, Started):
+        return pb.ExecEvent(started=pb.ExecStarted(exec_id=event.exec_id, backend=event.backend, task_id=event.task_id))
+    if isinstance(event, ApprovalNeeded):
+        return pb.ExecEvent(approval_required=pb.ApprovalRequired(
+            approval_id=event.approval_id, rule=event.rule, reason=event.reason, segment=event.segment,
+            timeout_seconds=event.timeout))
+    assert isinstance(event, Finished)
+    return pb.ExecEvent(exit=exit_pb(event.exit))
+
+
+def exec_params(req: pb.ExecRequest) -> ExecParams:
+    return ExecParams(task_id=req.task_id, command=req.command, workdir=req.workdir, env=dict(req.env),
+                      timeout_seconds=req.timeout_seconds, stdin=req.stdin, backend=req.backend, pty=req.pty,
+                      idempotency_key=req.idempotency_key, merge_stderr=req.merge_stderr)
+
+
+class Auth:
+    """Bearer tokens with roles. No tokens configured: the unix-socket owner holds every role."""
+
+    def __init__(self, config: Config) -> None:
+        self.tokens = [(t.secret().encode(), t.name, frozenset(t.roles)) for t in config.auth.tokens]
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.tokens)
+
+    async def caller(self, context: grpc.aio.ServicerContext, role: str) -> Caller:
+        if not self.tokens:
+            return Caller()
+        header = ""
+        for key, value in context.invocation_metadata() or ():
+            if key == "authorization":
+                header = value
+        if not header.startswith("Bearer "):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                                "missing credentials: send metadata `authorization: Bearer <token>`")
+        presented = header[len("Bearer "):].strip().encode()
+        match = None
+        for secret, name, roles in self.tokens:  # compare with every token: constant time overall
+            if hmac.compare_digest(secret, presented):
+                match = (name, roles)
+        if match is None:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid token")
+        name, roles = match
+        if role not in roles and "admin" not in roles:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                f"token {name!r} lacks the {role!r} role needed for this call")
+        return Caller(name, roles)
+
+
+async def _abort(context: grpc.aio.ServicerContext, exc: CoreError) -> None:
+    await context.abort(getattr(grpc.StatusCode, exc.code, grpc.StatusCode.UNKNOWN), exc.message)
+
+
+def _deadline(context: grpc.aio.ServicerContext) -> float | None:
+    remaining = context.time_remaining()
+    return None if remaining is None else time.monotonic() + remaining
+
+
+class Servicer(pb_grpc.ExecutorServicer):
+    def __init__(self, core: Executor, auth: Auth) -> None:
+        self.core = core
+        self.auth = auth
+
+    # -- Exec / Run ------------------------------------------------------------------------
+
+    async def Exec(self, request: pb.ExecRequest, context):
+        caller = await self.auth.caller(context, "exec")
+        try:
+            async for event in self.core.exec(exec_params(request), caller=caller, deadline=_deadline(context)):
+                yield event_pb(event)
+        except CoreError as exc:
+            await _abort(context, exc)
+
+    async def Run(self, request: pb.ExecRequest, context) -> pb.RunResult:
+        caller = await self.auth.caller(context, "exec")
+        try:
+            outcome = await self.core.run(exec_params(request), caller=caller, deadline=_deadline(context))
+        except CoreError as exc:
+            await _abort(context, exc)
+        return pb.RunResult(stdout=outcome.stdout, stderr=outcome.stderr, exit=exit_pb(outcome.exit))
+
+    # -- tasks ---------------------------------------------------------------------------
+
+    async def CloseTask(self, request, context):
+        await self.auth.caller(context, "exec")
+        try:
+            existed, ended = await self.core.close_task(request.task_id, request.remove_files)
+        except CoreError as exc:
+            await _abort(context, exc)
+        return pb.CloseTaskResponse(existed=existed, processes_ended=ended)
+
+    async def ListTasks(self, request, context):
+        await self.auth.caller(context, "exec")
+        procs = self.core.processes
+        tasks = [
+            pb.TaskInfo(task_id=t.id, backend=t.backend_name, cwd=t.cwd, root=t.root, busy=t.busy,
+                        running_processes=procs.running_count(t.id) if procs else 0, created_at=t.created_at,
+                        last_used_at=t.last_used, commands_run=t.commands_run,
+                        shell_alive=bool(t.shell and t.shell.alive))
+            for t in self.core.list_tasks()
+        ]
+        return pb.ListTasksResponse(tasks=tasks, idle_reaped=self.core.tasks.reaped)
+
+    # -- backends --------------------------------------------------------------------------
+
+    async def ListBackends(self, request, context):
+        await self.auth.caller(context, "exec")
+        out = []
+        for status in await self.core.list_backends():
+            caps = status.backend.capabilities
+            out.append(pb.BackendInfo(
+                name=status.name, kind=status.kind, available=status.health.available, reason=status.health.reason,
+                is_default=status.is_default,
+                capabilities=pb.Capabilities(pty=caps.pty, resize=caps.resize, signals=caps.signals, stdin=caps.stdin,
+                                             background=caps.background, persistent_shell=caps.persistent_shell,
+                                             file_transfer=caps.file_transfer, network_policy=caps.network_policy,
+                                             streaming=caps.streaming),
+                policy={k: str(v) for k, v in status.backend.policy().items()},
+            ))
+        return pb.ListBackendsResponse(backends=out, default_backend=self.core.config.backend)
+
+    # -- the gate --------------------------------------------------------------------------
+
+    async def CheckCommand(self, request, context):
+        await self.auth.caller(context, "exec")
+        try:
+            v = self.core.check_command(request.command, request.task_id, request.backend)
+        except CoreError as exc:
+            await _abort(context, exc)
+        return pb.Verdict(decision=GATE_DECISION[v.decision], rule=v.rule, reason=v.reason, segment=v.segment)
+
+    async def ResolveApproval(self, request, context):
+        caller = await self.auth.caller(context, "approve")
+        decision = APPROVAL_DECISION.get(request.decision)
+        if decision is None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                "decision must be APPROVE_ONCE, APPROVE_SESSION, APPROVE_ALWAYS or DENY")
+        try:
+            self.core.resolve_approval(request.approval_id, decision, request.reason, caller)
+        except CoreError as exc:
+            await _abort(context, exc)
+        return pb.ResolveApprovalResponse(resolved=True)
+
+    async def WatchApprovals(self, request, context):
+        await self.auth.caller(context, "approve")
+        async for ev in self.core.watch_approvals(request.task_id):
+            p = ev.pending
+            yield pb.PendingApproval(
+                approval_id=p.approval_id, task_id=p.task_id, command=p.command, rule=p.rule, reason=p.reason,
+                segment=p.segment, backend=p.backend, created_at=p.created_at, expires_at=p.expires_at,
+                resolved=ev.resolved,
+                decision=APPROVAL_DECISION_PB.get(ev.decision, pb.APPROVAL_DECISION_UNSPECIFIED))
+
+    # -- files -------------------------------------------------------------------------------
+
+    async def PutArchive(self, request_iterator, context):
+        await self.auth.caller(context, "exec")
+        try:
+            received, entries = await files.put_archive(self.core, request_iterator,
+                                                        self.core.config.limits.max_message_bytes * 64)
+        except CoreError as exc:
+            await _abort(context, exc)
+        return pb.PutArchiveResponse(bytes_received=received, entries=entries)
+
+    async def GetArchive(self, request, context):
+        await self.auth.caller(context, "exec")
+        try:
+            async for chunk in files.get_archive(self.core, request.task_id, request.path, request.backend):
+                yield pb.ArchiveChunk(data=chunk)
+        except CoreError as exc:
+            await _abort(context, exc)
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.rsplit(":", 1)[0].strip("[]")
+    if host in ("localhost",):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _servicer_class():
+    """The servicer with the process and PTY RPCs mixed in, when their modules exist."""
+    bases: list[type] = []
+    try:
+        from executor.grpc_processes import ProcessServicer
+        bases.append(ProcessServicer)
+    except ImportError:
+        pass
+    try:
+        from executor.grpc_pty import PtyServicer
+        bases.append(PtyServicer)
+    except ImportError:
+        pass
+    return type("ExecutorServicer", (*bases, Servicer), {}) if bases else Servicer
+
+
+class Daemon:
+    """A running daemon: the core plus its gRPC server."""
+
+    def __init__(self, config: Config, state_dir: Path, listen: list[str]) -> None:
+        self.config = config
+        self.state_dir = state_dir
+        self.listen = listen or [f"unix://{state_dir / 'executor.sock'}"]
+        self.core = Executor(config, state_dir)
+        self.auth = Auth(config)
+        self.server: grpc.aio.Server | None = None
+        self.health = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
+        self._check_listen()
+
+    def _check_listen(self) -> None:
+        for address in self.listen:
+            if address.startswith("unix:"):
+                continue
+            if not _is_loopback(address) and self.config.tls is None:
+                raise ConfigError(f"listen {address}: a TCP listener that is not loopback needs TLS "
+                                  "(tls.cert and tls.key)")
+
+    async def start(self) -> None:
+        await self.core.start()
+        try:
+            from executor.processes import attach as attach_processes
+            attach_processes(self.core)
+        except ImportError:
+            pass
+        try:
+            from executor.pty import attach as attach_pty
+            attach_pty(self.core)
+        except ImportError:
+            pass
+        limit = self.config.limits.max_message_bytes
+        self.server = grpc.aio.server(options=[
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", limit),
+            ("grpc.so_reuseport", 0),
+        ])
+        pb_grpc.add_ExecutorServicer_to_server(_servicer_class()(self.core, self.auth), self.server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        names = (pb.DESCRIPTOR.services_by_name["Executor"].full_name, health.SERVICE_NAME, reflection.SERVICE_NAME)
+        reflection.enable_server_reflection(names, self.server)
+        old_umask = os.umask(0o177)  # the unix socket is born 0600
+        try:
+            for address in self.listen:
+                if address.startswith("unix:"):
+                    path = Path(address[len("unix://"):] if address.startswith("unix://") else address[len("unix:"):])
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    if path.exists():
+                        path.unlink()
+                    self.server.add_insecure_port(f"unix://{path}")
+                elif self.config.tls is not None:
+                    self.server.add_secure_port(address, self._tls_credentials())
+                else:
+                    self.server.add_insecure_port(address)
+            await self.server.start()
+        finally:
+            os.umask(old_umask)
+        for address in self.listen:
+            if address.startswith("unix:"):
+                os.chmod(address.split("://", 1)[-1] if "://" in address else address[5:], 0o600)
+        await self._set_health(health_pb2.HealthCheckResponse.SERVING)
+
+    def _tls_credentials(self) -> grpc.ServerCredentials:
+        tls = self.config.tls
+        try:
+            key = Path(tls.key).read_bytes()
+            cert = Path(tls.cert).read_bytes()
+            ca = Path(tls.client_ca).read_bytes() if tls.client_ca else None
+        except OSError as exc:
+            raise ConfigError(f"tls: cannot read {exc.filename}: {exc.strerror}") from None
+        return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=ca is not None)
+
+    async def _set_health(self, status) -> None:
+        for service in ("", "executor.v1.Executor"):
+            result = self.health.set(service, status)
+            if asyncio.iscoroutine(result):
+                await result
+
+    async def stop(self) -> None:
+        """Drain: stop taking calls, give running commands a grace period, then kill their trees."""
+        await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        grace = self.config.limits.drain_seconds
+        stopping = asyncio.ensure_future(self.server.stop(grace)) if self.server else None
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(t.busy for t in self.core.list_tasks()):
+            await asyncio.sleep(0.05)
+        await self.core.shutdown()
+        if stopping is not None:
+            await stopping
+
+
+async def serve(config: Config, state_dir: Path, listen: list[str], ready_file: str | None = None) -> None:
+    daemon = Daemon(config, state_dir, listen)
+    await daemon.start()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("executor serving on %s (default backend %s)", ", ".join(daemon.listen), config.backend)
+    print(f"executor: serving on {', '.join(daemon.listen)} (default backend {config.backend!r})", flush=True)
+    if ready_file:
+        Path(ready_file).write_text("\n".join(daemon.listen))
+    await stop.wait()
+    print("executor: draining", flush=True)
+    await daemon.stop()
+    print("executor: stopped", flush=True)
+
+
+__all__ = ["Daemon", "Servicer", "serve", "exit_pb", "event_pb", "Auth"]
+_ = Any

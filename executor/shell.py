@@ -1,0 +1,751 @@
+"""Shell sessions: a task's shell state (cwd, exported variables, functions, aliases)
+carried from one command to the next, on any backend.
+
+Two ways, chosen by the backend's capabilities:
+
+* ``PersistentShell``: one long-lived ``bash`` per task (the fast path). Each command
+  is written to its stdin as an ANSI-C quoted string and ``eval``'d at top level, so
+  ``cd``/``export``/functions persist and a syntax error cannot desynchronise the shell.
+  After the command the shell prints an end marker (with a per-shell secret) carrying
+  the exit code and cwd on stdout, and a second marker on stderr: the command is done
+  when both arrive. ``exit N`` and a TERM (timeout/cancel) go through an EXIT trap that
+  also prints the shell's state, so the next shell restores it.
+* ``OneShotShell``: for backends that cannot feed stdin to a long-lived process, every
+  command is a fresh ``bash -c`` that restores the state, runs, and prints the new state.
+
+A command never reads the shell's control stream: its stdin is /dev/null or the bytes
+the request carried. Killing is done with ``Sandbox.signal_session`` on the shell's
+session: the whole process tree inside the backend, TERM then KILL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import re
+import secrets
+import signal
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+
+from executor.backends.base import BackendError, ErrorKind, Process, PtySize, Sandbox
+
+BASH = ["bash", "--noprofile", "--norc"]
+RS, US = b"\x1e", b"\x1f"
+
+# ---------------------------------------------------------------------------
+# Quoting and the bash side of the protocol
+# ---------------------------------------------------------------------------
+
+_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 _-+=.,/:@%^()[]{}<>!?#*&|;~")
+
+
+def ansi_c_quote(value: str | bytes) -> str:
+    """Quote as bash $'...': byte-exact for any input without NUL."""
+    data = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
+    if b"\0" in data:
+        raise ValueError("NUL bytes cannot be passed to a shell")
+    out = ["$'"]
+    for b in data:
+        if b in _SAFE:
+            out.append(chr(b))
+        else:
+            out.append(f"\\x{b:02x}")
+    out.append("'")
+    return "".join(out)
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def valid_env_name(name: str) -> bool:
+    return bool(_ENV_NAME.match(name))
+
+
+def prelude(secret: str) -> str:
+    """Shell code defining the protocol's helpers; ends by printing the ready marker.
+
+    __ex_done RC FINAL prints: RS US "EX:" secret ":" seq ":" rc ":" len(cwd) ":" len(state) ":"
+    cwd state RS on stdout, and RS US "EX:" secret ":" seq RS on stderr. State is only sent when
+    FINAL is 1 (the shell is exiting, or a snapshot was asked for)."""
+    return f"""__ex_S={secret}
+__ex_seq=0
+shopt -s expand_aliases 2>/dev/null
+__ex_state() {{
+  builtin printf 'builtin cd -- %q 2>/dev/null\\n' "$PWD"
+  builtin export -p
+  builtin declare -f
+  builtin alias -p
+}}
+__ex_done() {{
+  local __ex_rc=$1 __ex_st= LC_ALL=C
+  if [ "$2" = 1 ]; then __ex_st=$(__ex_state); __ex_st="$__ex_st
+"; fi
+  builtin printf '\\036\\037EX:%s:%s:%d:%d:%d:%s%s\\036' "$__ex_S" "$__ex_seq" "$__ex_rc" "${{#PWD}}" "${{#__ex_st}}" "$PWD" "$__ex_st"
+  builtin printf '\\036\\037EX:%s:%s\\036' "$__ex_S" "$__ex_seq" >&2
+}}
+trap '__ex_done $? 1' EXIT
+trap 'builtin exit 143' TERM
+builtin printf '\\036\\037EXR:%s:%d\\036' "$__ex_S" "$$"
+"""
+
+
+@dataclass
+class CommandSpec:
+    """One command, as the shell layer needs it."""
+
+    command: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    workdir: str | None = None  # absolute path inside the sandbox, already validated
+    stdin: bytes = b""
+    merge_stderr: bool = False
+
+
+def command_line(spec: CommandSpec, seq: int, final: bool = False) -> str:
+    """The shell code that runs one command in the current shell and reports it."""
+    parts = [f"__ex_seq={seq}; __ex_c={ansi_c_quote(spec.command)}"]
+    restore: list[str] = []
+    for i, (name, value) in enumerate(spec.env.items()):
+        parts.append(f'__ex_s{i}=${{{name}+1}}; __ex_o{i}=${{{name}-}}; export {name}={ansi_c_quote(value)}')
+        restore.append(f'if [ -n "$__ex_s{i}" ]; then {name}=$__ex_o{i}; else unset {name}; fi')
+    redirect = "< /dev/null"
+    if spec.stdin:
+        import base64
+
+        parts.append(f"__ex_in={base64.b64encode(spec.stdin).decode()}")
+        redirect = '< <(builtin printf %s "$__ex_in" | base64 -d)'
+    if spec.merge_stderr:
+        redirect += " 2>&1"
+    run = f'eval "$__ex_c" {redirect}; __ex_r=$?'
+    if spec.workdir is not None:
+        run = (
+            f"__ex_wd=$PWD; if builtin cd -- {ansi_c_quote(spec.workdir)}; then {run}; "
+            f'builtin cd -- "$__ex_wd" 2>/dev/null; else __ex_r=1; fi'
+        )
+    parts.append(run)
+    parts.extend(restore)
+    parts.append("unset __ex_in __ex_c")
+    # A one-shot shell exits: its EXIT trap reports the result and the state.
+    parts.append("builtin exit $__ex_r" if final else "__ex_done $__ex_r 0")
+    return "\n".join(parts) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# The Python side: scanning output for markers
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Done:
+    seq: int
+    rc: int
+    cwd: str
+    state: str | None  # set when the shell sent its state (exiting, or snapshot)
+
+
+class MarkerScanner:
+    """Splits one output stream into payload bytes and protocol markers.
+
+    Bytes that might be the start of a marker are held back until they can be told apart."""
+
+    def __init__(self, secret: str, stdout: bool) -> None:
+        self.prefix = RS + US + b"EX:" + secret.encode() + b":"
+        self.ready_prefix = RS + US + b"EXR:" + secret.encode() + b":"
+        self.stdout = stdout
+        self.buf = bytearray()
+
+    def feed(self, data: bytes) -> tuple[bytes, list[Done | int]]:
+        """Returns (payload, markers): payload is output to pass on; markers are Done
+        records (stdout) / sequence numbers (stderr) / the shell pid (ready marker)."""
+        if not self.buf:
+            # fast path: no marker start anywhere in this chunk
+            if RS not in data:
+                return data, []
+            self.buf += data
+        else:
+            self.buf += data
+        out = bytearray()
+        markers: list[Done | int] = []
+        buf = self.buf
+        while True:
+            i = buf.find(RS)
+            if i < 0:
+                out += buf
+                buf.clear()
+                break
+            out += buf[:i]
+            del buf[:i]
+            n = self._parse(buf, markers)
+            if n == 0:  # incomplete: wait for more
+                break
+            if n < 0:  # not a marker: pass the RS byte through
+                out += buf[:1]
+                del buf[:1]
+            else:
+                del buf[:n]
+        return bytes(out), markers
+
+    def _parse(self, buf: bytearray, markers: list) -> int:
+        """At buf[0] == RS: length of a complete marker, 0 if incomplete, -1 if none."""
+        for prefix, kind in ((self.prefix, "done"), (self.ready_prefix, "ready")):
+            m = min(len(buf), len(prefix))
+            if buf[:m] != prefix[:m]:
+                continue
+            if len(buf) < len(prefix):
+                return 0
+            if kind == "ready":
+                end = buf.find(RS, len(prefix))
+                if end < 0:
+                    return 0 if len(buf) < len(prefix) + 24 else -1
+                markers.append(("ready", int(buf[len(prefix):end])))
+                return end + 1
+            if not self.stdout:
+                end = buf.find(RS, len(prefix))
+                if end < 0:
+                    return 0 if len(buf) < len(prefix) + 24 else -1
+                markers.append(int(buf[len(prefix):end]))
+                return end + 1
+            # stdout: seq:rc:cwdlen:statelen: payload RS
+            pos = len(prefix)
+            fields = []
+            for _ in range(4):
+                j = buf.find(b":", pos)
+                if j < 0:
+                    return 0 if len(buf) - pos < 24 else -1
+                fields.append(buf[pos:j])
+                pos = j + 1
+            try:
+                seq, rc, cwdlen, statelen = (int(f) for f in fields)
+            except ValueError:
+                return -1
+            total = pos + cwdlen + statelen + 1
+            if len(buf) < total:
+                return 0
+            cwd = bytes(buf[pos : pos + cwdlen]).decode("utf-8", "surrogateescape")
+            state = bytes(buf[pos + cwdlen : pos + cwdlen + statelen]).decode("utf-8", "surrogateescape") if statelen else None
+            markers.append(Done(seq, rc, cwd, state))
+            return total
+        return -1
+
+
+# ---------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class CommandResult:
+    exit_code: int
+    cwd: str
+    status: str = "completed"  # completed | timed_out | cancelled | backend_error
+    message: str = ""
+    first_byte_at: float = 0.0
+
+
+class Interrupt(Exception):
+    """Raised into a running command to stop it: timeout, cancel or task close."""
+
+    def __init__(self, status: str, message: str = "") -> None:
+        super().__init__(message or status)
+        self.status = status
+        self.message = message
+
+
+# ---------------------------------------------------------------------------
+# Sessions
+# ---------------------------------------------------------------------------
+
+Event = tuple[str, bytes]  # ("stdout" | "stderr", data)
+
+
+class ShellBase:
+    """What the task layer sees of a shell, persistent or not."""
+
+    pid: int = 0
+    cwd: str
+    state: str  # the last known state script ("" = none)
+
+    def __init__(self, sandbox: Sandbox, env: Mapping[str, str], *, cwd: str, state: str = "",
+                 kill_grace: float = 2.0) -> None:
+        self.sandbox = sandbox
+        self.env = dict(env)
+        self.cwd = cwd
+        self.state = state
+        self.kill_grace = kill_grace
+        self.secret = secrets.token_hex(12)
+        self._seq = 0
+
+    @property
+    def alive(self) -> bool:
+        return False
+
+    async def run(self, spec: CommandSpec, *, deadline: float | None
+                  ) -> AsyncIterator[Event | CommandResult]:
+        raise NotImplementedError
+        yield  # pragma: no cover
+
+    async def snapshot(self) -> str:
+        """The state as a script that a fresh bash can eval."""
+        return self.state
+
+    def interrupt(self, status: str = "cancelled", message: str = "") -> bool:
+        """Stop the running command from outside (task closed, daemon draining)."""
+        return False
+
+    async def terminate(self) -> None:
+        """End the shell and everything in its session."""
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+
+class _Channel:
+    """Output of the running command, from the stream readers to its consumer.
+
+    Data waits for space (backpressure reaches the command through the pipe); control
+    items (markers, EOF, interrupts) never wait. Closing releases a blocked producer."""
+
+    def __init__(self, limit: int = 64) -> None:
+        self.items: collections.deque = collections.deque()
+        self.limit = limit
+        self.closed = False
+        self._readable = asyncio.Event()
+        self._writable = asyncio.Event()
+        self._writable.set()
+
+    async def put_data(self, item) -> None:
+        while len(self.items) >= self.limit and not self.closed:
+            self._writable.clear()
+            await self._writable.wait()
+        if not self.closed:
+            self.items.append(item)
+            self._readable.set()
+
+    def put_control(self, item) -> None:
+        self.items.append(item)
+        self._readable.set()
+
+    async def get(self, timeout: float | None):
+        """The next item; None when the timeout passes first."""
+        while not self.items:
+            self._readable.clear()
+            if timeout is None:
+                await self._readable.wait()
+            else:
+                if timeout <= 0:
+                    return None
+                try:
+                    await asyncio.wait_for(self._readable.wait(), timeout)
+                except asyncio.TimeoutError:
+                    return None
+        item = self.items.popleft()
+        if item[0] in ("stdout", "stderr"):
+            # Coalesce what is already queued for the same stream: fewer, larger messages.
+            data = item[1]
+            while self.items and self.items[0][0] == item[0] and len(data) < (1 << 20):
+                if not isinstance(data, bytearray):
+                    data = bytearray(data)
+                data += self.items.popleft()[1]
+            item = (item[0], bytes(data)) if isinstance(data, bytearray) else item
+        if len(self.items) < self.limit:
+            self._writable.set()
+        return item
+
+    def close(self) -> None:
+        self.closed = True
+        self.items.clear()
+        self._writable.set()
+
+
+class _Running:
+    """Bookkeeping for the command in flight on a persistent shell."""
+
+    def __init__(self, seq: int) -> None:
+        self.seq = seq
+        self.channel = _Channel()
+        self.done: Done | None = None
+        self.stderr_done = False
+
+
+class PersistentShell(ShellBase):
+    """One long-lived bash in the sandbox; commands cost a write and a read."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.proc: Process | None = None
+        self._readers: list[asyncio.Task] = []
+        self._running: _Running | None = None
+        self._dead = True
+        self._ready: asyncio.Future | None = None
+        self.restarts = 0
+
+    @property
+    def alive(self) -> bool:
+        return not self._dead
+
+    def _attach(self, proc: Process) -> None:
+        """Start reading a freshly spawned shell's stdout and stderr."""
+        self._ready = asyncio.get_running_loop().create_future()
+        self.proc = proc
+        self._dead = False
+        self._readers = [
+            asyncio.create_task(self._pump(proc.stdout, MarkerScanner(self.secret, True), "stdout")),
+            asyncio.create_task(self._pump(proc.stderr, MarkerScanner(self.secret, False), "stderr")),
+        ]
+
+    def _restore_script(self) -> str:
+        if self.state:
+            return f"eval {ansi_c_quote(self.state)} >/dev/null 2>&1\n"
+        if self.cwd and self.cwd != self.sandbox.root:
+            return f"builtin cd -- {ansi_c_quote(self.cwd)} 2>/dev/null\n"
+        return ""
+
+    async def start(self) -> None:
+        """Spawn the shell, restore the saved state, wait until it answers."""
+        self._attach(await self.sandbox.spawn(BASH, cwd=self.sandbox.root, env=self.env))
+        try:
+            await self.proc.write((prelude(self.secret) + self._restore_script()).encode())
+            self.pid = await asyncio.wait_for(self._ready, 30)
+        except (asyncio.TimeoutError, BackendError) as exc:
+            await self._discard()
+            if isinstance(exc, BackendError):
+                raise
+            raise BackendError("the task's shell did not start within 30 s", ErrorKind.UNAVAILABLE) from exc
+
+    async def _pump(self, stream, scanner: MarkerScanner, name: str) -> None:
+        """Read one stream until EOF, routing output to the running command."""
+        error: BaseException | None = None
+        try:
+            while True:
+                data = await stream.read()
+                if not data:
+                    break
+                payload, markers = scanner.feed(data)
+                running = self._running
+                if payload and running is not None and running.done is None and not (name == "stderr" and running.stderr_done):
+                    await running.channel.put_data((name, payload))
+                for marker in markers:
+                    self._on_marker(name, marker)
+        except BackendError as exc:
+            error = exc
+        except Exception as exc:  # a transport failure we did not foresee
+            error = BackendError(f"reading the shell's {name} failed: {exc}", ErrorKind.LOST)
+        finally:
+            self._on_eof(name, error)
+
+    def _on_marker(self, name: str, marker) -> None:
+        if isinstance(marker, tuple) and marker[0] == "ready":
+            if self._ready is not None and not self._ready.done():
+                self._ready.set_result(marker[1])
+            return
+        running = self._running
+        if isinstance(marker, Done):
+            if marker.state is not None:
+                self.state = marker.state
+                if running is None or marker.seq == running.seq:
+                    self._dead = True  # the EXIT trap ran: this shell is going away
+            self.cwd = marker.cwd
+            if running is not None and marker.seq == running.seq:
+                running.done = marker
+                running.channel.put_control(("marker", b""))
+        elif running is not None and marker == running.seq:
+            running.stderr_done = True
+            running.channel.put_control(("marker", b""))
+
+    def _on_eof(self, name: str, error: BaseException | None) -> None:
+        self._dead = True
+        if self._ready is not None and not self._ready.done():
+            self._ready.set_exception(error or BackendError("the task's shell exited while starting", ErrorKind.UNAVAILABLE))
+        running = self._running
+        if running is not None:
+            running.channel.put_control(("eof", error))
+
+    async def run(self, spec: CommandSpec, *, deadline: float | None
+                  ) -> AsyncIterator[Event | CommandResult]:
+        if self._dead:
+            if self.proc is not None:
+                await self._discard()
+                self.restarts += 1
+            await self.start()
+        seq = self._next_seq()
+        running = _Running(seq)
+        self._running = running
+        try:
+            await self.proc.write(command_line(spec, seq).encode())
+        except BackendError as exc:
+            self._running = None
+            yield CommandResult(0, self.cwd, "backend_error", f"could not send the command to the task's shell: {exc.message}")
+            return
+        async for item in self._follow(running, deadline):
+            yield item
+
+    async def _follow(self, running: _Running, deadline: float | None
+                      ) -> AsyncIterator[Event | CommandResult]:
+        """Relay the running command's output until its end markers, a deadline or an interrupt."""
+        self._running = running
+        eofs = 0
+        interrupt: Interrupt | None = None
+        first_byte = 0.0
+        try:
+            while running.done is None or not running.stderr_done:
+                if eofs >= 2 and not running.channel.items:
+                    break
+                item = await running.channel.get(None if deadline is None else deadline - time.monotonic())
+                if item is None:
+                    interrupt = Interrupt("timed_out")
+                    break
+                kind, data = item
+                if kind == "interrupt":
+                    interrupt = data
+                    break
+                if kind == "eof":
+                    eofs += 1
+                    if data is not None:  # the transport failed
+                        yield CommandResult(0, self.cwd, "backend_error", str(data))
+                        return
+                    continue
+                if kind == "marker":
+                    continue
+                if not first_byte:
+                    first_byte = time.monotonic()
+                yield (kind, data)
+            if interrupt is not None:
+                async for event in self._stop(running, interrupt):
+                    yield event
+                return
+            if running.done is None:
+                # The shell went away without reporting (exec, killed, trap removed).
+                code = await self._exit_code()
+                yield CommandResult(code, self.cwd, "completed",
+                                    "the task's shell exited; the next command starts a new one with the last saved state",
+                                    first_byte)
+                return
+            yield CommandResult(running.done.rc, running.done.cwd, "completed", "", first_byte)
+        except asyncio.CancelledError:
+            # The caller went away (RPC cancelled): kill the command's tree, then let the cancel through.
+            await asyncio.shield(self._kill_tree())
+            raise
+        finally:
+            running.channel.close()
+            self._running = None
+
+    def interrupt(self, status: str = "cancelled", message: str = "") -> bool:
+        """Stop the running command from outside (task closed, daemon draining)."""
+        running = self._running
+        if running is None:
+            return False
+        running.channel.put_control(("interrupt", Interrupt(status, message)))
+        return True
+
+    async def _stop(self, running: _Running, interrupt: Interrupt) -> AsyncIterator[Event | CommandResult]:
+        """TERM the shell's session; collect what the command still prints; KILL the rest."""
+        await self._signal(signal.SIGTERM)
+        grace_end = time.monotonic() + self.kill_grace
+        eofs = 0
+        while time.monotonic() < grace_end and eofs < 2:
+            item = await running.channel.get(grace_end - time.monotonic())
+            if item is None:
+                break
+            kind, data = item
+            if kind == "eof":
+                eofs += 1
+            elif kind in ("stdout", "stderr"):
+                yield (kind, data)
+        await self._kill_tree(term_first=False)
+        # Drain what was already read, without waiting.
+        while running.channel.items:
+            kind, data = running.channel.items.popleft()
+            if kind in ("stdout", "stderr"):
+                yield (kind, data)
+        code = -signal.SIGKILL if running.done is None else running.done.rc
+        yield CommandResult(code, self.cwd, interrupt.status, interrupt.message)
+
+    async def _signal(self, sig: int) -> None:
+        if self.pid:
+            try:
+                await self.sandbox.signal_session(self.pid, sig)
+            except BackendError:
+                pass
+
+    async def _kill_tree(self, term_first: bool = True) -> None:
+        """Make sure nothing of this shell's session survives; the shell restarts next time."""
+        if term_first:
+            await self._signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self._wait_dead(), self.kill_grace)
+            except asyncio.TimeoutError:
+                pass
+        await self._signal(signal.SIGKILL)
+        self._dead = True
+
+    async def _wait_dead(self) -> None:
+        while not self._dead:
+            await asyncio.sleep(0.01)
+
+    async def _exit_code(self) -> int:
+        if self.proc is None:
+            return -1
+        try:
+            return await asyncio.wait_for(self.proc.wait(), 5)
+        except (asyncio.TimeoutError, BackendError):
+            return -1
+
+    async def snapshot(self) -> str:
+        """Ask the live shell for its state (one round trip)."""
+        if self._dead or self._running is not None:
+            return self.state
+        seq = self._next_seq()
+        running = _Running(seq)
+        self._running = running
+        try:
+            await self.proc.write(f"__ex_seq={seq}; __ex_done 0 1\n".encode())
+            while running.done is None or not running.stderr_done:
+                item = await running.channel.get(10)
+                if item is None or item[0] == "eof":
+                    break
+        except BackendError:
+            return self.state
+        finally:
+            running.channel.close()
+            self._running = None
+        if running.done is not None and running.done.state is not None:
+            self._dead = False  # a snapshot does not end the shell
+            self.state = running.done.state
+        return self.state
+
+    async def terminate(self) -> None:
+        if self.proc is None:
+            return
+        if not self._dead:
+            await self._kill_tree(term_first=True)
+        await self._discard()
+
+    async def _discard(self) -> None:
+        proc, self.proc = self.proc, None
+        for task in self._readers:
+            task.cancel()
+        self._readers = []
+        if proc is not None:
+            try:
+                await proc.close_stdin()
+            except BackendError:
+                pass
+            try:
+                await asyncio.wait_for(proc.wait(), 2)
+            except (asyncio.TimeoutError, BackendError):
+                pass
+            await proc.detach()
+        self._dead = True
+
+
+class OneShotShell(ShellBase):
+    """A fresh bash per command, for backends without stdin streaming; state carried here."""
+
+    _current: PersistentShell | None = None
+
+    def interrupt(self, status: str = "cancelled", message: str = "") -> bool:
+        return self._current.interrupt(status, message) if self._current is not None else False
+
+    @property
+    def alive(self) -> bool:
+        return True
+
+    async def run(self, spec: CommandSpec, *, deadline: float | None
+                  ) -> AsyncIterator[Event | CommandResult]:
+        seq = self._next_seq()
+        shell = PersistentShell(self.sandbox, self.env, cwd=self.cwd, state=self.state, kill_grace=self.kill_grace)
+        shell.secret = self.secret
+        script = prelude(self.secret) + shell._restore_script() + command_line(spec, seq, final=True)
+        shell._attach(await self.sandbox.spawn([*BASH, "-c", script], cwd=self.sandbox.root, env=self.env))
+        running = _Running(seq)
+        shell._running = running
+        self._current = shell
+        try:
+            try:  # the pid, for signalling the session on timeout
+                shell.pid = await asyncio.wait_for(asyncio.shield(shell._ready), 60)
+            except (asyncio.TimeoutError, BackendError):
+                shell.pid = 0
+            async for item in shell._follow(running, deadline):
+                if isinstance(item, CommandResult):
+                    self.cwd = item.cwd or shell.cwd
+                    self.state = shell.state or self.state
+                yield item
+        finally:
+            self._current = None
+            await shell._discard()
+
+
+# ---------------------------------------------------------------------------
+# Wrapped spawns: background processes and terminals, started with the task's state
+# ---------------------------------------------------------------------------
+
+
+def wrapped_script(secret: str, state: str, command: str | None, *, cwd: str | None = None,
+                   env: Mapping[str, str] | None = None, workdir: str | None = None, merge_stderr: bool = False,
+                   interactive: bool = False) -> str:
+    """A bash script that reports its pid, restores the task's state and runs ``command``
+    (or an interactive shell). Its exit status is the command's."""
+    lines = [f"builtin printf '\\036\\037EXR:%s:%d\\036' {secret} \"$$\""]
+    if state:
+        lines.append(f"eval {ansi_c_quote(state)} >/dev/null 2>&1")
+    elif cwd:
+        lines.append(f"builtin cd -- {ansi_c_quote(cwd)} 2>/dev/null")
+    for name, value in (env or {}).items():
+        lines.append(f"export {name}={ansi_c_quote(value)}")
+    if workdir:
+        lines.append(f"builtin cd -- {ansi_c_quote(workdir)} || exit 1")
+    if merge_stderr:
+        lines.append("exec 2>&1")
+    if interactive:
+        # An interactive bash that keeps the task's exported variables and functions.
+        lines.append("export -f $(compgen -A function) >/dev/null 2>&1")
+        lines.append(f"exec bash --noprofile --norc -i")
+    else:
+        lines.append("shopt -s expand_aliases")
+        lines.append(f"eval {ansi_c_quote(command or '')}")
+    return "\n".join(lines) + "\n"
+
+
+class PidHandshake:
+    """Strips the ready marker off the front of a wrapped process's stdout."""
+
+    def __init__(self, secret: str) -> None:
+        self.scanner = MarkerScanner(secret, True)
+        self.pid: int | None = None
+        self.passthrough = False
+
+    def feed(self, data: bytes) -> bytes:
+        if self.passthrough:
+            return data
+        payload, markers = self.scanner.feed(data)
+        for marker in markers:
+            if isinstance(marker, tuple) and marker[0] == "ready":
+                self.pid = marker[1]
+        if self.pid is not None:
+            self.passthrough = True
+            rest = bytes(self.scanner.buf)
+            self.scanner.buf.clear()
+            return payload + rest
+        return payload
+
+
+def now() -> float:
+    return time.monotonic()
+
+
+__all__ = [
+    "ansi_c_quote",
+    "CommandSpec",
+    "CommandResult",
+    "PersistentShell",
+    "OneShotShell",
+    "ShellBase",
+    "wrapped_script",
+    "PidHandshake",
+    "valid_env_name",
+]
+
+_ = os  # keep import for type checkers of platform code

@@ -1,0 +1,201 @@
+"""Tasks: one agent's working context on one backend.
+
+A task is created by its first use. It owns a sandbox (its directory in the backend),
+a shell whose state persists between commands, and its background processes. Commands
+of one task run one after the other (a FIFO lock); different tasks run in parallel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import posixpath
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from executor.backends.base import Backend, BackendError, Sandbox
+from executor.errors import CoreError, exhausted, from_backend, invalid, precondition
+from executor.shell import OneShotShell, PersistentShell, ShellBase
+
+TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def check_task_id(task_id: str) -> str:
+    if not task_id:
+        raise invalid("task_id is required")
+    if not TASK_ID.match(task_id):
+        raise invalid(f"task_id {task_id[:140]!r} is invalid: use 1-128 characters from [A-Za-z0-9._-], "
+                      "starting with a letter or digit")
+    return task_id
+
+
+def resolve_inside(root: str, path: str, what: str = "path") -> str:
+    """An absolute POSIX path for ``path`` (relative to ``root``) that stays inside root."""
+    if "\0" in path:
+        raise invalid(f"{what} contains a NUL byte")
+    joined = posixpath.normpath(posixpath.join(root, path))
+    root_n = posixpath.normpath(root)
+    if joined != root_n and not joined.startswith(root_n.rstrip("/") + "/"):
+        raise invalid(f"{what} {path!r} leaves the task's directory {root_n}")
+    return joined
+
+
+@dataclass
+class Task:
+    id: str
+    backend_name: str
+    backend: Backend
+    created_at: float = field(default_factory=time.time)
+    last_used: float = field(default_factory=time.time)
+    commands_run: int = 0
+    sandbox: Sandbox | None = None
+    shell: ShellBase | None = None
+    closed: bool = False
+    waiting: int = 0
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _setup: asyncio.Lock = field(default_factory=asyncio.Lock)
+    saved_state: str = ""  # shell state restored from disk after a daemon restart
+
+    @property
+    def busy(self) -> bool:
+        return self.lock.locked()
+
+    @property
+    def root(self) -> str:
+        return self.sandbox.root if self.sandbox else ""
+
+    @property
+    def cwd(self) -> str:
+        return self.shell.cwd if self.shell else self.root
+
+    def touch(self) -> None:
+        self.last_used = time.time()
+
+
+class TaskManager:
+    """Finds or creates tasks, and ends them."""
+
+    def __init__(self, backends: dict[str, Backend], *, env_base: dict[str, dict[str, str]], max_tasks: int,
+                 kill_grace: float, state_dir: Path) -> None:
+        self.backends = backends
+        self.env_base = env_base  # backend name -> variables copied from the daemon (env_passthrough)
+        self.max_tasks = max_tasks
+        self.kill_grace = kill_grace
+        self.tasks: dict[str, Task] = {}
+        self.state_dir = state_dir / "shells"
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.reaped = 0
+
+    def get(self, task_id: str) -> Task | None:
+        return self.tasks.get(task_id)
+
+    def get_or_create(self, task_id: str, backend_name: str) -> Task:
+        task = self.tasks.get(task_id)
+        if task is not None:
+            if task.backend_name != backend_name:
+                raise precondition(f"task {task_id!r} runs on backend {task.backend_name!r}, not {backend_name!r}; "
+                                   "close it first (CloseTask) to move it")
+            return task
+        if len(self.tasks) >= self.max_tasks:
+            raise exhausted(f"this daemon already holds {len(self.tasks)} tasks (limits.max_tasks); close some first")
+        task = Task(task_id, backend_name, self.backends[backend_name])
+        saved = self._state_file(task_id)
+        if saved.exists():
+            try:
+                task.saved_state = saved.read_text()
+            except OSError:
+                pass
+        self.tasks[task_id] = task
+        return task
+
+    async def ensure_shell(self, task: Task) -> ShellBase:
+        """The task's sandbox and shell, created on first use (BackendError -> CoreError)."""
+        if task.shell is not None:
+            return task.shell
+        async with task._setup:
+            if task.shell is not None:
+                return task.shell
+            try:
+                if task.sandbox is None:
+                    task.sandbox = await task.backend.sandbox(task.id)
+                env = self.command_env(task)
+                caps = task.backend.capabilities
+                cls = PersistentShell if (caps.persistent_shell and caps.stdin) else OneShotShell
+                shell = cls(task.sandbox, env, cwd=task.sandbox.root, state=task.saved_state,
+                            kill_grace=self.kill_grace)
+                if isinstance(shell, PersistentShell):
+                    await shell.start()
+            except BackendError as exc:
+                raise from_backend(task.backend_name, exc) from exc
+            task.shell = shell
+            return shell
+
+    def command_env(self, task: Task) -> dict[str, str]:
+        """The clean environment a task's commands start from: never the daemon's own."""
+        env = task.backend.base_env(task.sandbox)
+        env.update(self.env_base.get(task.backend_name, {}))
+        env["EXECUTOR_TASK_ID"] = task.id
+        return env
+
+    def _state_file(self, task_id: str) -> Path:
+        return self.state_dir / f"{task_id}.sh"
+
+    async def save_state(self, task: Task) -> None:
+        """Keep the shell's state on disk so a restarted daemon restores it."""
+        if task.shell is None:
+            return
+        state = await task.shell.snapshot()
+        if state:
+            path = self._state_file(task.id)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(state)
+            os.chmod(tmp, 0o600)
+            tmp.replace(path)
+
+    async def close(self, task_id: str, remove_files: bool) -> Task | None:
+        """End the task: interrupt its command, kill its shell, release its sandbox."""
+        task = self.tasks.pop(task_id, None)
+        if task is None:
+            return None
+        task.closed = True
+        if task.shell is not None:
+            task.shell.interrupt("cancelled", "the task was closed")
+            async with task.lock:  # let the interrupted command report, then end the shell
+                await task.shell.terminate()
+        if task.sandbox is not None:
+            try:
+                await task.sandbox.release(remove_files)
+            except BackendError:
+                pass
+        try:
+            self._state_file(task_id).unlink()
+        except FileNotFoundError:
+            pass
+        return task
+
+    async def shutdown(self) -> None:
+        """Daemon shutdown: save each shell's state, then end every shell."""
+        for task in list(self.tasks.values()):
+            if task.shell is not None:
+                if not task.busy:
+                    try:
+                        await asyncio.wait_for(self.save_state(task), 5)
+                    except (asyncio.TimeoutError, BackendError, OSError):
+                        pass
+                else:
+                    task.shell.interrupt("cancelled", "the daemon is shutting down")
+        await asyncio.gather(*(self._end_shell(t) for t in self.tasks.values()), return_exceptions=True)
+
+    async def _end_shell(self, task: Task) -> None:
+        if task.shell is not None:
+            await task.shell.terminate()
+
+    def idle(self, idle_seconds: float, busy_ids: set[str]) -> list[str]:
+        now = time.time()
+        return [t.id for t in self.tasks.values()
+                if not t.busy and t.id not in busy_ids and now - t.last_used > idle_seconds]
+
+
+__all__ = ["Task", "TaskManager", "check_task_id", "resolve_inside", "TASK_ID", "CoreError"]
