@@ -117,11 +117,11 @@ for f in *; do
   [ -f "$f" ] || continue
   read -r sid start rest < "$f"
   rm -f "$f"
-  s=$(cat /proc/$sid/stat 2>/dev/null) || continue
+  { read -r s < "/proc/$sid/stat"; } 2>/dev/null || continue
   s=${s##*) }; set -- $s
   [ "${20}" = "$start" ] || continue
   for p in /proc/[0-9]*; do
-    s=$(cat "$p/stat" 2>/dev/null) || continue
+    { read -r s < "$p/stat"; } 2>/dev/null || continue
     s=${s##*) }; set -- $s
     [ "$4" = "$sid" ] && kill -9 "${p#/proc/}" 2>/dev/null
   done
@@ -134,6 +134,21 @@ _RESIZE_SCRIPT = r"""
 read -r pid start t < "$1" || { echo "the process is not registered (or has ended)" >&2; exit 1; }
 [ -n "$t" ] && [ "$t" != - ] || { echo "the process has no terminal" >&2; exit 1; }
 exec stty rows "$2" cols "$3" < "$t"
+"""
+
+#: Signals every process of session $1 with signal $2, except itself. Like the base
+#: class's script but with the ``read`` builtin instead of a ``cat`` per process: one
+#: fork-free pass over /proc (~10x faster where many processes run).
+_KILL_SCRIPT = r"""
+sid=$1; sig=$2; me=$$
+for d in /proc/[0-9]*; do
+  pid=${d#/proc/}
+  [ "$pid" = "$me" ] && continue
+  { read -r s < "$d/stat"; } 2>/dev/null || continue
+  s=${s##*) }; set -- $s
+  [ "$4" = "$sid" ] && kill "-$sig" "$pid" 2>/dev/null
+done
+exit 0
 """
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -443,8 +458,13 @@ class ModalSandbox(Sandbox):
         return await self._backend._exec(self.box, argv, cwd=cwd, env=env, pty=pty)
 
     async def signal_session(self, pid: int, sig: int) -> None:
+        """Signal the session's processes inside the sandbox (never the sandbox itself)."""
         self.box.record_signal(sig)
-        await super().signal_session(pid, sig)
+        proc = await self.spawn(["/bin/sh", "-c", _KILL_SCRIPT, "executor-kill", str(pid), str(sig)], cwd="/",
+                                env={"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"})
+        await proc.close_stdin()
+        await asyncio.gather(_read_all(proc.stdout), _read_all(proc.stderr))
+        await proc.wait()
 
     async def release(self, remove_files: bool = False) -> None:
         await self._backend._release(self, remove_files)
