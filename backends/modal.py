@@ -151,6 +151,9 @@ done
 exit 0
 """
 
+#: Largest stdin write sent in one TaskExecStdinWrite.
+_WRITE_CHUNK = 1 << 20
+
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+\Z")
 
@@ -310,8 +313,9 @@ class ModalProcess(Process):
             return
         async with self._write_lock:
             try:
-                self._proc.stdin.write(data)
-                await self._proc.stdin.drain.aio()
+                for i in range(0, len(data), _WRITE_CHUNK):  # the SDK buffers at most 16 MiB
+                    self._proc.stdin.write(data[i:i + _WRITE_CHUNK])
+                    await self._proc.stdin.drain.aio()
             except ValueError as exc:  # the SDK's "stdin is closed"
                 raise BackendError(f"stdin is closed: {exc}", ErrorKind.FAILED_PRECONDITION) from exc
             except Exception as exc:  # noqa: BLE001
@@ -459,6 +463,8 @@ class ModalSandbox(Sandbox):
 
     async def signal_session(self, pid: int, sig: int) -> None:
         """Signal the session's processes inside the sandbox (never the sandbox itself)."""
+        if self.box.dead is not None or self.box.generation != self._generation:
+            return  # the sandbox that ran this session is gone, and the session with it
         self.box.record_signal(sig)
         proc = await self.spawn(["/bin/sh", "-c", _KILL_SCRIPT, "executor-kill", str(pid), str(sig)], cwd="/",
                                 env={"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"})
