@@ -53,7 +53,6 @@ from paramiko.common import MSG_CHANNEL_REQUEST
 from pydantic import field_validator
 
 from .base import (
-    KILL_SESSION_SCRIPT,
     Backend,
     BackendError,
     Capabilities,
@@ -186,6 +185,20 @@ def build_spawn_command(
     parts.append(" ".join(["exec env -i", *assignments, *(shlex.quote(a) for a in program)]))
     return "; ".join(parts)
 
+
+#: Signals every process of session $1 with signal $2: a /proc walk with shell builtins
+#: only, run by the login shell itself (~13 ms with bash; the base class's walk forks a
+#: `cat` per process, ~0.8 s here; dash's `read` goes byte by byte, ~30 ms; pkill ~25 ms).
+#: It runs in a session of its own, so it never signals itself.
+SIGNAL_SESSION_SCRIPT = r"""
+sid=$1; sig=$2
+for d in /proc/[0-9]*; do
+  read -r s <"$d/stat" 2>/dev/null || continue
+  s=${s##*) }; set -- $s
+  [ "$4" = "$sid" ] && kill "-$sig" "${d#/proc/}" 2>/dev/null
+done
+exit 0
+"""
 
 #: Kills every session recorded in a registry dir ($1) whose leader still runs with
 #: the recorded start time, then empties the registry. POSIX sh, reads /proc.
@@ -720,9 +733,8 @@ class SSHSandbox(Sandbox):
         return await self._backend._spawn(argv, cwd=cwd, env=env, pty=pty)
 
     async def signal_session(self, pid: int, sig: int) -> None:
-        """The /proc walk of the base class, on a plain exec channel (no registry, no handshake)."""
-        command = shlex.join(["/bin/sh", "-c", KILL_SESSION_SCRIPT, "executor-kill", str(int(pid)), str(int(sig))])
-        await self._backend._run(command)
+        """Signal the session from a plain exec channel (no registry, no handshake)."""
+        await self._backend._run(f"set -- {int(pid)} {int(sig)};{SIGNAL_SESSION_SCRIPT}")
 
     async def release(self, remove_files: bool = False) -> None:
         if remove_files:

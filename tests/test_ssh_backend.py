@@ -346,3 +346,34 @@ async def test_jump_host(make_backend, facts):
     code, out, _ = await run(sb, ["/bin/sh", "-c", "echo via-jump"])
     assert (code, out) == (0, b"via-jump\n")
     assert b._conn.jump is not None and b._conn.jump.is_active()
+
+
+async def test_sshd_down_is_unavailable_then_recovers(make_backend, facts):
+    b = make_backend(connect_timeout=3)
+    sb = await b.sandbox("restart")
+    assert (await run(sb, ["true"]))[0] == 0
+    local_port = b._conn.transport.sock.getsockname()[1]
+    listener = int(Path(facts["sshd_pidfile"]).read_text())
+    try:
+        os.kill(listener, signal.SIGTERM)  # sshd goes away: the listener and our connection
+        for pid in server_side_pids(local_port, facts["port"]):
+            os.kill(pid, signal.SIGKILL)
+        async with asyncio.timeout(10):
+            while b._conn.alive():
+                await asyncio.sleep(0.02)
+            while True:  # the listener closes its socket as it exits
+                try:
+                    await b.sandbox("restart")
+                except BackendError as exc:
+                    error = exc
+                    break
+                b._conn.close()
+                await asyncio.sleep(0.05)
+        assert error.kind is ErrorKind.UNAVAILABLE and "refused" in error.message
+        health = await b.health()
+        assert not health.available and "refused" in health.reason
+    finally:
+        infra.facts()  # sshd-up.sh starts it again
+    sb = await b.sandbox("restart")
+    assert (await run(sb, ["true"]))[0] == 0
+    assert (await b.health()).available and b.reconnects >= 1
