@@ -585,7 +585,11 @@ class SingularityBackend(Backend):
             version = await self.cli.version()
         except BackendError as exc:
             return Health(False, exc.message)
-        details = {"version": version, "instances": str(len(self._sandboxes))}
+        alive = [sb for sb in self._sandboxes.values() if sb.instance_alive()]
+        details = {"version": version, "instances": str(len(alive))}
+        lost = [sb.task_id for sb in self._sandboxes.values() if sb not in alive]
+        if lost:
+            details["lost_instances"] = "the instances of these tasks died (next use starts anew): " + ", ".join(lost)
         if self.options.memory or self.options.cpus:
             details["limits"] = "applied" if self.limits_apply else f"not applied: {self.limits_note}"
         if self._image_error:

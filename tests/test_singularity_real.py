@@ -220,3 +220,17 @@ async def test_release_stops_and_start_stops_leftovers(tmp_path):
     finally:
         await other.release(remove_files=True)
     assert other.instance not in {i["instance"] for i in await stranger.cli.instances()}
+
+
+async def test_instance_dying_under_a_process_is_lost(backend):
+    sb = await backend.sandbox("real-dies")
+    proc = await sb.spawn(["sleep", "100"], cwd=sb.root, env=ENV)
+    await backend.cli.stop(sb.instance)  # as if an admin or the OOM killer ended it
+    with pytest.raises(BackendError) as info:
+        await asyncio.wait_for(proc.wait(), 30)
+    assert info.value.kind is ErrorKind.LOST and sb.instance in info.value.message
+    health = await backend.health()
+    assert health.available and "real-dies" in health.details["lost_instances"]
+    fresh = await backend.sandbox("real-dies")
+    assert fresh is not sb and fresh.instance_alive()
+    await fresh.release(remove_files=True)
