@@ -187,7 +187,7 @@ class ModalOptions(Options):
     root: str = "/root/executor"
     #: The sandbox's working directory; default: the image's.
     workdir: str | None = None
-    #: Prefix of sandbox names (names are ``<prefix>-<backend>-<task>``).
+    #: Prefix of sandbox names (``<prefix>-<daemon id>-<backend>-<task>``).
     name_prefix: str = "executor"
     #: Modal API URL (tests point this at a local server); default: the SDK's.
     server_url: str | None = None
@@ -483,6 +483,7 @@ class ModalBackend(Backend):
     def __init__(self, name: str, options: ModalOptions, *, state_dir: Path) -> None:
         super().__init__(name, options, state_dir=state_dir)
         self.options: ModalOptions = options
+        self._daemon_id: str | None = None
         self._client: Any = None
         self._client_lock = asyncio.Lock()
         self._app: Any = None
@@ -636,9 +637,28 @@ class ModalBackend(Backend):
 
     # -- sandboxes ---------------------------------------------------------------
 
+    @property
+    def daemon_id(self) -> str:
+        """This daemon's id, kept in its state directory: sandbox names carry it, so two
+        daemons sharing a Modal workspace never adopt (and clean up) each other's sandboxes,
+        while a restarted daemon finds its own again."""
+        if self._daemon_id is None:
+            path = self.state_dir / "daemon-id"
+            try:
+                self._daemon_id = path.read_text().strip()
+            except FileNotFoundError:
+                self._daemon_id = ""
+            if not re.fullmatch(r"[0-9a-f]{8}", self._daemon_id):
+                self._daemon_id = secrets.token_hex(4)
+                self.state_dir.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(".tmp")
+                tmp.write_text(self._daemon_id + "\n")
+                tmp.replace(path)
+        return self._daemon_id
+
     def _sandbox_name(self, key: str) -> str:
         """A valid, stable Modal object name (<= 64 of [A-Za-z0-9._-])."""
-        raw = f"{self.options.name_prefix}-{self.name}-{key}"
+        raw = f"{self.options.name_prefix}-{self.daemon_id}-{self.name}-{key}"
         name = re.sub(r"[^A-Za-z0-9._-]", "-", raw)
         if name != raw or len(name) > 64:
             digest = hashlib.sha256(raw.encode()).hexdigest()[:12]
@@ -678,7 +698,7 @@ class ModalBackend(Backend):
             await self._end_leftovers(found, box)
             return found
         app = await self._get_app()
-        tags = {"executor": "1", "executor-backend": self.name, "executor-key": box.key[:200]}
+        tags = {"executor-daemon": self.daemon_id, "executor-backend": self.name, "executor-key": box.key[:200]}
         try:
             return await _bounded(modal.Sandbox.create.aio(
                 "sleep", "infinity", app=app, name=box.name, tags=tags, image=self._image(),

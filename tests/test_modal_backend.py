@@ -97,7 +97,7 @@ async def test_create_carries_image_resources_network_and_name(make_backend, ser
     backend = make_backend("opts", image="python:3.12-slim", cpu=0.5, memory=768, timeout=600, idle_timeout=120,
                            region="us-east-1", block_network=True)
     sb = await backend.sandbox("task-a")
-    request = created(server, "executor-opts-task-a")
+    request = created(server, f"executor-{backend.daemon_id}-opts-task-a")
     d = request.definition
     assert d.resources.milli_cpu == 500
     assert d.resources.memory_mb == 768
@@ -106,7 +106,7 @@ async def test_create_carries_image_resources_network_and_name(make_backend, ser
     assert list(d.scheduler_placement.regions) == ["us-east-1"]
     assert list(d.entrypoint_args) == ["sleep", "infinity"]
     assert {t.tag_name: t.tag_value for t in request.tags} == {
-        "executor": "1", "executor-backend": "opts", "executor-key": "task-a"}
+        "executor-daemon": backend.daemon_id, "executor-backend": "opts", "executor-key": "task-a"}
     assert request.app_id == server.apps[infra.APP]
     images = server.requests("ImageGetOrCreate")
     assert any("FROM python:3.12-slim" in list(r.image.dockerfile_commands) for r in images)
@@ -120,7 +120,7 @@ async def test_create_carries_image_resources_network_and_name(make_backend, ser
 async def test_cidr_allowlist_is_sent(make_backend, server):
     backend = make_backend("cidr", cidr_allowlist=["10.0.0.0/8", "192.168.1.0/24"])
     await backend.sandbox("t")
-    access = created(server, "executor-cidr-t").definition.network_access
+    access = created(server, backend._sandbox_name("t")).definition.network_access
     assert access.network_access_type == api_pb2.NetworkAccess.NetworkAccessType.ALLOWLIST
     assert list(access.allowed_cidrs) == ["10.0.0.0/8", "192.168.1.0/24"]
     assert backend.capabilities.network_policy == "allowlist"
@@ -311,7 +311,8 @@ async def test_a_restarted_daemon_finds_the_sandbox_by_name(make_backend, server
     assert sb2.sandbox_id == sb.sandbox_id
     out, _, _ = await run(sb2, ["cat", "note"])
     assert out == b"kept\n"
-    created(server, "executor-again-t")  # exactly one create
+    assert second.daemon_id == first.daemon_id
+    created(server, second._sandbox_name("t"))  # exactly one create
 
 
 async def test_a_restarted_daemon_ends_what_the_previous_one_left(make_backend):
@@ -343,6 +344,15 @@ async def test_release_terminates_or_keeps(make_backend, server):
     assert fake.running and not Path(sb.root).exists()
 
 
+async def test_names_are_valid_stable_and_per_daemon(make_backend, tmp_path):
+    a = make_backend("same")
+    long = a._sandbox_name("x" * 80 + "/weird id")
+    assert len(long) <= 64 and re.fullmatch(r"[A-Za-z0-9._-]+", long)
+    assert long == a._sandbox_name("x" * 80 + "/weird id")
+    other = ModalBackend("same", a.options, state_dir=tmp_path / "another-daemon")
+    assert other._sandbox_name("t") != a._sandbox_name("t")
+
+
 async def test_one_sandbox_per_daemon(make_backend, server):
     backend = make_backend("shared", sandbox_per="daemon")
     a, b = await backend.sandbox("a"), await backend.sandbox("b")
@@ -350,7 +360,7 @@ async def test_one_sandbox_per_daemon(make_backend, server):
     await a.release(remove_files=True)
     assert server.lookup(sandbox_id=b.sandbox_id).running
     assert not Path(a.root).exists() and Path(b.root).exists()
-    assert len([r for r in server.requests("SandboxCreateV2") if r.definition.name == "executor-shared-daemon"]) == 1
+    assert len([r for r in server.requests("SandboxCreateV2") if r.definition.name == backend._sandbox_name("daemon")]) == 1
 
 
 async def test_vanished_sandbox_is_lost_then_recreated(make_backend, server):
