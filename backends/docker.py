@@ -58,6 +58,8 @@ LABEL_BACKEND = "io.executor.backend"
 LABEL_SCOPE = "io.executor.scope"
 LABEL_CONFIG = "io.executor.config"
 SHARED = "shared"
+#: Bumped when the way containers are created changes: existing ones are then replaced.
+CONTAINER_RECIPE = 2
 
 _TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _USER = re.compile(r"^\d+(:\d+)?$")
@@ -709,6 +711,35 @@ class _Container:
         started = api.inspect_container(cid)["State"].get("StartedAt", "")
         return cid, started, note
 
+    def _give_workspace(self, api: Any, image: str) -> None:
+        """Make a new volume's root belong to the sandbox user.
+
+        A fresh named volume's root is root's; the archive API skips ``.`` entries, and no
+        process in the hardened container may chown (no CAP_CHOWN, and a privileged exec is
+        refused once the bounding set is empty). So a one-off container holding only
+        CAP_CHOWN does it, once per volume. Without it a task's directory could be emptied
+        but not removed."""
+        from docker.types import Mount
+
+        uid, gid = self.backend.options.uid_gid
+        if uid == 0:
+            return
+        workspace = self.backend.options.workspace
+        host_config = api.create_host_config(
+            mounts=[Mount(target=workspace, source=self.volume, type="volume")], network_mode="none",
+            cap_drop=["ALL"], cap_add=["CHOWN"], security_opt=["no-new-privileges:true"])
+        helper = api.create_container(image, command=["chown", f"{uid}:{gid}", workspace], user="0:0",
+                                      host_config=host_config, labels=self.labels(), entrypoint=[])["Id"]
+        try:
+            api.start(helper)
+            result = api.wait(helper, timeout=60)
+            if result.get("StatusCode") != 0:
+                logs = api.logs(helper).decode(errors="replace").strip()
+                raise BackendError(f"could not give {workspace} to user {uid}:{gid}: {logs}",
+                                   ErrorKind.FAILED_PRECONDITION)
+        finally:
+            api.remove_container(helper, force=True)
+
     def _create(self, api: Any) -> str:
         import docker.errors
 
@@ -722,12 +753,19 @@ class _Container:
                                    "(or set `pull: true` to pull it from a registry)", ErrorKind.FAILED_PRECONDITION)
             api.pull(image)
         try:
+            api.inspect_volume(self.volume)
+        except docker.errors.NotFound:
             api.create_volume(self.volume, labels=self.labels())
-        except docker.errors.APIError as exc:
-            if _status(exc) != 409:
+            try:
+                self._give_workspace(api, image)
+            except BaseException:
+                api.remove_volume(self.volume, force=True)
                 raise
         host_config = api.create_host_config(**self.backend.host_config_kwargs(self.volume))
-        kwargs = dict(image=image, command=list(opts.command), user=opts.user, labels=self.labels(),
+        # The idle main process (docker-init + command) runs as root *without capabilities*:
+        # the sandbox user's processes (opts.user, set on every exec) cannot signal it, so
+        # `kill -9 -1` or `pkill sleep` in a command cannot stop the container.
+        kwargs = dict(image=image, command=list(opts.command), user="0:0", labels=self.labels(),
                       host_config=host_config, working_dir=opts.workspace, hostname="sandbox",
                       name=self.name, detach=True)
         try:
@@ -1036,7 +1074,8 @@ class DockerBackend(Backend):
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.instance_id = self._instance_id()
         self.config_hash = hashlib.sha256(
-            json.dumps(options.model_dump(exclude={"env_passthrough", "api_timeout", "docker_host"}),
+            json.dumps([CONTAINER_RECIPE, options.model_dump(exclude={"env_passthrough", "api_timeout",
+                                                                       "docker_host"})],
                        sort_keys=True).encode()).hexdigest()[:16]
         self._api: Any = None
         self._api_lock = threading.Lock()
@@ -1131,7 +1170,8 @@ class DockerBackend(Backend):
         from docker.types import Mount
 
         o = self.options
-        mounts = [Mount(target=o.workspace, source=volume, type="volume")]
+        # no_copy: the image's directory would be copied up, with its owner, onto the empty volume
+        mounts = [Mount(target=o.workspace, source=volume, type="volume", no_copy=True)]
         for spec in o.mounts:
             parts = spec.split(":")
             if len(parts) not in (2, 3):
