@@ -156,19 +156,16 @@ class MarkerScanner:
         self.stdout = stdout
         self.buf = bytearray()
 
-    def feed(self, data: bytes) -> tuple[bytes, list[Done | int]]:
-        """Returns (payload, markers): payload is output to pass on; markers are Done
-        records (stdout) / sequence numbers (stderr) / the shell pid (ready marker)."""
+    def feed(self, data: bytes) -> list:
+        """Splits data into an ordered list of payload chunks (bytes) and markers: Done
+        records (stdout), sequence numbers (stderr), ("ready", pid) tuples."""
         if not self.buf:
-            # fast path: no marker start anywhere in this chunk
-            if RS not in data:
-                return data, []
-            self.buf += data
-        else:
-            self.buf += data
-        out = bytearray()
-        markers: list[Done | int] = []
+            if RS not in data:  # fast path: no marker can start in this chunk
+                return [data] if data else []
+        self.buf += data
+        items: list = []
         buf = self.buf
+        out = bytearray()
         while True:
             i = buf.find(RS)
             if i < 0:
@@ -177,15 +174,22 @@ class MarkerScanner:
                 break
             out += buf[:i]
             del buf[:i]
+            markers: list = []
             n = self._parse(buf, markers)
             if n == 0:  # incomplete: wait for more
                 break
             if n < 0:  # not a marker: pass the RS byte through
                 out += buf[:1]
                 del buf[:1]
-            else:
-                del buf[:n]
-        return bytes(out), markers
+                continue
+            del buf[:n]
+            if out:
+                items.append(bytes(out))
+                out.clear()
+            items.extend(markers)
+        if out:
+            items.append(bytes(out))
+        return items
 
     def _parse(self, buf: bytearray, markers: list) -> int:
         """At buf[0] == RS: length of a complete marker, 0 if incomplete, -1 if none."""
@@ -369,6 +373,9 @@ class _Running:
         self.done: Done | None = None
         self.stderr_done = False
 
+    def stream_done(self, name: str) -> bool:
+        return self.done is not None if name == "stdout" else self.stderr_done
+
 
 class PersistentShell(ShellBase):
     """One long-lived bash in the sandbox; commands cost a write and a read."""
@@ -423,12 +430,13 @@ class PersistentShell(ShellBase):
                 data = await stream.read()
                 if not data:
                     break
-                payload, markers = scanner.feed(data)
-                running = self._running
-                if payload and running is not None and running.done is None and not (name == "stderr" and running.stderr_done):
-                    await running.channel.put_data((name, payload))
-                for marker in markers:
-                    self._on_marker(name, marker)
+                for item in scanner.feed(data):
+                    if isinstance(item, bytes):
+                        running = self._running
+                        if running is not None and not running.stream_done(name):
+                            await running.channel.put_data((name, item))
+                    else:
+                        self._on_marker(name, item)
         except BackendError as exc:
             error = exc
         except Exception as exc:  # a transport failure we did not foresee
@@ -457,9 +465,11 @@ class PersistentShell(ShellBase):
 
     def _on_eof(self, name: str, error: BaseException | None) -> None:
         self._dead = True
+        running = self._running
+        if running is not None and error is None and running.stream_done(name):
+            return  # this stream already ended the command; its EOF adds nothing
         if self._ready is not None and not self._ready.done():
             self._ready.set_exception(error or BackendError("the task's shell exited while starting", ErrorKind.UNAVAILABLE))
-        running = self._running
         if running is not None:
             running.channel.put_control(("eof", error))
 
@@ -486,13 +496,11 @@ class PersistentShell(ShellBase):
                       ) -> AsyncIterator[Event | CommandResult]:
         """Relay the running command's output until its end markers, a deadline or an interrupt."""
         self._running = running
-        eofs = 0
+        ends = 0  # end markers and EOFs consumed, in stream order: two means both streams are done
         interrupt: Interrupt | None = None
         first_byte = 0.0
         try:
-            while running.done is None or not running.stderr_done:
-                if eofs >= 2 and not running.channel.items:
-                    break
+            while ends < 2:
                 item = await running.channel.get(None if deadline is None else deadline - time.monotonic())
                 if item is None:
                     interrupt = Interrupt("timed_out")
@@ -502,12 +510,13 @@ class PersistentShell(ShellBase):
                     interrupt = data
                     break
                 if kind == "eof":
-                    eofs += 1
+                    ends += 1
                     if data is not None:  # the transport failed
                         yield CommandResult(0, self.cwd, "backend_error", str(data))
                         return
                     continue
                 if kind == "marker":
+                    ends += 1
                     continue
                 if not first_byte:
                     first_byte = time.monotonic()
@@ -720,16 +729,17 @@ class PidHandshake:
     def feed(self, data: bytes) -> bytes:
         if self.passthrough:
             return data
-        payload, markers = self.scanner.feed(data)
-        for marker in markers:
-            if isinstance(marker, tuple) and marker[0] == "ready":
-                self.pid = marker[1]
+        out = bytearray()
+        for item in self.scanner.feed(data):
+            if isinstance(item, bytes):
+                out += item
+            elif isinstance(item, tuple) and item[0] == "ready":
+                self.pid = item[1]
         if self.pid is not None:
             self.passthrough = True
-            rest = bytes(self.scanner.buf)
+            out += self.scanner.buf
             self.scanner.buf.clear()
-            return payload + rest
-        return payload
+        return bytes(out)
 
 
 def now() -> float:

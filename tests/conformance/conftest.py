@@ -1,0 +1,83 @@
+"""The conformance suite: every test here runs against every backend.
+
+Each backend kind has `tests/infra/<kind>.py` with `provision() -> dict` (its options,
+starting what it needs). One daemon process per kind serves all of that kind's tests.
+Restrict the kinds with EXECUTOR_TEST_BACKENDS=local,docker (default: all).
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import os
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+from executor.backends import KINDS
+from tests.daemon import DaemonProcess
+
+ALL_KINDS = list(KINDS)
+SELECTED = [k.strip() for k in os.environ.get("EXECUTOR_TEST_BACKENDS", ",".join(ALL_KINDS)).split(",") if k.strip()]
+
+_counter = itertools.count()
+
+
+def provision(kind: str) -> dict:
+    module = importlib.import_module(f"tests.infra.{kind}")
+    return module.provision()
+
+
+@pytest.fixture(scope="session", params=SELECTED)
+def daemon(request):
+    """A daemon whose default backend is the kind under test (named after it)."""
+    kind = request.param
+    options = provision(kind)
+    config = {
+        "backend": kind,
+        "backends": {kind: options},
+        "limits": {"default_timeout_seconds": 60, "max_timeout_seconds": 600, "kill_grace_seconds": 2},
+        "approval": {"mode": "ask", "timeout_seconds": 3},
+    }
+    state = Path(tempfile.mkdtemp(prefix=f"executor-conf-{kind}-")) / "state"
+    d = DaemonProcess(config, state_dir=state).start()
+    d.kind = kind
+    d.options = options
+    yield d
+    try:
+        d.stop(timeout=60)
+    finally:
+        d.kill()
+
+
+@pytest.fixture(scope="session")
+def client(daemon):
+    with daemon.client() as c:
+        yield c
+
+
+@pytest.fixture
+def task(daemon, client):
+    """A fresh task id, closed (files removed) after the test."""
+    task_id = f"t{next(_counter)}-{uuid.uuid4().hex[:8]}"
+    yield task_id
+    try:
+        client.close_task(task_id, remove_files=True)
+    except Exception:
+        pass
+
+
+def capabilities(client, kind: str):
+    for b in client.list_backends().backends:
+        if b.name == kind:
+            return b.capabilities
+    raise AssertionError(f"backend {kind} not listed")
+
+
+def require(client, daemon, capability: str) -> None:
+    """Skip (saying why) when the backend under test does not claim a capability."""
+    caps = capabilities(client, daemon.kind)
+    if not getattr(caps, capability):
+        pytest.skip(f"backend {daemon.kind} does not claim the {capability!r} capability")

@@ -1,0 +1,5 @@
+"""Infra for the local backend: nothing to start."""
+
+
+def provision() -> dict:
+    return {"kind": "local"}
