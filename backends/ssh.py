@@ -153,7 +153,7 @@ def build_spawn_command(
     cwd: str,
     env: Mapping[str, str],
     registry: str,
-    forget: Sequence[int] = (),
+    forget: Sequence[str] = (),
 ) -> str:
     """The command line sshd hands to the login shell for ``spawn``.
 
@@ -170,7 +170,7 @@ def build_spawn_command(
     reg = shlex.quote(registry)
     parts: list[str] = []
     if forget:
-        parts.append("rm -f -- " + " ".join(f"{reg}/{pid}" for pid in forget) + " 2>/dev/null")
+        parts.append("rm -f -- " + " ".join(shlex.quote(path) for path in forget) + " 2>/dev/null")
     parts.append(f"cd -- {shlex.quote(cwd)} 2>/dev/null || {{ printf '\\000EXECUTOR:err:cwd\\n'; exit 126; }}")
     # Field 22 of /proc/PID/stat (start time) guards against recycled pids at cleanup.
     parts.append(
@@ -200,26 +200,30 @@ done
 exit 0
 """
 
-#: Kills every session recorded in a registry dir ($1) whose leader still runs with
-#: the recorded start time, then empties the registry. POSIX sh, reads /proc.
+#: Kills every session recorded in the registry dirs given as arguments whose leader
+#: still runs with the recorded start time, then removes those dirs; prints how many
+#: sessions it ended. Run by the login shell (builtins only).
 CLEANUP_SCRIPT = r"""
-reg=$1; n=0
-for f in "$reg"/*; do
-  [ -f "$f" ] || continue
-  sid=${f##*/}
-  read -r want <"$f" 2>/dev/null || want=
-  if read -r s </proc/"$sid"/stat 2>/dev/null; then
-    s=${s##*) }; set -- $s
-    if [ "${20}" = "$want" ] && [ "$4" = "$sid" ]; then
-      for d in /proc/[0-9]*; do
-        read -r t <"$d/stat" 2>/dev/null || continue
-        t=${t##*) }; set -- $t
-        [ "$4" = "$sid" ] && kill -9 "${d#/proc/}" 2>/dev/null
-      done
-      n=$((n+1))
+n=0
+for reg in "$@"; do
+  for f in "$reg"/*; do
+    [ -f "$f" ] || continue
+    sid=${f##*/}
+    read -r want <"$f" 2>/dev/null || want=
+    if read -r s </proc/"$sid"/stat 2>/dev/null; then
+      s=${s##*) }; set -- $s
+      if [ "${20}" = "$want" ] && [ "$4" = "$sid" ]; then
+        for d in /proc/[0-9]*; do
+          read -r t <"$d/stat" 2>/dev/null || continue
+          t=${t##*) }; set -- $t
+          [ "$4" = "$sid" ] && kill -9 "${d#/proc/}" 2>/dev/null
+        done
+        n=$((n+1))
+      fi
     fi
-  fi
-  rm -f -- "$f"
+    rm -f -- "$f"
+  done
+  rmdir -- "$reg" 2>/dev/null
 done
 echo "$n"
 """
@@ -260,6 +264,10 @@ class _Transport(paramiko.Transport):
                               MSG_CHANNEL_REQUEST: _handle_channel_request}
 
 
+class _Refused(BackendError):
+    """The server refused one more channel on a connection (MaxSessions)."""
+
+
 class _Connection:
     """One authenticated transport (maybe tunnelled through a jump host)."""
 
@@ -268,8 +276,14 @@ class _Connection:
         self.jump = jump
         self.label = label
         self.root = ""  # remote_root, resolved to an absolute path
-        self.registry = ""  # this daemon's session registry dir on the remote host
+        self.registry = ""  # this connection's session registry dir on the remote host
         self.closing = False
+        self.open_channels = 0
+        #: How many of our channels the server held when it refused one more (MaxSessions).
+        self.limit: int | None = None
+
+    def has_room(self) -> bool:
+        return self.alive() and (self.limit is None or self.open_channels < self.limit)
 
     def alive(self) -> bool:
         return self.transport.is_active() and not self.closing
@@ -547,6 +561,7 @@ class _ChannelProcess(Process):
         self._watching = False
         self._done = False
         self._finished: asyncio.Future[None] = self._loop.create_future()
+        self._slot = True  # counts in conn.open_channels until the channel is done
         self._watch()
         self._pump()
 
@@ -618,10 +633,16 @@ class _ChannelProcess(Process):
             self._handshake.set_exception(BackendError(f"the remote wrapper reported {line!r}",
                                                        ErrorKind.FAILED_PRECONDITION))
 
+    def _release_slot(self) -> None:
+        if self._slot:
+            self._slot = False
+            self._conn.open_channels -= 1
+
     def _finish(self) -> None:
         """EOF or close: end both streams, as EOF or as LOST."""
         self._unwatch()
         self._done = True
+        self._release_slot()
         chan = self._chan
         error = None if chan.eof_received or self._conn.alive() else self._conn.lost_error()
         if self._handshake is not None and not self._handshake.done():
@@ -701,17 +722,16 @@ class _ChannelProcess(Process):
                                ErrorKind.LOST)
         if self.pid and not self._forgot:
             self._forgot = True
-            self._backend._forget(self.pid)
+            self._backend._forget(f"{self._conn.registry}/{self.pid}")
         return chan.exit_status
 
     async def detach(self) -> None:
-        self._unwatch()
-        self._done = True
-        self._chan.close()
+        self.abort()
 
     def abort(self) -> None:
         self._unwatch()
         self._done = True
+        self._release_slot()
         self._chan.close()
 
 
@@ -754,10 +774,14 @@ class SSHBackend(Backend):
         self.options: SSHOptions = options
         self._connector = _Connector(options)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=6, thread_name_prefix=f"ssh-{name}")
-        self._conn: _Connection | None = None
+        self._conn: _Connection | None = None  # the primary connection
+        self._extra: list[_Connection] = []  # overflow: only when the server refuses more channels
         self._lock = asyncio.Lock()
         self._last_error: BackendError | None = None
-        self._forgotten: list[int] = []
+        self._forgotten: list[str] = []  # registry files of ended sessions, removed by the next spawn
+        self._serial = 0
+        self._swept = False  # the previous daemon's registry was cleaned up
+        self._dead_registries: list[str] = []  # of lost connections, cleaned up by the next connect
         self._dirs: set[str] = set()
         self._instance = self._instance_id(state_dir)
         self.orphans_ended = 0
@@ -807,6 +831,7 @@ class SSHBackend(Backend):
         return await asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(fn, *args))
 
     async def _connection(self) -> _Connection:
+        """The primary connection; reconnects (and reports why) when it was lost."""
         conn = self._conn
         if conn is not None and conn.alive():
             return conn
@@ -816,49 +841,103 @@ class SSHBackend(Backend):
                 return conn
             if conn is not None:
                 log.warning("ssh backend %s: reconnecting to %s after: %s", self.name, conn.label, conn.loss_reason())
-                conn.close()
+                self._bury(conn)
                 self._conn = None
                 self.reconnects += 1
-            try:
-                conn = await self._blocking(self._connector.connect)
-                await self._prepare(conn)
-            except BackendError as exc:
-                self._last_error = exc
-                raise
-            except (OSError, EOFError, paramiko.SSHException) as exc:
-                err = BackendError(f"ssh: connecting to {self.options.host}:{self.options.port} failed: {exc}",
-                                   ErrorKind.UNAVAILABLE)
-                self._last_error = err
-                raise err from exc
-            self._last_error = None
-            self._conn = conn
-            return conn
+            self._conn = await self._connect()
+            return self._conn
+
+    async def _connect(self) -> _Connection:
+        try:
+            conn = await self._blocking(self._connector.connect)
+            await self._prepare(conn)
+        except BackendError as exc:
+            self._last_error = exc
+            raise
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            err = BackendError(f"ssh: connecting to {self.options.host}:{self.options.port} failed: {exc}",
+                               ErrorKind.UNAVAILABLE)
+            self._last_error = err
+            raise err from exc
+        self._last_error = None
+        return conn
+
+    def _bury(self, conn: _Connection) -> None:
+        """A lost connection: its sessions are cleaned up by the next connect or sweep."""
+        conn.close()
+        if conn.registry:
+            self._dead_registries.append(conn.registry)
 
     async def _prepare(self, conn: _Connection) -> None:
-        """One round trip after connecting: resolve remote_root, create it and this daemon's
-        session registry, and kill the sessions recorded there. Those belong to a previous
-        daemon, or to the connection that was just lost (the core reported them LOST and
-        cannot re-adopt them): either way they would be orphans."""
+        """One round trip after connecting: resolve remote_root, kill the sessions recorded by
+        a previous daemon (first connect) or by lost connections, and create this connection's
+        registry. The core reported those sessions LOST and cannot re-adopt them: left alone
+        they would be orphans."""
         root = remote_path_expr(self.options.remote_root)
-        registry = f"{root}/{SESSIONS_DIR}/{self._instance}"
-        command = (f"mkdir -p -- {registry} && cd -- {root} && pwd -P && "
-                   + shlex.join(["/bin/sh", "-c", CLEANUP_SCRIPT, "executor-cleanup"]) + f" {registry}")
+        base = f"{root}/{SESSIONS_DIR}/{self._instance}"
+        self._serial += 1
+        serial = self._serial
+        dead = list(self._dead_registries)
+        targets = f"{base}/c*" if not self._swept else " ".join(shlex.quote(d) for d in dead)
+        command = (f"mkdir -p -- {base} && cd -- {root} && pwd -P && {{ set -- {targets}\n{CLEANUP_SCRIPT}\n}} "
+                   f"&& mkdir -p -- {base}/c{serial}")
         code, out, err = await self._run(command, conn=conn)
-        lines = out.decode(errors="replace").split()
-        if code != 0 or len(lines) < 2 or not lines[-1].isdigit():
+        lines = out.decode(errors="replace").splitlines()
+        if code != 0 or len(lines) < 2 or not lines[-1].strip().isdigit():
             conn.close()
             raise BackendError(f"ssh: cannot prepare remote_root {self.options.remote_root} on {conn.label}: "
                                f"{err.decode(errors='replace').strip() or f'exit {code}'}", ErrorKind.FAILED_PRECONDITION)
-        conn.root = out.decode().strip().splitlines()[-2]
-        conn.registry = f"{conn.root}/{SESSIONS_DIR}/{self._instance}"
-        self._forgotten.clear()  # the registry is empty now
+        conn.root = lines[-2]
+        conn.registry = f"{conn.root}/{SESSIONS_DIR}/{self._instance}/c{serial}"
+        if not self._swept:
+            self._forgotten.clear()
+        self._swept = True
+        self._dead_registries = [d for d in self._dead_registries if d not in dead]
+        self._forgotten = [f for f in self._forgotten if not any(f.startswith(d + "/") for d in dead)]
         ended = int(lines[-1])
         if ended:
             self.orphans_ended += ended
             log.warning("ssh backend %s: ended %d session(s) left running on %s by a previous daemon or a lost "
                         "connection", self.name, ended, conn.label)
 
+    async def _pick(self) -> _Connection:
+        """A connection with room for one more channel: the primary, else an overflow one
+        (opened when the server's MaxSessions refused more channels on the others)."""
+        primary = await self._connection()
+        dead = [c for c in self._extra if not c.alive()]
+        if dead:
+            for c in dead:
+                self._extra.remove(c)
+                log.warning("ssh backend %s: lost an overflow connection: %s", self.name, c.loss_reason())
+                self._bury(c)
+            await self._sweep(primary)
+        for c in (primary, *self._extra):
+            if c.has_room():
+                return c
+        async with self._lock:
+            for c in self._extra:
+                if c.has_room():
+                    return c
+            conn = await self._connect()
+            self._extra.append(conn)
+            log.info("ssh backend %s: %s refused more channels on %d connection(s); opened another",
+                     self.name, primary.label, len(self._extra))
+            return conn
+
+    async def _sweep(self, conn: _Connection) -> None:
+        """Kill the sessions of lost connections now, from a live one."""
+        dead = list(self._dead_registries)
+        if not dead:
+            return
+        code, out, _ = await self._run("set -- " + " ".join(shlex.quote(d) for d in dead) + "\n" + CLEANUP_SCRIPT,
+                                       conn=conn)
+        if code == 0 and out.strip().isdigit():
+            self.orphans_ended += int(out.strip())
+            self._dead_registries = [d for d in self._dead_registries if d not in dead]
+
     async def _open(self, conn: _Connection, command: str, pty: PtySize | None) -> paramiko.Channel:
+        """A channel on ``conn`` running ``command``. _Refused when the server will not open
+        one more (MaxSessions)."""
         def open_channel() -> paramiko.Channel:
             chan = conn.transport.open_session(timeout=self.options.connect_timeout)
             try:
@@ -871,19 +950,39 @@ class SSHBackend(Backend):
             return chan
 
         try:
-            return await self._blocking(open_channel)
+            chan = await self._blocking(open_channel)
         except paramiko.ChannelException as exc:
-            raise BackendError(f"ssh: {conn.label} refused a new channel ({exc.text}); its sshd MaxSessions "
-                               "may be too low for this many tasks", ErrorKind.RESOURCE_EXHAUSTED) from exc
+            # OpenSSH answers "open failed" (code 2) past MaxSessions; others use code 1.
+            if exc.code in (paramiko.common.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED,
+                            paramiko.common.OPEN_FAILED_CONNECT_FAILED):
+                raise _Refused(f"ssh: {conn.label} refused a new channel ({exc.text}) with {conn.open_channels} "
+                               "open: its sshd MaxSessions is reached", ErrorKind.RESOURCE_EXHAUSTED) from exc
+            raise BackendError(f"ssh: {conn.label} refused a new channel: {exc.text}", ErrorKind.UNAVAILABLE) from exc
         except (OSError, EOFError, paramiko.SSHException) as exc:
             if not conn.alive():
                 raise conn.lost_error("a new channel") from exc
             raise BackendError(f"ssh: starting a command on {conn.label} failed: {exc}", ErrorKind.UNAVAILABLE) from exc
+        conn.open_channels += 1
+        return chan
+
+    async def _open_any(self, build: Callable[[_Connection], str],
+                        pty: PtySize | None) -> tuple[_Connection, paramiko.Channel]:
+        """Open a channel on whichever connection has room (see _pick)."""
+        for _ in range(4):
+            conn = await self._pick()
+            try:
+                return conn, await self._open(conn, build(conn), pty)
+            except _Refused as exc:
+                conn.limit = max(1, conn.open_channels)
+                last = exc
+        raise last
 
     async def _run(self, command: str, *, conn: _Connection | None = None) -> tuple[int, bytes, bytes]:
         """Run a helper command on a plain exec channel and collect its output."""
-        conn = conn or await self._connection()
-        chan = await self._open(conn, command, None)
+        if conn is not None:
+            chan = await self._open(conn, command, None)
+        else:
+            conn, chan = await self._open_any(lambda _: command, None)
         proc = _ChannelProcess(self, conn, chan, pty=False, handshake=False)
         await proc.close_stdin()
         out, err = await asyncio.gather(_collect(proc.stdout), _collect(proc.stderr))
@@ -891,16 +990,14 @@ class SSHBackend(Backend):
         await proc.detach()
         return code, out, err
 
-    def _forget(self, pid: int) -> None:
-        self._forgotten.append(pid)
+    def _forget(self, path: str) -> None:
+        self._forgotten.append(path)
 
     async def _spawn(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str],
                      pty: PtySize | None) -> Process:
-        conn = await self._connection()
         forget, self._forgotten = self._forgotten[:200], self._forgotten[200:]
-        command = build_spawn_command(argv, cwd, env, conn.registry, forget)
         try:
-            chan = await self._open(conn, command, pty)
+            conn, chan = await self._open_any(lambda c: build_spawn_command(argv, cwd, env, c.registry, forget), pty)
         except BaseException:
             self._forgotten[:0] = forget
             raise
@@ -953,7 +1050,7 @@ class SSHBackend(Backend):
         conn = await self._connection()
         root = f"{conn.root}/{task_id}"
         if root not in self._dirs:
-            code, _, err = await self._run(f"mkdir -p -- {shlex.quote(root)}", conn=conn)
+            code, _, err = await self._run(f"mkdir -p -- {shlex.quote(root)}")
             if code != 0:
                 message = err.decode(errors="replace").strip()
                 kind = ErrorKind.RESOURCE_EXHAUSTED if "No space" in message else ErrorKind.FAILED_PRECONDITION
@@ -962,9 +1059,11 @@ class SSHBackend(Backend):
         return SSHSandbox(self, task_id, root)
 
     async def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        for conn in (self._conn, *self._extra):
+            if conn is not None:
+                conn.close()
+        self._conn = None
+        self._extra = []
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 

@@ -9,11 +9,12 @@
 #
 # Idempotent and fast when already up (a pid check and a TCP probe). A lock serialises concurrent
 # callers. Environment: EXECUTOR_TEST_CACHE (default /var/cache/executor-test), SSHD_TEST_PORT
-# (default 42022), SSHD_TEST_USER (default executor-test).
+# (default 42022; PORT+1 is the same server with MaxSessions 3), SSHD_TEST_USER (default executor-test).
 set -euo pipefail
 
 CACHE=${EXECUTOR_TEST_CACHE:-/var/cache/executor-test}/ssh
 PORT=${SSHD_TEST_PORT:-42022}
+LOW_PORT=$((PORT + 1))
 TEST_USER=${SSHD_TEST_USER:-executor-test}
 CONFIG=$CACHE/sshd_config
 PIDFILE=$CACHE/sshd.pid
@@ -26,7 +27,9 @@ running() {
         && (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null
 }
 
-if [ -s "$FACTS" ] && running; then
+LAYOUT=2  # bump when the config or the facts change: an older server is then reconfigured
+
+if grep -qs "\"layout\": $LAYOUT," "$FACTS" && running; then
     exit 0
 fi
 
@@ -67,12 +70,16 @@ keygen "$CACHE/other_ed25519" "executor-test unauthorized client"
 # sshd reads authorized_keys as the account: the file (not the private keys) must be readable to it.
 cp "$CACHE/client_ed25519.pub" "$CACHE/authorized_keys"
 chmod 644 "$CACHE/authorized_keys"
-echo "[127.0.0.1]:$PORT $(cut -d' ' -f1,2 "$CACHE/host_ed25519.pub")" > "$CACHE/known_hosts"
+{
+    echo "[127.0.0.1]:$PORT $(cut -d' ' -f1,2 "$CACHE/host_ed25519.pub")"
+    echo "[127.0.0.1]:$LOW_PORT $(cut -d' ' -f1,2 "$CACHE/host_ed25519.pub")"
+} > "$CACHE/known_hosts"
 
 cat > "$CONFIG.new" <<EOF
 # Written by scripts/sshd-up.sh: the executor ssh backend's test server.
 ListenAddress 127.0.0.1
 Port $PORT
+Port $LOW_PORT
 HostKey $CACHE/host_ed25519
 PidFile $PIDFILE
 AuthorizedKeysFile $CACHE/authorized_keys
@@ -93,7 +100,15 @@ UseDNS no
 ClientAliveInterval 0
 Subsystem sftp internal-sftp
 LogLevel INFO
+# OpenSSH's default MaxSessions is 10; this port has 3, to test what happens past the limit.
+Match LocalPort $LOW_PORT
+    MaxSessions 3
 EOF
+if [ -f "$CONFIG" ] && ! cmp -s "$CONFIG" "$CONFIG.new" && running; then
+    say "the sshd config changed: restarting sshd"
+    kill "$(cat "$PIDFILE")"
+    for _ in $(seq 100); do running || break; sleep 0.05; done
+fi
 mv "$CONFIG.new" "$CONFIG"
 
 if ! running; then
@@ -115,8 +130,10 @@ fi
 
 cat > "$FACTS.new" <<EOF
 {
+  "layout": $LAYOUT,
   "host": "127.0.0.1",
   "port": $PORT,
+  "low_sessions_port": $LOW_PORT,
   "user": "$TEST_USER",
   "key_file": "$CACHE/client_ed25519",
   "known_hosts": "$CACHE/known_hosts",

@@ -377,3 +377,27 @@ async def test_sshd_down_is_unavailable_then_recovers(make_backend, facts):
     sb = await b.sandbox("restart")
     assert (await run(sb, ["true"]))[0] == 0
     assert (await b.health()).available and b.reconnects >= 1
+
+
+async def test_more_channels_than_max_sessions_opens_overflow_connections(make_backend, facts):
+    """On a server with MaxSessions 3, ten long-lived shells still work: the backend opens
+    another connection only when the server refuses a channel."""
+    b = make_backend(port=facts["low_sessions_port"])
+    shells = []
+    for i in range(10):
+        sb = await b.sandbox(f"many-{i}")
+        shells.append(await sb.spawn(SH, cwd=sb.root, env=ENV))
+    for i, shell in enumerate(shells):
+        await shell.write(f"echo shell-$((1+{i}))\n".encode())
+    for i, shell in enumerate(shells):
+        assert await read_until(shell.stdout, f"shell-{i + 1}\n".encode()) == f"shell-{i + 1}\n".encode()
+    assert 3 <= 1 + len(b._extra) <= 5  # ceil(10/3) = 4 connections, never one per channel
+    assert b._conn.limit == 3
+    for shell in shells:
+        await shell.close_stdin()
+        await drain(shell)
+        assert await shell.wait() == 0
+    # Room again on the primary: the next channel goes there, no new connection.
+    extra = len(b._extra)
+    assert (await run(await b.sandbox("many-0"), ["true"]))[0] == 0
+    assert len(b._extra) == extra
