@@ -26,12 +26,14 @@ _RULES: tuple[Rule, ...] = (
     Rule("rm_system_path", "delete", "Deletes files inside a system directory or a sensitive home directory."),
     Rule("rm_unresolved_path", "delete", "Recursively deletes a path built from a variable the gate cannot see; if it is empty this hits the root."),
     Rule("move_system_path", "delete", "Moves a system directory or the home directory away."),
+    Rule("user_home_delete", "delete", "Deletes a user account together with its home directory."),
     # disks
     Rule("disk_format", "disk", "Formats or wipes a disk or partition.", True),
     Rule("disk_write", "disk", "Writes raw bytes onto a block device.", True),
     Rule("disk_partition", "disk", "Changes a disk's partition table."),
     Rule("volume_destroy", "disk", "Destroys a storage volume, pool or encrypted container."),
     Rule("disk_image_write", "disk", "Writes an image onto a drive, erasing what is on it."),
+    Rule("device_write", "disk", "Points a tool that can write at a block device; it may overwrite the disk."),
     # power / processes
     Rule("power", "power", "Shuts down, reboots or halts the machine.", True),
     Rule("fork_bomb", "process", "A fork bomb: it multiplies processes until the machine stops responding.", True),

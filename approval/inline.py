@@ -1,0 +1,180 @@
+"""Code that is not shell: SQL statements and inline interpreter snippets.
+
+The gate cannot run this code, so it reads it for the few things that matter: SQL that
+drops or wipes data, and interpreter code that deletes, kills, opens a network shell,
+runs downloaded or decoded code, or hands a string to a shell (which is then analysed as
+shell, recursively, by the caller).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# -- SQL ---------------------------------------------------------------------------------
+
+_SQL_NOISE = re.compile(
+    r"--[^\n]*|/\*.*?\*/|'(?:[^']|'')*'|\$\$.*?\$\$|\$[A-Za-z_]\w*\$.*?\$[A-Za-z_]\w*\$|`[^`]*`",
+    re.S,
+)
+_ALWAYS_TRUE = re.compile(
+    r"\bWHERE\s+(?:\(?\s*(?:1\s*=\s*1|TRUE|1|NOT\s+FALSE|''\s*=\s*''|(\w+)\s*=\s*\1|\d+\s*(?:>|>=)\s*0)\s*\)?\s*(?:;|$|LIMIT|ORDER|RETURNING))"
+    r"|\bOR\s+(?:1\s*=\s*1|TRUE|''\s*=\s*'')",
+)
+_DROP = re.compile(r"^(?:DROP|TRUNCATE)\b|^ALTER\s+TABLE\b.*\bDROP\b|^DELETE\b|^UPDATE\b.*\bSET\b|^(?:FLUSHALL|FLUSHDB)\b")
+
+
+@dataclass(frozen=True)
+class CodeFinding:
+    rule: str
+    detail: str = ""  # the statement or call that decided
+    shell: str | None = None  # a shell string handed to a shell (to analyse recursively)
+
+
+def sql_findings(text: str) -> list[CodeFinding]:
+    """Destructive statements in SQL text (string literals and comments ignored)."""
+    if not re.search(r"(?i)drop|truncate|delete|update|flush|alter", text):
+        return []
+    stripped = _SQL_NOISE.sub("''", text)
+    out: list[CodeFinding] = []
+    for stmt in stripped.split(";"):
+        s = " ".join(stmt.split()).upper()
+        if not s:
+            continue
+        s = re.sub(r"^(?:EXPLAIN\s+ANALYZE\s+)?", "", s)
+        if s.startswith("EXPLAIN"):
+            continue
+        m = _DROP.match(s)
+        if not m:
+            continue
+        head = m.group(0)
+        if head.startswith(("FLUSHALL", "FLUSHDB")):
+            out.append(CodeFinding("redis_flush", stmt.strip()))
+        elif head.startswith(("DELETE", "UPDATE")):
+            if " WHERE " not in f" {s} " or _ALWAYS_TRUE.search(s):
+                out.append(CodeFinding("sql_destructive", stmt.strip()))
+        else:
+            out.append(CodeFinding("sql_destructive", stmt.strip()))
+    return out
+
+
+_MONGO = re.compile(
+    r"\.dropDatabase\s*\(|\.drop(?:Collection)?\s*\(\s*['\"]?\w*['\"]?\s*\)|\.(?:deleteMany|remove)\s*\(\s*\{\s*\}\s*\)"
+    r"|\.dropAllUsers\s*\(|\bdb\.\w+\.drop\b"
+)
+
+
+def mongo_findings(code: str) -> list[CodeFinding]:
+    m = _MONGO.search(code)
+    return [CodeFinding("mongo_drop", m.group(0))] if m else []
+
+
+# -- interpreter code ----------------------------------------------------------------------
+
+_STR = re.compile(r"'((?:[^'\\\n]|\\.)*)'|\"((?:[^\"\\\n]|\\.)*)\"|`((?:[^`\\]|\\.)*)`")
+
+_SHELL_CALL = {
+    "python": re.compile(r"\b(?:os\.(?:system|popen[234]?|exec[lv]p?e?|spawn[lv]p?e?|posix_spawnp?)|subprocess\.(?:run|call|check_call|check_output|Popen|getoutput|getstatusoutput)|commands\.getoutput|pty\.spawn|asyncio\.create_subprocess_(?:shell|exec))\s*\("),
+    "perl": re.compile(r"\b(?:system|exec)\b\s*\(?|\bqx\s*[{(\[/|'\"]|`"),
+    "ruby": re.compile(r"\b(?:system|exec|spawn|IO\.popen|Open3\.\w+|Kernel\.(?:system|exec|spawn))\b\s*\(?|%x[{(\[]|`"),
+    "node": re.compile(r"\b(?:exec|execSync|spawn|spawnSync|execFile|execFileSync)\s*\(|child_process"),
+    "php": re.compile(r"\b(?:system|exec|shell_exec|passthru|proc_open|popen|pcntl_exec)\s*\(|`"),
+    "lua": re.compile(r"\b(?:os\.execute|io\.popen)\s*\("),
+    "r": re.compile(r"\bsystem2?\s*\("),
+    "applescript": re.compile(r"\bdo shell script\b"),
+    "powershell": re.compile(r"(?i)\b(?:Start-Process|Invoke-Expression|iex|cmd(?:\.exe)?\s*/c)\b"),
+}
+_DELETE_CALL = {
+    "python": re.compile(r"\b(?:os\.(?:remove|unlink|rmdir|removedirs)|shutil\.rmtree|rmtree|send2trash)\s*\(|\.(?:unlink|rmdir)\s*\("),
+    "perl": re.compile(r"\b(?:unlink|rmdir|rmtree|remove_tree)\b"),
+    "ruby": re.compile(r"\b(?:File\.(?:delete|unlink)|FileUtils\.(?:rm\w*|remove\w*)|Dir\.(?:delete|rmdir|unlink)|rm_rf|rm_r)\b"),
+    "node": re.compile(r"\bfs(?:\.promises)?\.(?:rm|rmdir|unlink)\b|\b(?:rmSync|rmdirSync|unlinkSync|rimraf|removeSync|emptyDirSync|emptyDir)\b"),
+    "php": re.compile(r"\b(?:unlink|rmdir)\s*\("),
+    "lua": re.compile(r"\bos\.remove\s*\("),
+    "r": re.compile(r"\b(?:unlink|file\.remove)\s*\("),
+    "powershell": re.compile(r"(?i)\b(?:Remove-Item|rm|del|rmdir|rd)\b"),
+    "applescript": re.compile(r"(?i)\bdelete\b"),
+}
+_KILL_CALL = {
+    "python": re.compile(r"\bos\.(?:kill|killpg)\s*\(|\.kill\s*\(|psutil"),
+    "perl": re.compile(r"\bkill\b\s*\(?\s*['\"-]?\w"),
+    "ruby": re.compile(r"\bProcess\.kill\b"),
+    "node": re.compile(r"\bprocess\.kill\s*\("),
+    "php": re.compile(r"\bposix_kill\s*\("),
+    "lua": re.compile(r"$^"),
+    "r": re.compile(r"\btools::pskill\b|\bpskill\s*\("),
+    "powershell": re.compile(r"(?i)\bStop-Process\b|\bkill\b"),
+    "applescript": re.compile(r"$^"),
+}
+_SOCKET = re.compile(r"(?i)\bsocket\b|fsockopen|TCPSocket|net\.(?:Socket|connect|createConnection)|IO::Socket|\bSocket\b|TCPClient")
+_SHELLISH = re.compile(r"/bin/(?:ba|z|da|k)?sh\b|\b(?:sh|bash)\s+-i\b|pty\.spawn|dup2|\bexec\b|subprocess|spawn|popen|cmd\.exe|powershell")
+_NET_READ = re.compile(r"(?i)urlopen|urllib|requests\.(?:get|post)|http\.client|https?\.get\s*\(|\bfetch\s*\(|Net::HTTP|open-uri|LWP::|HTTP::Tiny|file_get_contents\s*\(\s*['\"]https?:|DownloadString|Invoke-WebRequest|\biwr\b|Invoke-RestMethod|\birm\b|WebClient|curl|wget")
+_DECODE = re.compile(r"(?i)b64decode|decode_base64|base64_decode|\batob\s*\(|Buffer\.from\([^)]*base64|unpack\s*\(?\s*['\"]m|unhexlify|bytes\.fromhex|codecs\.decode|FromBase64String|-EncodedCommand|\bzlib\.decompress")
+_EVAL = re.compile(r"(?i)\b(?:exec|eval|system|Function|compile|Invoke-Expression|iex|instance_eval|class_eval|require|load|import)\b|\|\s*(?:sh|bash)")
+_FORK = re.compile(r"\bfork\b")
+_LOOP = re.compile(r"\b(?:while|loop|until)\b|for\s*\(\s*;\s*;\s*\)|\bfork\s+while\b")
+_WRITE = re.compile(r"(?i)open\s*\([^)]*['\"][wa+]|write_text|write_bytes|writeFileSync|appendFileSync|writeFile|appendFile|File\.(?:write|open)|file_put_contents|Set-Content|Add-Content|Out-File|\bprint\s*\{|>>?\s*['\"]?/")
+
+
+def strings_in(code: str) -> list[str]:
+    return [a or b or c for a, b, c in _STR.findall(code)]
+
+
+def _call_literals(code: str, start: int) -> str | None:
+    """The string literal(s) of the call at ``start``: one string, or a list joined by spaces."""
+    tail = code[start : start + 2000]
+    m = re.match(r"\s*\(?\s*(\[)?", tail)
+    pos = m.end() if m else 0
+    if m and m.group(1):
+        end = tail.find("]", pos)
+        items = strings_in(tail[pos : end if end > 0 else len(tail)])
+        return " ".join(items) if items else None
+    m2 = _STR.match(tail, pos)
+    if m2:
+        return m2.group(1) or m2.group(2) or m2.group(3) or ""
+    return None
+
+
+def code_findings(lang: str, code: str) -> list[CodeFinding]:
+    """What inline code in ``lang`` does that the gate cares about."""
+    out: list[CodeFinding] = []
+    shell_call = _SHELL_CALL.get(lang)
+    net = _NET_READ.search(code)
+    decode = _DECODE.search(code)
+    if net and _EVAL.search(code):
+        out.append(CodeFinding("pipe_to_shell", net.group(0)))
+    if decode and _EVAL.search(code):
+        out.append(CodeFinding("decode_to_shell", decode.group(0)))
+    if _SOCKET.search(code) and _SHELLISH.search(code):
+        out.append(CodeFinding("reverse_shell", "socket + shell"))
+    if _FORK.search(code) and _LOOP.search(code):
+        out.append(CodeFinding("fork_bomb", "fork in a loop"))
+    if shell_call is not None:
+        for m in shell_call.finditer(code):
+            token = m.group(0)
+            if token == "child_process":
+                continue
+            if token == "`" or token.startswith(("%x", "qx")):
+                end = code.find("`" if token == "`" else _closer(token[-1]), m.end())
+                literal = code[m.end() : end] if end > 0 else None
+            elif lang == "applescript":
+                lm = _STR.match(code, m.end() + 1)
+                literal = (lm.group(2) or lm.group(1)) if lm else None
+            else:
+                literal = _call_literals(code, m.end() - 1 if token.endswith("(") else m.end())
+            out.append(CodeFinding("inline_code_shell", token.strip(), shell=literal))
+    delete = _DELETE_CALL.get(lang)
+    if delete is not None and (m := delete.search(code)):
+        out.append(CodeFinding("inline_code_delete", m.group(0), shell=None))
+    kill = _KILL_CALL.get(lang)
+    if kill is not None and (m := kill.search(code)):
+        out.append(CodeFinding("inline_code_kill", m.group(0)))
+    if _WRITE.search(code):
+        for s in strings_in(code):
+            if s.startswith(("/", "~")):
+                out.append(CodeFinding("write_path", s))
+    return out
+
+
+def _closer(ch: str) -> str:
+    return {"{": "}", "(": ")", "[": "]"}.get(ch, ch)
