@@ -6,9 +6,10 @@ How a process runs (read ``docs/backends/daytona.md`` for the why):
   small POSIX-sh launcher that starts ``argv`` with ``setsid -w env -i ...`` (a new session
   leader with exactly ``env``, so ``$$`` is the session id ``signal_session`` needs).
 * Output streams over the command's log websocket while it runs. The toolbox labels each stream
-  *line by line* and would add a newline to a last partial line, so the launcher re-frames every
-  line of the process as ``L<line>`` (had a newline) or ``P<line>`` (last, without one), reports
-  the pid as ``S<pid>``, and we undo that here: the bytes come back exactly (NUL bytes excepted: the toolbox drops them).
+  *line by line* (a partial line waits for its newline, a last one gets a newline added, some
+  invalid UTF-8 is mangled), so the launcher re-frames every chunk of the process's output as a
+  ``B<base64>`` line, reports the pid as ``S<pid>``, and we undo that here: the bytes come back
+  exactly, as they are produced.
 * Stdin goes through ``send_session_command_input``, which only carries text lines, so we send
   complete lines framed as ``D<line>``, and ``P<tail>`` / ``E`` for the end of input: the
   launcher's reader turns those back into bytes and a real EOF. Input is delivered line by line.
@@ -23,6 +24,8 @@ on the next use. Never a fallback.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import logging
 import os
@@ -196,18 +199,30 @@ async def _once(action: str, aw: Awaitable[T], key_hint: str = "") -> T:
 # The launcher that runs inside the sandbox
 # ---------------------------------------------------------------------------
 
+#: Re-frames a byte stream as records the toolbox's *line* labeller passes on at once and
+#: intact: each chunk the pipe yields (one ``read(2)``: whatever is there, up to 64 KiB) becomes
+#: one ``B<base64>`` line. Exact bytes, NUL included, and a prompt or marker that does not end in
+#: a newline is not held back. (A bash ``read -t`` loop was tried: its timeout can drop a byte,
+#: and the labeller's own ``read`` mangles some invalid UTF-8.) POSIX sh + dd + base64.
+_ENCODER = ('while r=$(dd bs=65536 count=1 2>/dev/null | base64 -w0) && [ -n "$r" ]; '
+            'do printf \'B%s\\n\' "$r"; done')
+
+
 #: POSIX sh, run as one async session command. Everything sits in a subshell so nothing leaks
 #: into (or exits) the toolbox's session shell. $d holds three FIFOs: i (stdin, fed by the
-#: D/P/E decoder reading the session's stdin), o and e (stdout/stderr, re-framed as L/P lines).
+#: D/P/E decoder reading the session's stdin), o and e (stdout/stderr, re-framed by _ENCODER).
+#: argv starts in the background only so that ``$!`` is its pid (= its session id): reported
+#: as ``S<pid>`` before anything else, then waited for.
 _LAUNCHER = r"""(
 exec 3<&0
 d=%(dir)s
+enc=%(encoder)s
 mkdir -m 700 "$d" && mkfifo "$d/i" "$d/o" "$d/e" || exit 125
 ( while IFS= read -r l; do case $l in D*) printf '%%s\n' "${l#D}";; P*) printf '%%s' "${l#P}"; break;; *) break;; esac; done ) <&3 >"$d/i" &
 ip=$!
-( while IFS= read -r l; do printf 'L%%s\n' "$l"; done; [ -z "$l" ] || printf 'P%%s\n' "$l" ) <"$d/o" &
+/bin/sh -c "$enc" <"$d/o" &
 op=$!
-( while IFS= read -r l; do printf 'L%%s\n' "$l"; done; [ -z "$l" ] || printf 'P%%s\n' "$l" ) <"$d/e" >&2 &
+/bin/sh -c "$enc" <"$d/e" >&2 &
 ep=$!
 if cd -- %(cwd)s; then
   setsid -w env -i -- %(env)s %(argv)s <"$d/i" >"$d/o" 2>"$d/e" &
@@ -231,6 +246,7 @@ def launcher(argv: Sequence[str], cwd: str, env: Mapping[str, str], fifo_dir: st
             raise BackendError(f"invalid environment variable name {name!r}", ErrorKind.INVALID_ARGUMENT)
     return _LAUNCHER % {
         "dir": shlex.quote(fifo_dir),
+        "encoder": shlex.quote(_ENCODER),
         "cwd": shlex.quote(cwd),
         "env": " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()),
         "argv": " ".join(shlex.quote(a) for a in argv),
@@ -241,7 +257,8 @@ class LogDecoder:
     """Turns the toolbox's labelled log bytes back into the process's exact stdout/stderr.
 
     The log is a sequence of records ``PREFIX payload \\n`` (PREFIX: 3 bytes naming the
-    stream); the launcher made each payload ``L<line>`` or ``P<last partial line>``. Records may
+    stream); the launcher made each payload ``B<base64 of a chunk>`` (see ``_ENCODER``) or
+    ``S<pid>``. Records may
     arrive split across websocket frames; a payload without our framing (a message from the
     toolbox itself) passes through as a line."""
 
@@ -264,10 +281,11 @@ class LogDecoder:
             payload = record[3:]
             if payload[:1] == b"S" and stream == "stdout" and payload[1:].isdigit():
                 out.append(("pid", payload[1:]))
-            elif payload[:1] == b"L":
-                out.append((stream, payload[1:] + b"\n"))
-            elif payload[:1] == b"P":
-                out.append((stream, payload[1:]))
+            elif payload[:1] == b"B":
+                try:
+                    out.append((stream, base64.b64decode(payload[1:], validate=True)))
+                except binascii.Error:
+                    out.append((stream, payload + b"\n"))
             else:
                 out.append((stream, payload + b"\n"))
 

@@ -9,6 +9,7 @@ exact requests the SDK sends.
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
 import json
 import os
@@ -86,15 +87,17 @@ async def run(sb, script: str, env: dict[str, str] | None = None) -> tuple[int, 
 # -- pure helpers ---------------------------------------------------------------------------
 
 def test_log_decoder_restores_exact_bytes_across_split_frames():
-    log = (b"\x01\x01\x01S42\n" b"\x01\x01\x01Lone\n" b"\x02\x02\x02Lerr \x01\x01\x01 inside\n"
-           b"\x01\x01\x01Ptail no newline\n")
+    chunks = [b"one\n", b"err \x01\x01\x01 \x00 inside", b"tail no newline \xe1\x01"]
+    log = (b"\x01\x01\x01S42\n" + b"\x01\x01\x01B" + base64.b64encode(chunks[0]) + b"\n"
+           + b"\x02\x02\x02B" + base64.b64encode(chunks[1]) + b"\n"
+           + b"\x01\x01\x01B" + base64.b64encode(chunks[2]) + b"\n" + b"\x02\x02\x02not ours\n")
     for step in (1, 2, 5, len(log)):
         decoder = LogDecoder()
         got: list[tuple[str, bytes]] = []
         for i in range(0, len(log), step):
             got += decoder.feed(log[i:i + step])
-        assert got == [("pid", b"42"), ("stdout", b"one\n"), ("stderr", b"err \x01\x01\x01 inside\n"),
-                       ("stdout", b"tail no newline")]
+        assert got == [("pid", b"42"), ("stdout", chunks[0]), ("stderr", chunks[1]), ("stdout", chunks[2]),
+                       ("stderr", b"not ours\n")]
 
 
 def test_encode_input_sends_complete_lines_only():
@@ -180,6 +183,25 @@ async def test_output_streams_while_the_command_runs(make_backend):
     assert await read_until(proc.stdout, b"second\n") == b"second\n"
     assert await proc.stdout.read() == b""
     assert await proc.wait() == 0
+
+
+async def test_binary_output_is_exact_including_nul(make_backend, tmp_path):
+    sb = await make_backend().sandbox("t")
+    blob = os.urandom(300_000) + b"\x00\x01\x01\x01\x02\x02\x02\xe1\x01 end without newline"
+    Path(sb.root, "blob").write_bytes(blob)
+    code, out, err = await run(sb, "cat blob; cat blob >&2")
+    assert (code, out, err) == (0, blob, blob)
+
+
+async def test_output_without_newline_is_not_held_back(make_backend):
+    sb = await make_backend().sandbox("t")
+    proc = await sb.spawn([*SH, "-c", "printf 'prompt> '; sleep 5"], cwd=sb.root, env=env_for(sb))
+    start = time.monotonic()
+    assert await read_until(proc.stdout, b"prompt> ", timeout=3) == b"prompt> "
+    assert time.monotonic() - start < 2
+    await sb.signal_session(proc.pid, signal.SIGKILL)
+    await drain(proc)
+    assert await proc.wait() == -signal.SIGKILL
 
 
 async def test_persistent_shell_over_stdin(fake, make_backend):
