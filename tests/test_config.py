@@ -1,0 +1,69 @@
+"""Config validation: an unknown key, a wrong type or a missing value names the key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from executor.config import ConfigError, load_config
+
+
+def write(tmp_path, text: str):
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_empty_config_is_local(tmp_path):
+    c = load_config(write(tmp_path, ""))
+    assert c.backend == "local" and "local" in c.backends
+    assert c.limits.default_timeout_seconds == 180 and c.limits.max_timeout_seconds == 3600
+    assert c.limits.run_output_bytes == 64 * 1024 and c.limits.max_command_bytes == 1 << 20
+
+
+@pytest.mark.parametrize("text, words", [
+    ("bogus: 1\n", "bogus: unknown key"),
+    ("limits:\n  default_timeout_seconds: soon\n", "limits.default_timeout_seconds"),
+    ("limits:\n  max_tasks: -1\n", "limits.max_tasks"),
+    ("backend: docker\n", "backend: 'docker' is not configured"),
+    ("backends:\n  x:\n    kind: nosuch\nbackend: x\n", "backends.x.kind: unknown backend kind"),
+    ("backends:\n  local:\n    kind: local\n    colour: red\n", "backends.local.colour: unknown key"),
+    ("auth:\n  tokens:\n    - name: a\n      roles: [exec]\n", "exactly one of `token` or `token_file`"),
+    ("auth:\n  tokens:\n    - token: x\n", "auth.tokens.0.name: required value missing"),
+    ("approval:\n  mode: sometimes\n", "approval.mode"),
+    ("- a\n- b\n", "top level must be a mapping"),
+    ("a: [\n", "not valid YAML"),
+    ("limits:\n  default_timeout_seconds: 100\n  max_timeout_seconds: 10\n", "must not exceed"),
+])
+def test_bad_config_names_the_key(tmp_path, text, words):
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, text))
+    assert words in str(info.value)
+
+
+def test_daemon_refuses_to_start_on_bad_config(tmp_path):
+    cfg = write(tmp_path, "limits:\n  nonsense: 1\n")
+    r = subprocess.run([sys.executable, "-m", "executor", "serve", "--config", str(cfg), "--state-dir",
+                        str(tmp_path / "s")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert "limits.nonsense: unknown key" in r.stderr
+
+
+def test_non_loopback_tcp_needs_tls(tmp_path):
+    cfg = write(tmp_path, "listen: 0.0.0.0:7777\n")
+    r = subprocess.run([sys.executable, "-m", "executor", "serve", "--config", str(cfg), "--state-dir",
+                        str(tmp_path / "s")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert "needs TLS" in r.stderr
+
+
+def test_readme_config_example_loads(tmp_path):
+    """The README's config example is valid."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = readme.index("```yaml\n") + len("```yaml\n")
+    example = readme[start:readme.index("```", start)]
+    load_config(write(tmp_path, example))

@@ -1,0 +1,54 @@
+"""The shell protocol's pure parts: quoting and marker scanning."""
+
+from __future__ import annotations
+
+import subprocess
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from executor.shell import Done, MarkerScanner, ansi_c_quote, command_line, CommandSpec
+
+
+@given(st.binary(max_size=200).filter(lambda b: b"\0" not in b))
+@settings(max_examples=150, deadline=None)
+def test_ansi_c_quote_round_trips_any_bytes(data):
+    out = subprocess.run(["bash", "-c", f"printf %s {ansi_c_quote(data)}"], capture_output=True).stdout
+    assert out == data
+
+
+def test_scanner_splits_markers_in_order():
+    s = MarkerScanner("k", stdout=True)
+    items = s.feed(b"a\x1e\x1fEX:k:1:0:2:0:/x\x1eb")
+    assert items == [b"a", Done(1, 0, "/x", None), b"b"]
+
+
+def test_scanner_handles_markers_split_anywhere():
+    marker = b"out\x1e\x1fEX:k:7:3:4:0:/tmp\x1etail"
+    for cut in range(1, len(marker)):
+        s = MarkerScanner("k", stdout=True)
+        items = s.feed(marker[:cut]) + s.feed(marker[cut:])
+        payload = b"".join(i for i in items if isinstance(i, bytes))
+        assert payload == b"outtail"
+        assert [i for i in items if isinstance(i, Done)] == [Done(7, 3, "/tmp", None)]
+
+
+def test_scanner_passes_lookalikes_through():
+    s = MarkerScanner("k", stdout=True)
+    data = b"\x1e\x1fEX:other:1:0:0:0:\x1e\x1e plain \x1e"
+    items = s.feed(data) + s.feed(b"x" * 100)
+    assert b"".join(i for i in items if isinstance(i, bytes)) == data + b"x" * 100
+
+
+@given(st.lists(st.binary(min_size=1, max_size=50), max_size=20))
+@settings(max_examples=200, deadline=None)
+def test_scanner_never_loses_plain_bytes(chunks):
+    s = MarkerScanner("secret", stdout=False)
+    out = b"".join(i for c in chunks for i in s.feed(c) if isinstance(i, bytes))
+    out += bytes(s.buf)
+    assert out == b"".join(chunks)
+
+
+def test_command_line_is_valid_bash():
+    line = command_line(CommandSpec("echo 'a' \"b\" $x `y`", env={"A": "1 2"}, workdir="/tmp", stdin=b"x"), 3)
+    assert subprocess.run(["bash", "-n"], input=line.encode()).returncode == 0
