@@ -403,3 +403,19 @@ async def test_more_channels_than_max_sessions_opens_overflow_connections(make_b
     extra = len(b._extra)
     assert (await run(await b.sandbox("many-0"), ["true"]))[0] == 0
     assert len(b._extra) == extra
+
+
+async def test_slow_reader_pauses_and_resumes_without_loss(make_backend):
+    b = make_backend()
+    sb = await b.sandbox("flow")
+    size = 24 << 20
+    proc = await sb.spawn(["/bin/sh", "-c", f"head -c {size} /dev/zero; echo done >&2"], cwd=sb.root, env=ENV)
+    await proc.close_stdin()
+    deadline = time.monotonic() + 10
+    while len(proc.stdout) < (4 << 20) and time.monotonic() < deadline:  # buffered up to the high-water mark
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.2)
+    assert (4 << 20) <= len(proc.stdout) < size  # paused: not everything was pulled in
+    out, err = await drain(proc)
+    assert len(out) == size and out.count(0) == size and err == b"done\n"
+    assert await proc.wait() == 0
