@@ -777,7 +777,6 @@ class SSHBackend(Backend):
         self._conn: _Connection | None = None  # the primary connection
         self._extra: list[_Connection] = []  # overflow: only when the server refuses more channels
         self._lock = asyncio.Lock()
-        self._last_error: BackendError | None = None
         self._forgotten: list[str] = []  # registry files of ended sessions, removed by the next spawn
         self._serial = 0
         self._swept = False  # the previous daemon's registry was cleaned up
@@ -851,15 +850,9 @@ class SSHBackend(Backend):
         try:
             conn = await self._blocking(self._connector.connect)
             await self._prepare(conn)
-        except BackendError as exc:
-            self._last_error = exc
-            raise
         except (OSError, EOFError, paramiko.SSHException) as exc:
-            err = BackendError(f"ssh: connecting to {self.options.host}:{self.options.port} failed: {exc}",
-                               ErrorKind.UNAVAILABLE)
-            self._last_error = err
-            raise err from exc
-        self._last_error = None
+            raise BackendError(f"ssh: connecting to {self.options.host}:{self.options.port} failed: {exc}",
+                               ErrorKind.UNAVAILABLE) from exc
         return conn
 
     def _bury(self, conn: _Connection) -> None:
