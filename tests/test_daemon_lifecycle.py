@@ -1,0 +1,97 @@
+"""Daemon lifecycle on the local backend: drain on SIGTERM, restart, crash recovery."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+
+from executor.v1 import executor_pb2 as pb
+
+
+def count_processes(marker: str) -> int:
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return sum(1 for line in out.splitlines() if line.startswith(marker))
+
+
+def wait_for(predicate, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_sigterm_drains_and_leaves_nothing_running(local_daemon):
+    marker = f"executor-drain-{os.getpid()}"
+    results = []
+    with local_daemon.client() as c:
+        c.run("drain", "true")
+
+        def go():
+            try:
+                results.extend(c.exec("drain", f"echo started; (exec -a {marker} sleep 300) & exec -a {marker} sleep 300"))
+            except Exception as exc:  # the stream may end with the server going away
+                results.append(exc)
+
+        th = threading.Thread(target=go)
+        th.start()
+        assert wait_for(lambda: count_processes(marker) == 2)
+        t0 = time.monotonic()
+        assert local_daemon.stop(timeout=60) == 0
+        assert time.monotonic() - t0 < 30
+        th.join(10)
+    assert wait_for(lambda: count_processes(marker) == 0, 10), "the daemon left processes running"
+
+
+def test_restart_keeps_files_and_shell_state(local_daemon):
+    with local_daemon.client() as c:
+        c.run("keep", "mkdir -p work && cd work && echo data > f.txt && export KEPT=yes && hello() { echo hi; }")
+    local_daemon.restart()
+    with local_daemon.client() as c:
+        r = c.run("keep", 'cat f.txt; echo "$KEPT"; hello; basename "$PWD"')
+        assert r.stdout == b"data\nyes\nhi\nwork\n", r.stderr
+
+
+def test_crash_leaves_no_orphans_and_next_exec_works(local_daemon):
+    marker = f"executor-crash-{os.getpid()}"
+    c = local_daemon.client()
+    try:
+        c.run("crash", "echo before > kept.txt")
+
+        def follow():
+            try:
+                for _ in c.exec("crash", f"(exec -a {marker} sleep 300) & exec -a {marker} sleep 300"):
+                    pass
+            except Exception:
+                pass  # the daemon dies under the stream
+
+        th = threading.Thread(target=follow, daemon=True)
+        th.start()
+        assert wait_for(lambda: count_processes(marker) == 2)
+        local_daemon.kill()  # SIGKILL: no chance to clean up
+        time.sleep(0.5)
+        assert count_processes(marker) == 2  # orphans exist until a daemon comes back
+    finally:
+        c.close()
+    local_daemon.start()
+    assert wait_for(lambda: count_processes(marker) == 0, 15), "the restarted daemon did not end the orphans"
+    with local_daemon.client() as c:
+        r = c.run("crash", "cat kept.txt")
+        assert r.stdout == b"before\n" and r.exit.status == pb.EXIT_STATUS_COMPLETED
+
+
+def test_close_task_cancels_a_running_command(local_daemon):
+    marker = f"executor-close-{os.getpid()}"
+    events = []
+    with local_daemon.client() as c:
+        c.run("closing", "true")
+        th = threading.Thread(target=lambda: events.extend(c.exec("closing", f"exec -a {marker} sleep 300")))
+        th.start()
+        assert wait_for(lambda: count_processes(marker) == 1)
+        c.close_task("closing")
+        th.join(20)
+        assert events[-1].exit.status == pb.EXIT_STATUS_CANCELLED
+    assert wait_for(lambda: count_processes(marker) == 0, 10)
