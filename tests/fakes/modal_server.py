@@ -216,6 +216,8 @@ class FakeSandbox:
             except ProcessLookupError:
                 pass
         self.finished.set()
+        # Nothing of a container's filesystem outlives it.
+        await asyncio.to_thread(shutil.rmtree, self.dir, True)
 
     async def exec(self, request: tcr.TaskExecStartRequest) -> FakeExec:
         if request.exec_id in self.execs:  # the exec id is an idempotency key

@@ -12,8 +12,10 @@ No cloud is needed: the fake runs every command for real, in a directory per san
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -60,6 +62,11 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _version() -> str:
+    """The fake's source hash: a server started from older code is replaced, not reused."""
+    return hashlib.sha256((REPO / "tests/fakes/modal_server.py").read_bytes()).hexdigest()[:16]
+
+
 def _start_server() -> int:
     STATE.mkdir(parents=True, exist_ok=True)
     log = open(STATE / "server.log", "ab")
@@ -80,7 +87,7 @@ def _start_server() -> int:
         proc.kill()
         raise RuntimeError(f"the fake Modal server did not start; see {STATE / 'server.log'}")
     port = int(line.split()[1])
-    (STATE / "server.json").write_text(json.dumps({"pid": proc.pid, "port": port}))
+    (STATE / "server.json").write_text(json.dumps({"pid": proc.pid, "port": port, "version": _version()}))
     return port
 
 
@@ -91,8 +98,10 @@ def provision() -> dict[str, Any]:
         try:
             info = json.loads(state.read_text())
             if _alive(info["pid"]) and _listening(info["port"]):
-                return options(f"http://127.0.0.1:{info['port']}")
-        except (ValueError, KeyError):
+                if info.get("version") == _version():
+                    return options(f"http://127.0.0.1:{info['port']}")
+                os.kill(info["pid"], signal.SIGTERM)  # our own server, from older code
+        except (ValueError, KeyError, ProcessLookupError):
             pass
     return options(f"http://127.0.0.1:{_start_server()}")
 
