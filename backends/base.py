@@ -259,6 +259,12 @@ class Sandbox(abc.ABC):
     async def release(self, remove_files: bool = False) -> None:
         """The task is closed: free what the sandbox holds; remove its files if asked."""
 
+    def take_notice(self) -> str | None:
+        """A one-off note about the sandbox's life since the last call (e.g. "container X was
+        gone and has been recreated; files kept"), for the core to append to the next
+        Exit.message; None when there is nothing to tell. Reading it clears it."""
+        return None
+
 
 class Backend(abc.ABC):
     """One configured place where commands run."""
