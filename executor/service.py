@@ -23,6 +23,7 @@ from executor.backends import backend_class
 from executor.backends.base import Backend, BackendError, Health
 from executor.config import Config
 from executor.errors import CoreError, exhausted, from_backend, invalid, not_found
+from executor.redact import Redactor, options_secrets
 from executor.events import ApprovalNeeded, Event, ExitInfo, Finished, Output, Started, Timings
 from executor.shell import CommandResult, CommandSpec, valid_env_name
 from executor.tasks import Task, TaskManager, check_task_id, resolve_inside
@@ -108,7 +109,9 @@ class Executor:
         self.backends: dict[str, Backend] = {}
         self.kinds: dict[str, str] = {}
         env_base: dict[str, dict[str, str]] = {}
+        secrets: list[str] = []
         for name, (kind, options) in config.backend_options().items():
+            secrets += options_secrets(options)
             bdir = self.state_dir / "backends" / name
             bdir.mkdir(parents=True, exist_ok=True)
             self.backends[name] = backend_class(kind)(name, options, state_dir=bdir)
@@ -117,6 +120,8 @@ class Executor:
         self.tasks = TaskManager(self.backends, env_base=env_base, max_tasks=config.limits.max_tasks,
                                  kill_grace=config.limits.kill_grace_seconds, state_dir=self.state_dir)
         self.approvals = Approvals(config.approval, self.state_dir)
+        secrets += [t.secret() for t in config.auth.tokens]
+        self.redactor = Redactor(secrets)
         self._execs = 0
         self._exec_slots = asyncio.Semaphore(config.limits.max_concurrent_execs)
         self._idempotent: OrderedDict[tuple[str, str], asyncio.Future[RunOutcome]] = OrderedDict()
@@ -289,6 +294,7 @@ class Executor:
                 else:
                     stream = shell.run(spec, deadline=run_deadline)
                 counts = {"stdout": 0, "stderr": 0}
+                scrub = {k: self.redactor.stream() for k in counts} if self.redactor else None
                 result: CommandResult | None = None
                 timings.spawn = time.monotonic() - s0
                 r0 = time.monotonic()
@@ -298,12 +304,21 @@ class Executor:
                             result = item
                             break
                         kind, data = item
+                        if scrub is not None:
+                            data = scrub[kind].feed(data)
+                            if not data:
+                                continue
                         counts[kind] += len(data)
                         yield Output(kind, data)
                 except BackendError as exc:
                     result = CommandResult(0, task.cwd, "backend_error", exc.message)
                 finally:
                     await stream.aclose()
+                for kind, redactor in (scrub or {}).items():
+                    tail = redactor.flush()
+                    if tail:
+                        counts[kind] += len(tail)
+                        yield Output(kind, tail)
                 task.commands_run += 1
                 task.touch()
                 if result is None:

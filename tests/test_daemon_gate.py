@@ -174,3 +174,20 @@ def test_audit_log_records_decisions(gated):
     assert (log.stat().st_mode & 0o777) == 0o600
     text = log.read_text()
     assert "rm -rf /" in text and "deny" in text
+
+
+def test_secrets_never_echo_back(gated, tmp_path):
+    """A command that prints a configured token gets it masked, even split across writes."""
+    with Client(gated.target, token=EXEC_TOKEN) as agent:
+        r = agent.run("leak", f"echo {APPROVE_TOKEN}; printf %s {APPROVE_TOKEN[:7]}; sleep 0.2; echo {APPROVE_TOKEN[7:]}")
+        assert APPROVE_TOKEN.encode() not in r.stdout
+        assert r.stdout.count(b"[REDACTED]") == 2
+        r = agent.run("leak", "env")
+        assert EXEC_TOKEN.encode() not in r.stdout and b"EXECUTOR_TASK_ID=leak" in r.stdout
+
+
+def test_commands_do_not_inherit_the_daemon_environment(gated):
+    with Client(gated.target, token=EXEC_TOKEN) as agent:
+        r = agent.run("envcheck", "env | cut -d= -f1 | sort")
+        names = set(r.stdout.decode().split())
+        assert names <= {"PATH", "HOME", "LANG", "TERM", "EXECUTOR_TASK_ID", "PWD", "SHLVL", "_", "OLDPWD"}, names

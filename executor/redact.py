@@ -1,0 +1,68 @@
+"""Secrets stay out of command output.
+
+The daemon knows secrets of its own: auth tokens, and backend credentials (pydantic
+``SecretStr`` options, and the values of environment variables named by ``*_env``
+options). Commands cannot read them from their environment (it is never inherited), but
+a command could still print one it found elsewhere (a mounted file, a cloud metadata
+service): every occurrence in streamed output is replaced, across chunk boundaries."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from pydantic import BaseModel, SecretStr
+
+MASK = b"[REDACTED]"
+MIN_SECRET = 8  # shorter values would mask ordinary output
+
+
+def options_secrets(options: BaseModel) -> list[str]:
+    """Secret values in a backend's options: SecretStr fields and the variables *_env names."""
+    found = []
+    for name, value in options:
+        if isinstance(value, SecretStr):
+            found.append(value.get_secret_value())
+        elif name.endswith("_env") and isinstance(value, str) and os.environ.get(value):
+            found.append(os.environ[value])
+    return found
+
+
+class Redactor:
+    def __init__(self, secrets: Iterable[str]) -> None:
+        values = {s.encode() for s in secrets if s and len(s) >= MIN_SECRET}
+        # longest first: a secret that contains another is masked whole
+        self.secrets = sorted(values, key=len, reverse=True)
+        self.hold = max((len(s) for s in self.secrets), default=1) - 1
+
+    def __bool__(self) -> bool:
+        return bool(self.secrets)
+
+    def stream(self) -> "StreamRedactor":
+        return StreamRedactor(self)
+
+    def scrub(self, data: bytes) -> bytes:
+        for secret in self.secrets:
+            if secret in data:
+                data = data.replace(secret, MASK)
+        return data
+
+
+class StreamRedactor:
+    """Redacts one output stream; holds back a few bytes that may begin a secret."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self.r = redactor
+        self.pending = b""
+
+    def feed(self, data: bytes) -> bytes:
+        data = self.r.scrub(self.pending + data)
+        if self.r.hold and len(data) > self.r.hold:
+            self.pending = data[-self.r.hold:]
+            return data[: -self.r.hold]
+        self.pending = data
+        return b""
+
+    def flush(self) -> bytes:
+        data, self.pending = self.r.scrub(self.pending), b""
+        return data
