@@ -724,6 +724,7 @@ class DaytonaBackend(Backend):
         self._tasks: set[asyncio.Future[Any]] = set()
         self._daemon_id = ""
         self.adopted = 0
+        self.orphans_ended = 0
 
     # -- configuration --------------------------------------------------------------------
     @property
@@ -887,8 +888,28 @@ class DaytonaBackend(Backend):
             return remote
 
     async def _adopt(self, sandbox: Any) -> Any:
+        """Take over a sandbox an earlier daemon (or this one, before a vanish check) left.
+
+        Started if Daytona stopped it. Its processes from before are ended: deleting their
+        toolbox sessions ends each launcher, so a left-over shell sees EOF on its stdin and
+        anything still writing gets SIGPIPE (a detached background job may outlive that)."""
         if _state(sandbox) in _STOPPED_STATES:
             await _once(f"starting sandbox {sandbox.id}", sandbox.start(timeout=self.options.create_timeout))
+            return sandbox
+        try:
+            sessions = await sandbox.process.list_sessions()
+            ptys = await sandbox.process.list_pty_sessions()
+        except Exception as exc:  # noqa: BLE001 - best effort: the sandbox still works
+            log.warning("daytona: could not list the sessions left in %s: %s", sandbox.id, exc)
+            return sandbox
+        for session in sessions:
+            if session.session_id.startswith("executor-"):
+                self.orphans_ended += 1
+                self.background(sandbox.process.delete_session(session.session_id))
+        for pty in ptys:
+            if pty.id.startswith("executor-"):
+                self.orphans_ended += 1
+                self.background(sandbox.process.kill_pty_session(pty.id))
         return sandbox
 
     async def _create(self, labels: dict[str, str]) -> Any:

@@ -266,11 +266,19 @@ async def test_a_restarted_daemon_finds_its_sandbox_by_labels(fake, make_backend
     first = make_backend(state_dir=tmp_path / "state", on_close="keep")
     sb = await first.sandbox("t")
     await run(sb, "echo data > kept.txt")
+    shell = await sb.spawn(SH, cwd=sb.root, env=env_for(sb))  # left running by a "crashed" daemon
+    orphan = shell.pid
+    await shell.detach()
     await first.close()
     second = make_backend(state_dir=tmp_path / "state")
     await second.start()
     assert second.adopted == 1
     again = await second.sandbox("t")
+    assert second.orphans_ended == 1
+    deadline = time.monotonic() + 10
+    while alive(orphan) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not alive(orphan)  # the left-over shell saw EOF on its stdin
     assert (await run(again, "cat kept.txt"))[1] == b"data\n"
     assert len(fake.requests_to("POST", "/api/sandbox")) == 1
     # another daemon (other state dir) does not take it
