@@ -155,7 +155,7 @@ WRAPPERS: dict[str, tuple[frozenset[str], frozenset[str], int, bool]] = {
     "uvx": _w("", "--from --with --python"), "pipx": _w(), "entr": _w(), "flatpak-spawn": _w(), "distrobox-enter": _w(),
     "with-contenv": _w(), "s6-setuidgid": _w("", "", skip=1), "runcon": _w(), "sandbox-exec": _w("-f -p -n"),
     "aws-vault": _w(), "op": _w(), "doppler": _w(), "dotenv": _w("-e -v -c"), "direnv": _w(), "xterm": _w(),
-    "script": _w(), "watch": _w("-n -d -t -x -g -b -e -c -p -q", "--interval --differences --chgexit"),
+    "script": _w(), "watch": _w("-n", "--interval"),
     "busybox": _w(), "toybox": _w(),
 }
 # Run-a-tool subcommands: `bundle exec X`, `poetry run X`...
@@ -180,7 +180,9 @@ def unwrap(argv: list[str]) -> tuple[list[str], str | None]:
             return argv, None
         name = _base(argv[0])
         args = argv[1:]
-        if name in ("sudo", "doas", "run0") and any(a in ("-s", "--shell", "-i", "--login") for a in args[:4]):
+        if name in ("sudo", "doas", "run0") and any(
+                a in ("-s", "--shell", "-i", "--login") or re.fullmatch(r"-[a-zA-Z]*[si][a-zA-Z]*", a) and a[1:2] != "u"
+                for a in args[: _first_operand_index(args, WRAPPERS[name][0], WRAPPERS[name][1])]):
             i = _first_operand_index(args, WRAPPERS[name][0], WRAPPERS[name][1])
             rest = args[i:]
             return (["bash", "-c", " ".join(rest)], None) if rest else (["bash", "-i"], None)
@@ -219,7 +221,7 @@ def unwrap(argv: list[str]) -> tuple[list[str], str | None]:
         if name == "watch":
             i = _first_operand_index(args, WRAPPERS["watch"][0], WRAPPERS["watch"][1])
             rest = args[i:]
-            if "-x" in args[:i] or "--exec" in args[:i]:
+            if "--exec" in args[:i] or any(re.fullmatch(r"-[a-zA-Z]*x[a-zA-Z]*", a) for a in args[:i]):
                 argv = rest
                 continue
             return (["sh", "-c", " ".join(rest)], None) if rest else ([], None)
@@ -302,6 +304,10 @@ def classify(cmd: Cmd) -> Kinds:
         kinds.add("decode")
     elif _interpreter_lang(name) and any(inline._DECODE.search(a) for a in args):
         kinds.add("decode")
+    elif name in ("docker", "podman", "nerdctl") and any(a in ("-q", "--quiet", "-aq", "-qa") for a in args) and not any(a.startswith(("--filter", "-f")) for a in args):
+        kinds.add("mass")
+    elif name == "ps" and not cmd.upstream:
+        kinds.add("pslist")
     for k in cmd.kinds:
         kinds |= k - {"procsub"}
     return frozenset(kinds)
@@ -357,7 +363,7 @@ class _Detector:
         if ctx.net_socket:
             for c in sc.cmds:
                 argv = unwrap(c.argv)[0] if c.argv else []
-                if argv and _base(argv[0]) in SHELLS and any(op in ("<&", ">&", "<") and t.isdigit() for op, t in c.redirects):
+                if argv and (_base(argv[0]) in SHELLS or argv[0].startswith(UNKNOWN)) and any(op in ("<&", ">&", "<", ">") and t.isdigit() for op, t in c.redirects):
                     self.add(ctx, "reverse_shell", c.segment)
         return ctx.out
 
@@ -780,7 +786,8 @@ def _h_extract(d: _Detector, name: str, args: list[str], kinds: list[Kinds], cmd
     if dest is None and name in ("tar", "bsdtar", "gtar"):
         dest = next((a.split("=", 1)[1] for a in args if a.startswith("--directory=")), None)
     extracting = name in ("unzip", "cpio") or (name in ("7z", "7za") and args[:1] in (["x"], ["e"])) or any(
-        a in ("-x", "--extract", "--get") or (not a.startswith("--") and re.match(r"^-?[A-Za-z]*x", a) and i == 0) for i, a in enumerate(args))
+        a in ("-x", "--extract", "--get") or re.fullmatch(r"-[A-Za-z]*x[A-Za-z]*", a) for a in args) or bool(
+        args and re.fullmatch(r"[A-Za-z]*x[A-Za-z]*", args[0]))
     if dest and extracting:
         cls = write_class(dest.rstrip("/") + "/x", cmd.cwd)
         if cls in ("system", "persist"):
@@ -1427,7 +1434,7 @@ def _h_mongo(d: _Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
             d.add(ctx, f.rule, cmd.text)
 
 
-@handles("rails", "rake", "bin/rails", "artisan", "manage.py", "django-admin", "prisma", "sequelize", "mix", "wp", "knex", "typeorm", "drizzle-kit", "alembic", "flask", "symfony", "console")
+@handles("rails", "rake", "bin/rails", "artisan", "console.php", "manage.py", "django-admin", "prisma", "sequelize", "mix", "wp", "knex", "typeorm", "drizzle-kit", "alembic", "flask", "symfony", "console")
 def _h_framework_db(d: _Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: _Ctx) -> None:
     ops = [a for a in args if not a.startswith("-")]
     joined = " ".join(ops[:3])
@@ -1480,7 +1487,7 @@ def _stdin_texts(cmd: Cmd) -> list[str]:
 
 
 def _stdin_kinds(cmd: Cmd) -> set[str]:
-    kinds: set[str] = set()
+    kinds: set[str] = set(cmd.stdin_kinds)
     for group in cmd.upstream:
         for m in group:
             kinds |= classify(m)
@@ -1571,7 +1578,9 @@ def _h_eval(d: _Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
 
 @handles("source", ".")
 def _h_source(d: _Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: _Ctx) -> None:
-    if args:
+    if args and args[0] in ("/dev/stdin", "-", "/proc/self/fd/0", "/dev/fd/0"):
+        _h_shell(d, "sh", ["-s"], [], cmd, ctx)
+    elif args:
         _judge_script_file(d, args[0], kinds[0] if kinds else frozenset(), cmd, ctx)
 
 
@@ -1581,9 +1590,14 @@ def _h_xargs(d: _Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
     sub = args[i:] or ["echo"]
     replace = _option_value(args[:i], ("-I", "--replace"))
     item = UNKNOWN
+    if cmd.stdin_text and cmd.stdin_text.split():
+        item = cmd.stdin_text.split()[0]
     for g in cmd.upstream[-1:]:
         for m in g:
             a = unwrap(m.argv)[0]
+            literal = echo_output(a) if a else None
+            if literal is not None and literal.split():
+                item = literal.split()[0]
             if a and _base(a[0]) == "find":
                 paths = [x for x in a[1:] if not x.startswith(("-", "(", "!"))][:1] or ["."]
                 filtered = any(x in FIND_FILTERS for x in a)
@@ -1664,6 +1678,10 @@ def _h_interpreter(d: _Detector, name: str, args: list[str], kinds: list[Kinds],
         return
     if file_op is not None and file_op != "-":
         _judge_script_file(d, file_op, file_kinds, cmd, ctx)
+        script = _base(file_op)
+        if script in HANDLERS and script not in SHELLS:
+            j = args.index(file_op) + 1 if file_op in args else len(args)
+            HANDLERS[script](d, script, args[j:], kinds[j:], cmd, ctx)
         return
     sk = _stdin_kinds(cmd)
     if "download" in sk:

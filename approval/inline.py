@@ -74,7 +74,7 @@ def mongo_findings(code: str) -> list[CodeFinding]:
 _STR = re.compile(r"'((?:[^'\\\n]|\\.)*)'|\"((?:[^\"\\\n]|\\.)*)\"|`((?:[^`\\]|\\.)*)`")
 
 _SHELL_CALL = {
-    "python": re.compile(r"\b(?:os\.(?:system|popen[234]?|exec[lv]p?e?|spawn[lv]p?e?|posix_spawnp?)|subprocess\.(?:run|call|check_call|check_output|Popen|getoutput|getstatusoutput)|commands\.getoutput|pty\.spawn|asyncio\.create_subprocess_(?:shell|exec))\s*\("),
+    "python": re.compile(r"(?:\b|\))\.?(?:system|popen)\s*\((?=\s*['\"])|\b(?:os\.(?:system|popen[234]?|exec[lv]p?e?|spawn[lv]p?e?|posix_spawnp?)|subprocess\.(?:run|call|check_call|check_output|Popen|getoutput|getstatusoutput)|commands\.getoutput|pty\.spawn|asyncio\.create_subprocess_(?:shell|exec))\s*\("),
     "perl": re.compile(r"\b(?:system|exec)\b\s*\(?|\bqx\s*[{(\[/|'\"]|`"),
     "ruby": re.compile(r"\b(?:system|exec|spawn|IO\.popen|Open3\.\w+|Kernel\.(?:system|exec|spawn))\b\s*\(?|%x[{(\[]|`"),
     "node": re.compile(r"\b(?:exec|execSync|spawn|spawnSync|execFile|execFileSync)\s*\(|child_process"),
@@ -108,9 +108,9 @@ _KILL_CALL = {
 }
 _SOCKET = re.compile(r"(?i)\bsocket\b|fsockopen|TCPSocket|net\.(?:Socket|connect|createConnection)|IO::Socket|\bSocket\b|TCPClient")
 _SHELLISH = re.compile(r"/bin/(?:ba|z|da|k)?sh\b|\b(?:sh|bash)\s+-i\b|pty\.spawn|dup2|\bexec\b|subprocess|spawn|popen|cmd\.exe|powershell")
-_NET_READ = re.compile(r"(?i)urlopen|urllib|requests\.(?:get|post)|http\.client|https?\.get\s*\(|\bfetch\s*\(|Net::HTTP|open-uri|LWP::|HTTP::Tiny|file_get_contents\s*\(\s*['\"]https?:|DownloadString|Invoke-WebRequest|\biwr\b|Invoke-RestMethod|\birm\b|WebClient|curl|wget")
+_NET_READ = re.compile(r"(?i)['\"]https?://|urlopen|urllib|requests\.(?:get|post)|http\.client|https?\.get\s*\(|\bfetch\s*\(|Net::HTTP|open-uri|LWP::|HTTP::Tiny|file_get_contents\s*\(\s*['\"]https?:|DownloadString|Invoke-WebRequest|\biwr\b|Invoke-RestMethod|\birm\b|WebClient|curl|wget")
 _DECODE = re.compile(r"(?i)b64decode|decode_base64|base64_decode|\batob\s*\(|Buffer\.from\([^)]*base64|unpack\s*\(?\s*['\"]m|unhexlify|bytes\.fromhex|codecs\.decode|FromBase64String|-EncodedCommand|\bzlib\.decompress")
-_EVAL = re.compile(r"(?i)\b(?:exec|eval|system|Function|compile|Invoke-Expression|iex|instance_eval|class_eval|require|load|import)\b|\|\s*(?:sh|bash)")
+_EVAL = re.compile(r"(?i)\b(?:exec|eval|Function|Invoke-Expression|iex|instance_eval|class_eval)\b\s*\(?|\|\s*(?:sh|bash)\b|\bsystem\s*\(")
 _FORK = re.compile(r"\bfork\b")
 _LOOP = re.compile(r"\b(?:while|loop|until)\b|for\s*\(\s*;\s*;\s*\)|\bfork\s+while\b")
 _WRITE = re.compile(r"(?i)open\s*\([^)]*['\"][wa+]|write_text|write_bytes|writeFileSync|appendFileSync|writeFile|appendFile|File\.(?:write|open)|file_put_contents|Set-Content|Add-Content|Out-File|\bprint\s*\{|>>?\s*['\"]?/")

@@ -49,6 +49,7 @@ class Cmd:
     text: str  # the segment: the command's own text
     redirects: list[tuple[str, str]] = field(default_factory=list)  # (operator, resolved target)
     stdin_text: str | None = None  # heredoc / here-string content fed to it
+    stdin_kinds: Kinds = frozenset()  # provenance of a here-string (``<<< "$(curl ...)"``)
     upstream: list[list["Cmd"]] = field(default_factory=list)  # pipeline predecessors, nearest last
     pipe_text: str = ""
     background: bool = False
@@ -215,6 +216,7 @@ class _Walker:
         self.func = ""
         self.forever = False
         self.extra_args: list[str] = []
+        self.stdin_kinds: Kinds = _NOKINDS
 
     # ---- statements
 
@@ -337,6 +339,7 @@ class _Walker:
             return body
         ops = []
         targets: list[str] = []
+        herestring_kinds: list[Kinds] = []
         for c in node.children:
             if c.type == "file_descriptor":
                 continue
@@ -345,8 +348,10 @@ class _Walker:
                 continue
             fields = self.word(c, depth + 1)
             targets.append(" ".join(f for f, _ in fields))
+            herestring_kinds.extend(k for _, k in fields)
         op = "".join(ops)
         if t == "herestring_redirect":
+            self.stdin_kinds = frozenset().union(*herestring_kinds) if herestring_kinds else _NOKINDS
             return " ".join(targets) + "\n"
         out.append((op, targets[0] if targets else ""))
         # tree-sitter folds the words after a redirect target into the redirect; bash passes
@@ -358,6 +363,9 @@ class _Walker:
                 extra: list[str] | None = None) -> None:
         argv: list[str] = []
         saved_extra, self.extra_args = self.extra_args, []
+        prev_end = -1
+        prev_count = 0
+        prev_arg: int | None = None
         kinds: list[Kinds] = []
         redirects = list(redirects)
         after: list[Node] = []
@@ -366,26 +374,51 @@ class _Walker:
             if t == "variable_assignment":
                 self.assign(c, depth + 1)
             elif t == "command_name":
-                for w, k in self.word(c.children[0] if c.child_count else c, depth + 1):
+                fields = self.word(c.children[0] if c.child_count else c, depth + 1)
+                for w, k in fields:
                     argv.append(w)
                     kinds.append(k)
+                prev_count = len(fields)
+                prev_end = c.end_byte
+                prev_arg = c.start_byte
             elif t in _REDIRECTS:
                 stdin = self.redirect(c, depth + 1, redirects, after) or stdin
             elif t == "comment" or not c.is_named:
                 continue
             else:
-                for w, k in self.word(c, depth + 1):
+                if argv and prev_end == c.start_byte and prev_arg is not None:
+                    # tree-sitter split one shell word in two (``$IFS-rf$IFS/``): re-read it whole
+                    del argv[len(argv) - prev_count :]
+                    del kinds[len(kinds) - prev_count :]
+                    run = self.src[prev_arg:c.end_byte].decode("utf-8", "replace")
+                    words = [w for fc in fallback_commands(run, self.env) for w in fc.argv]
+                    for w in words:
+                        argv.append(w)
+                        kinds.append(_NOKINDS)
+                    prev_end = c.end_byte
+                    prev_count = len(words)
+                    continue
+                prev_arg = c.start_byte
+                fields = self.word(c, depth + 1)
+                for w, k in fields:
                     argv.append(w)
                     kinds.append(k)
+                prev_count = len(fields)
+            prev_end = c.end_byte
         for x in self.extra_args + (extra or []):
             argv.append(x)
             kinds.append(_NOKINDS)
         self.extra_args = saved_extra
         cmd = Cmd(argv, kinds, self.text(node), redirects, stdin, cwd=self.cwd, function=self.func,
-                  loop_forever=self.forever)
+                  loop_forever=self.forever, stdin_kinds=self.stdin_kinds if stdin is not None else _NOKINDS)
+        self.stdin_kinds = _NOKINDS
         self.cmds.append(cmd)
         if argv and argv[0] in ("cd", "pushd"):
             self.change_dir(argv[1:])
+        elif argv[:2] == ["set", "--"]:
+            for n, v in enumerate(argv[2:], 1):
+                self.env[str(n)] = v
+            self.env["@"] = self.env["*"] = " ".join(argv[2:])
         for c in after:
             self.stmt(c, depth + 1)
 
@@ -593,7 +626,8 @@ class _Walker:
             return out
         if t == "simple_expansion":
             name = self.text(node)[1:]
-            return [_Piece(self.env.get(name, UNKNOWN), split=not quoted, kinds=self.env_kinds.get(name, _NOKINDS))]
+            return [_Piece(self.env.get(name, UNKNOWN), split=not quoted or name in ("@", "*"),
+                           kinds=self.env_kinds.get(name, _NOKINDS))]
         if t == "expansion":
             return [self.expansion(node, depth, quoted)]
         if t in ("command_substitution", "process_substitution"):
@@ -787,8 +821,13 @@ def fallback_commands(text: str, env: dict[str, str] | None = None) -> list[Cmd]
                 continue
             m = re.match(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", text[i:])
             if m:
-                buf.append(variables.get(m.group(1), UNKNOWN))
-                in_word = True
+                value = variables.get(m.group(1), UNKNOWN)
+                for k, part in enumerate(re.split(r"[ \t\n]", value)):
+                    if k:
+                        flush_word()
+                    if part:
+                        buf.append(part)
+                        in_word = True
                 i += m.end()
                 continue
             buf.append(ch)
