@@ -360,7 +360,13 @@ class _ExecSocket:
         if self._closed:
             raise BackendError("stdin is closed", ErrorKind.FAILED_PRECONDITION)
         try:
-            await self._loop.sock_sendall(self._sock, data)
+            # The common case (a command line) fits the socket buffer: send at once, no future.
+            try:
+                sent = self._sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            if sent < len(data):
+                await self._loop.sock_sendall(self._sock, memoryview(data)[sent:])
         except (BrokenPipeError, ConnectionResetError) as exc:
             raise BackendError("the process no longer reads its stdin", ErrorKind.FAILED_PRECONDITION) from exc
         except OSError as exc:
@@ -628,9 +634,14 @@ class _Container:
         self.killer = _Killer()
         self.changed = asyncio.Event()
 
+    _WORDS = {"kill": "was sent a signal by the engine (docker kill / docker rm -f)", "die": "stopped",
+              "destroy": "was removed", "oom": "ran out of memory", "stop": "was stopped",
+              "pause": "was paused"}
+
     def on_event(self, action: str, detail: str) -> None:
         """An engine event about this container (see _EventWatcher)."""
-        self.events.append((time.monotonic(), f"container {self.name} got '{action}'{detail}"))
+        words = self._WORDS.get(action, f"got '{action}'")
+        self.events.append((time.monotonic(), f"container {self.name} {words}{detail}"))
         if action in ("die", "destroy", "oom", "stop", "kill"):
             self.invalidate(f"container {self.name} got '{action}'")
         changed, self.changed = self.changed, asyncio.Event()
@@ -970,6 +981,7 @@ class DockerSandbox(Sandbox):
 
     def take_notice(self) -> str | None:
         """Something the task should be told once (e.g. its container was recreated), or None."""
+        del self.container.notices[:-16]
         notes = [text for gen, text in self.container.notices if gen > self._seen_generation]
         self._seen_generation = self.container.generation
         return "; ".join(notes) or None

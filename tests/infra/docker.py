@@ -28,7 +28,7 @@ def engine() -> None:
             raise RuntimeError(f"scripts/{script} failed:\n{result.stderr}")
 
 
-def sweep(purpose: str, older_than: float = 3600.0) -> None:
+def sweep(purpose: str, older_than: float = 900.0) -> None:
     """Remove containers and volumes that tests labelled ``purpose`` longer than ``older_than``
     seconds ago (daemons of finished test runs leave their persistent container behind)."""
     import docker
