@@ -273,19 +273,18 @@ class LocalSandbox(Sandbox):
             fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", pty.rows, pty.cols, 0, 0))
             os.set_blocking(master, False)
 
-            def _controlling_tty() -> None:
-                os.setsid()
-                fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
+            # util-linux `setsid --ctty` makes the child a session leader with the terminal
+            # as its controlling tty, then execs argv (same pid). A Python preexec_fn cannot
+            # do this safely: forking a threaded (gRPC) process and running Python in the
+            # child crashes it (SIGSEGV/SIGABRT) about half the time.
             try:
                 popen = subprocess.Popen(
-                    list(argv),
+                    [shutil.which("setsid") or "/usr/bin/setsid", "--ctty", *argv],
                     cwd=cwd,
                     env=dict(env),
                     stdin=slave,
                     stdout=slave,
                     stderr=slave,
-                    preexec_fn=_controlling_tty,
                     close_fds=True,
                 )
             finally:
