@@ -1,0 +1,76 @@
+"""The gRPC adapter for the ``Pty`` stream.
+
+The first message must be ``open``; then ``data``, ``resize`` and ``signal`` go to the
+terminal while its output comes back as ``data`` and, last, ``exit``. The client
+closing its sending side ends nothing; cancelling the call ends the program's tree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import grpc
+
+from executor.errors import CoreError
+from executor.events import ApprovalNeeded, Finished, Output
+from executor.pty import PtyOpenParams, PtySession
+from executor.server import _abort, exit_pb
+from executor.v1 import executor_pb2 as pb
+
+log = logging.getLogger("executor.pty")
+
+
+async def _feed(session: PtySession, requests) -> None:
+    """Apply the client's input to the terminal until its sending side closes."""
+    async for msg in requests:
+        kind = msg.WhichOneof("input")
+        try:
+            if kind == "data":
+                await session.write(msg.data)
+            elif kind == "resize":
+                await session.resize(msg.resize.rows, msg.resize.cols)
+            elif kind == "signal":
+                await session.signal(msg.signal)
+            elif kind == "open":
+                log.info("a second `open` on a Pty stream is ignored")
+        except CoreError as exc:  # a bad resize or signal name: reported, the session goes on
+            log.info("terminal input refused: %s", exc.message)
+
+
+class PtyServicer:
+    """Mixed into the daemon's servicer (``executor.server._servicer_class``)."""
+
+    async def Pty(self, request_iterator, context):
+        caller = await self.auth.caller(context, "exec")
+        if self.core.pty is None:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "terminals are not available in this daemon")
+        requests = request_iterator.__aiter__()
+        try:
+            first = await requests.__anext__()
+        except StopAsyncIteration:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message of a Pty stream must be `open`")
+        if first.WhichOneof("input") != "open":
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message of a Pty stream must be `open`")
+        o = first.open
+        session = self.core.pty.open(PtyOpenParams(task_id=o.task_id, command=o.command, backend=o.backend,
+                                                   rows=o.size.rows, cols=o.size.cols, env=dict(o.env),
+                                                   workdir=o.workdir), caller.name)
+        feeder = asyncio.ensure_future(_feed(session, requests))
+        try:
+            async for event in session.run():
+                if isinstance(event, Output):
+                    yield pb.PtyOutput(data=event.data)
+                elif isinstance(event, ApprovalNeeded):
+                    yield pb.PtyOutput(approval_required=pb.ApprovalRequired(
+                        approval_id=event.approval_id, rule=event.rule, reason=event.reason, segment=event.segment,
+                        timeout_seconds=event.timeout))
+                elif isinstance(event, Finished):
+                    yield pb.PtyOutput(exit=exit_pb(event.exit))
+        except CoreError as exc:
+            await _abort(context, exc)
+        finally:
+            feeder.cancel()
+
+
+__all__ = ["PtyServicer"]

@@ -1,0 +1,378 @@
+"""Terminals: Exec with ``pty: true`` and the interactive ``Pty`` stream.
+
+A terminal session is one ``bash -c`` spawn on a pseudo-terminal in the task's sandbox,
+started with the task's shell state (cwd, exports, functions, aliases) but not changing
+it: what a program does on a terminal stays there. ``TERM`` is ``xterm-256color``.
+The session is its own session in the backend, so Ctrl-C (the byte ``\\x03``) reaches
+the foreground program through the terminal, and ending the session (deadline, client
+cancel, CloseTask, daemon shutdown) signals its whole tree inside the backend: TERM,
+a grace, then KILL.
+
+A session ends when its program exits (after a short drain of what it printed) or
+when it is ended from outside. The client closing its sending side ends nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal as signal_mod
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+
+from executor.approvals import Pending
+from executor.backends.base import BackendError, PtySize, Sandbox
+from executor.errors import CoreError, from_backend, invalid, precondition
+from executor.events import ApprovalNeeded, ExitInfo, Finished, Output, Timings
+from executor.processes import EXIT_DRAIN_SECONDS, Spawned, end_session, parse_signal, spawn_wrapped
+from executor.shell import CommandResult, CommandSpec
+from executor.tasks import Task, check_task_id, resolve_inside
+
+log = logging.getLogger("executor.pty")
+
+DEFAULT_SIZE = PtySize(24, 80)
+MAX_DIMENSION = 10000
+
+
+def pty_size(rows: int, cols: int) -> PtySize:
+    """A requested size; 0 means the default (24x80)."""
+    if rows < 0 or cols < 0 or rows > MAX_DIMENSION or cols > MAX_DIMENSION:
+        raise invalid(f"terminal size rows={rows} cols={cols} is out of range (1..{MAX_DIMENSION}; 0 = default)")
+    return PtySize(rows or DEFAULT_SIZE.rows, cols or DEFAULT_SIZE.cols)
+
+
+class Terminal:
+    """A spawned program on a terminal: its output and its exit, as one ordered queue.
+
+    Reading and waiting run in tasks of their own, so a consumer can stop waiting at a
+    deadline without cancelling a backend read in the middle."""
+
+    def __init__(self, sandbox: Sandbox, spawned: Spawned, grace: float) -> None:
+        self.sandbox = sandbox
+        self.proc = spawned.proc
+        self.pid = spawned.pid
+        self.grace = grace
+        self.code: int | None = None
+        self.error: BackendError | None = None
+        self.exited = asyncio.Event()
+        self.bytes_out = 0
+        self._eof = False
+        self._q: asyncio.Queue[tuple[str, object]] = asyncio.Queue()
+        if spawned.first:
+            self._q.put_nowait(("data", spawned.first))
+        self._tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._wait())]
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                data = await self.proc.stdout.read()
+                if not data:
+                    break
+                self._q.put_nowait(("data", data))
+            self._q.put_nowait(("eof", None))
+        except BackendError as exc:
+            self._q.put_nowait(("error", exc))
+
+    async def _wait(self) -> None:
+        try:
+            self.code = await self.proc.wait()
+        except BackendError as exc:
+            self._q.put_nowait(("error", exc))
+            return
+        finally:
+            self.exited.set()
+        self._q.put_nowait(("exit", self.code))
+
+    async def _get(self, until: float | None):
+        """The next queued item; None when ``until`` (monotonic) passes first."""
+        if not self._q.empty():
+            return self._q.get_nowait()
+        timeout = None if until is None else until - time.monotonic()
+        if timeout is not None and timeout <= 0:
+            return None
+        try:
+            return await asyncio.wait_for(self._q.get(), timeout)
+        except asyncio.TimeoutError:
+            return None
+
+    async def output(self, deadline: float | None) -> AsyncIterator[bytes]:
+        """Terminal bytes until the program ended; raises TimeoutError at the deadline.
+
+        After the program exits, output is read until the terminal closes, for at most
+        EXIT_DRAIN_SECONDS; then whatever of its session still holds the terminal is killed."""
+        got_exit = False
+        drain_until: float | None = None
+        while not (self._eof and got_exit):
+            until = deadline if drain_until is None else min(drain_until, deadline or drain_until)
+            item = await self._get(until)
+            if item is None:
+                if drain_until is not None and time.monotonic() >= drain_until:
+                    await self._signal(signal_mod.SIGKILL)
+                    return
+                raise TimeoutError
+            kind, value = item
+            if kind == "data":
+                self.bytes_out += len(value)
+                yield value
+            elif kind == "eof":
+                self._eof = True
+            elif kind == "exit":
+                got_exit = True
+                drain_until = time.monotonic() + EXIT_DRAIN_SECONDS
+            elif kind == "error":
+                self.error = value
+                return
+
+    async def stop(self) -> bytes:
+        """End the session inside the backend (TERM, grace, KILL); what it printed meanwhile."""
+        if not self.exited.is_set():
+            await end_session(self.sandbox, self.pid, self.grace, self.exited)
+        out = bytearray()
+        end = time.monotonic() + 1.0
+        while not self._eof:
+            item = await self._get(end)
+            if item is None:
+                break
+            kind, value = item
+            if kind == "data":
+                out += value
+            elif kind == "eof":
+                self._eof = True
+            elif kind == "error":
+                self.error = value
+                break
+        self.bytes_out += len(out)
+        return bytes(out)
+
+    async def _signal(self, sig: int) -> None:
+        try:
+            await self.sandbox.signal_session(self.pid, sig)
+        except BackendError as exc:
+            log.warning("signalling terminal session %s failed: %s", self.pid, exc.message)
+
+    async def close(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        try:
+            await self.proc.detach()
+        except Exception:
+            pass
+
+    @property
+    def exit_code(self) -> int:
+        return self.code if self.code is not None else -int(signal_mod.SIGKILL)
+
+
+@dataclass
+class PtyOpenParams:
+    task_id: str
+    command: str = ""  # empty: an interactive shell
+    backend: str = ""
+    rows: int = 0
+    cols: int = 0
+    env: Mapping[str, str] = field(default_factory=dict)
+    workdir: str = ""
+
+
+class PtySession:
+    """One ``Pty`` stream: gate, spawn, then output until the program ends.
+
+    Input (``write``/``resize``/``signal``) waits until the program runs (``ready``)."""
+
+    def __init__(self, manager: "PtyManager", params: PtyOpenParams, caller_name: str) -> None:
+        self.manager = manager
+        self.params = params
+        self.caller_name = caller_name
+        self.ready = asyncio.Event()
+        self.term: Terminal | None = None
+        self.task: Task | None = None
+        self.ended_by = ""  # why it was ended from outside (task closed, daemon stopping)
+
+    async def run(self) -> AsyncIterator[ApprovalNeeded | Output | Finished]:
+        core = self.manager.core
+        p = self.params
+        t0 = time.monotonic()
+        timings = Timings()
+        check_task_id(p.task_id)
+        from executor.service import ExecParams
+
+        core._validate(ExecParams(task_id=p.task_id, command=p.command or ":", env=dict(p.env)))
+        backend_name = core.backend_for(p.backend)
+        if not core.backends[backend_name].capabilities.pty:
+            raise precondition(f"backend {backend_name!r} has no terminal support; use Exec without pty")
+        size = pty_size(p.rows, p.cols)
+
+        pending: asyncio.Queue[Pending] = asyncio.Queue()
+
+        async def on_pending(item: Pending) -> None:
+            pending.put_nowait(item)
+
+        authorize = asyncio.ensure_future(core.approvals.authorize(
+            p.command, task_id=p.task_id, backend=backend_name, caller=self.caller_name, on_pending=on_pending,
+            interactive_pty=not p.command))
+        try:
+            while not authorize.done():
+                getter = asyncio.ensure_future(pending.get())
+                await asyncio.wait({authorize, getter}, return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
+                    pend = getter.result()
+                    yield ApprovalNeeded(pend.approval_id, pend.rule, pend.reason, pend.segment,
+                                         max(0.0, pend.expires_at - time.time()))
+                else:
+                    getter.cancel()
+        except BaseException:
+            authorize.cancel()
+            raise
+        auth = authorize.result()
+        timings.gate = timings.approval = time.monotonic() - t0
+        if not auth.allowed:
+            yield Finished(ExitInfo(0, "denied", duration=time.monotonic() - t0, message=auth.message,
+                                    rule=auth.verdict.rule, backend=backend_name, timings=timings))
+            return
+
+        task = core.tasks.get_or_create(p.task_id, backend_name)
+        await core.tasks.ensure_shell(task)
+        task.touch()
+        self.task = task
+        workdir = resolve_inside(task.root, p.workdir, "workdir") if p.workdir else None
+        s0 = time.monotonic()
+        try:
+            spawned = await spawn_wrapped(core, task, p.command or None, env=p.env, workdir=workdir,
+                                          merge_stderr=False, pty=size, lock_held=False)
+        except BackendError as exc:
+            raise from_backend(backend_name, exc) from exc
+        timings.spawn = time.monotonic() - s0
+        term = self.term = Terminal(task.sandbox, spawned, self.manager.grace)
+        self.manager._register(self)
+        self.ready.set()
+        finished = False
+        r0 = time.monotonic()
+        try:
+            async for data in term.output(None):
+                if not timings.first_byte:
+                    timings.first_byte = time.monotonic() - r0
+                yield Output("stdout", data)
+            timings.run = time.monotonic() - r0
+            task.touch()
+            status, message = "completed", ""
+            if term.error is not None:
+                status, message = "backend_error", f"backend {backend_name!r}: {term.error.message}"
+            elif self.ended_by:
+                status, message = "cancelled", self.ended_by
+            finished = True
+            yield Finished(ExitInfo(term.exit_code, status, cwd=task.cwd, duration=time.monotonic() - t0,
+                                    stdout_bytes=term.bytes_out, message=message, rule=auth.verdict.rule,
+                                    backend=backend_name, timings=timings))
+        finally:
+            if not finished:  # the client went away: end the program's tree in the backend
+                await asyncio.shield(term.stop())
+            await term.close()
+            self.manager._unregister(self)
+
+    async def write(self, data: bytes) -> None:
+        await self.ready.wait()
+        if data:
+            try:
+                await self.term.proc.write(data)
+            except BackendError as exc:
+                log.info("terminal input dropped: %s", exc.message)
+
+    async def resize(self, rows: int, cols: int) -> None:
+        size = pty_size(rows, cols)
+        await self.ready.wait()
+        try:
+            await self.term.proc.resize(size)
+        except BackendError as exc:  # the backend cannot resize: the session goes on
+            log.info("terminal resize ignored: %s", exc.message)
+
+    async def signal(self, name: str) -> None:
+        sig = parse_signal(name)
+        await self.ready.wait()
+        try:
+            await self.term.sandbox.signal_session(self.term.pid, int(sig))
+        except BackendError as exc:
+            log.info("terminal signal failed: %s", exc.message)
+
+    async def end(self, reason: str) -> None:
+        """End the session from outside; its stream reports the exit as cancelled."""
+        if self.term is None:
+            return
+        self.ended_by = reason
+        if not self.term.exited.is_set():
+            await end_session(self.term.sandbox, self.term.pid, self.manager.grace, self.term.exited)
+
+
+class PtyManager:
+    """Terminals of the daemon (``core.pty``)."""
+
+    def __init__(self, core) -> None:
+        self.core = core
+        self.grace = core.config.limits.kill_grace_seconds
+        self.sessions: set[PtySession] = set()
+
+    def _register(self, session: PtySession) -> None:
+        self.sessions.add(session)
+
+    def _unregister(self, session: PtySession) -> None:
+        self.sessions.discard(session)
+
+    def active_tasks(self) -> set[str]:
+        return {s.task.id for s in self.sessions if s.task is not None}
+
+    def open(self, params: PtyOpenParams, caller_name: str) -> PtySession:
+        return PtySession(self, params, caller_name)
+
+    async def exec(self, task: Task, spec: CommandSpec, deadline: float) -> AsyncIterator[tuple[str, bytes] | CommandResult]:
+        """Exec with pty=true (the caller holds the task's lock): the terminal stream as
+        stdout, then a CommandResult. At the deadline the session is ended in the backend
+        and what it printed is still returned."""
+        caps = task.backend.capabilities
+        if not caps.pty:
+            raise precondition(f"backend {task.backend_name!r} has no terminal support; run the command without pty")
+        spawned = await spawn_wrapped(self.core, task, spec.command, env=spec.env, workdir=spec.workdir,
+                                      merge_stderr=False, pty=DEFAULT_SIZE, lock_held=True)
+        term = Terminal(task.sandbox, spawned, self.grace)
+        finished = False
+        first_byte = 0.0
+        try:
+            if spec.stdin:
+                await term.proc.write(spec.stdin)
+            status = "completed"
+            try:
+                async for data in term.output(deadline):
+                    first_byte = first_byte or time.monotonic()
+                    yield ("stdout", data)
+            except TimeoutError:
+                status = "timed_out"
+                rest = await term.stop()
+                if rest:
+                    yield ("stdout", rest)
+            finished = True
+            if term.error is not None:
+                yield CommandResult(0, task.cwd, "backend_error", term.error.message, first_byte)
+            else:
+                yield CommandResult(term.exit_code, task.cwd, status, "", first_byte)
+        finally:
+            if not finished:  # cancelled, or the consumer stopped reading: end the tree
+                await asyncio.shield(term.stop())
+            await term.close()
+
+    async def end_task(self, task_id: str) -> int:
+        mine = [s for s in self.sessions if s.task is not None and s.task.id == task_id]
+        await asyncio.gather(*(s.end("the task was closed") for s in mine), return_exceptions=True)
+        return len(mine)
+
+    async def shutdown(self) -> None:
+        await asyncio.gather(*(s.end("the daemon is shutting down") for s in list(self.sessions)),
+                             return_exceptions=True)
+
+
+def attach(core) -> PtyManager:
+    """Called by the daemon at start: ``core.pty``."""
+    core.pty = PtyManager(core)
+    return core.pty
+
+
+__all__ = ["PtyManager", "PtySession", "PtyOpenParams", "Terminal", "attach", "pty_size"]
+_ = CoreError
