@@ -239,6 +239,73 @@ class Servicer(pb_grpc.ExecutorServicer):
             await _abort(context, exc)
 
 
+class _Malformed:
+    """What a request that fails to parse turns into; the handler answers INVALID_ARGUMENT."""
+
+    def __init__(self, type_name: str, error: Exception) -> None:
+        self.message = f"malformed {type_name} message: {error}"
+
+
+def _safe_parser(cls):
+    def parse(data: bytes):
+        try:
+            return cls.FromString(data)
+        except Exception as exc:  # DecodeError, or anything a corrupt message can raise
+            return _Malformed(cls.DESCRIPTOR.full_name, exc)
+    return parse
+
+
+async def _checked_stream(requests, context):
+    async for request in requests:
+        if isinstance(request, _Malformed):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+        yield request
+
+
+def _guard(method, client_streaming: bool, server_streaming: bool):
+    """Wraps a servicer method so a malformed request is refused with INVALID_ARGUMENT."""
+    if client_streaming:
+        if server_streaming:  # servicer methods are async generators (no context.write)
+            async def handler(requests, context):
+                async for item in method(_checked_stream(requests, context), context):
+                    yield item
+        else:
+            async def handler(requests, context):
+                return await method(_checked_stream(requests, context), context)
+    elif server_streaming:
+        async def handler(request, context):
+            if isinstance(request, _Malformed):
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+            async for item in method(request, context):
+                yield item
+    else:
+        async def handler(request, context):
+            if isinstance(request, _Malformed):
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+            return await method(request, context)
+    return handler
+
+
+def executor_handler(servicer) -> grpc.GenericRpcHandler:
+    """The Executor service's handlers, built from the proto descriptor with safe parsers."""
+    from google.protobuf import symbol_database
+
+    db = symbol_database.Default()
+    service = pb.DESCRIPTOR.services_by_name["Executor"]
+    handlers = {}
+    for m in service.methods:
+        request_cls = db.GetSymbol(m.input_type.full_name)
+        response_cls = db.GetSymbol(m.output_type.full_name)
+        method = _guard(getattr(servicer, m.name), m.client_streaming, m.server_streaming)
+        make = {(False, False): grpc.unary_unary_rpc_method_handler,
+                (False, True): grpc.unary_stream_rpc_method_handler,
+                (True, False): grpc.stream_unary_rpc_method_handler,
+                (True, True): grpc.stream_stream_rpc_method_handler}[(m.client_streaming, m.server_streaming)]
+        handlers[m.name] = make(method, request_deserializer=_safe_parser(request_cls),
+                                response_serializer=response_cls.SerializeToString)
+    return grpc.method_handlers_generic_handler(service.full_name, handlers)
+
+
 def _is_loopback(address: str) -> bool:
     host = address.rsplit(":", 1)[0].strip("[]")
     if host in ("localhost",):
@@ -304,7 +371,7 @@ class Daemon:
             ("grpc.max_send_message_length", limit),
             ("grpc.so_reuseport", 0),
         ])
-        pb_grpc.add_ExecutorServicer_to_server(_servicer_class()(self.core, self.auth), self.server)
+        self.server.add_generic_rpc_handlers((executor_handler(_servicer_class()(self.core, self.auth)),))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         names = (pb.DESCRIPTOR.services_by_name["Executor"].full_name, health.SERVICE_NAME, reflection.SERVICE_NAME)
         reflection.enable_server_reflection(names, self.server)
