@@ -199,6 +199,9 @@ class ModalOptions(Options):
     token_secret_env: str = "MODAL_TOKEN_SECRET"
     #: Upper bound in seconds on one control-plane call (create, lookup, exec start).
     request_timeout: float = 60.0
+    #: Upper bound in seconds for a new sandbox to be scheduled and run its first process
+    #: (a cold start pulls the image).
+    start_timeout: float = 600.0
 
     @model_validator(mode="after")
     def _network(self) -> "ModalOptions":
@@ -737,7 +740,8 @@ class ModalBackend(Backend):
         working directory."""
         script = 'mkdir -p -- "$1/$2" "$1/$3" && cd -- "$1" && pwd -P'
         process = await self._exec(box, ["/bin/sh", "-c", script, "mkroot", self.options.root, task_dir, _REGISTRY],
-                                   cwd=None, env={"PATH": "/usr/local/bin:/usr/bin:/bin"}, pty=None)
+                                   cwd=None, env={"PATH": "/usr/local/bin:/usr/bin:/bin"}, pty=None,
+                                   timeout=self.options.start_timeout)
         await process.close_stdin()
         out, err = await asyncio.gather(_read_all(process.stdout), _read_all(process.stderr))
         code = await process.wait()
@@ -751,7 +755,7 @@ class ModalBackend(Backend):
         return f"{base}/{task_dir}"
 
     async def _exec(self, box: _Box, argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str],
-                    pty: PtySize | None) -> ModalProcess:
+                    pty: PtySize | None, timeout: float | None = None) -> ModalProcess:
         """Start ``argv`` through the session/env prologue (``_SPAWN_SCRIPT``)."""
         channel: dict[str, str] = {}
         literal: list[str] = []
@@ -775,8 +779,8 @@ class ModalBackend(Backend):
                 pty_type=api_pb2.PTYInfo.PTY_TYPE_SHELL, no_terminate_on_idle_stdin=True)
         sb = await box.live()
         try:
-            proc = await _bounded(sb.exec.aio(*wrapped, **kwargs), self.options.request_timeout,
-                                  "starting a process in the Modal sandbox")
+            proc = await _bounded(sb.exec.aio(*wrapped, **kwargs), timeout or self.options.request_timeout,
+                                  f"starting a process in the Modal sandbox {box.name}")
         except Exception as exc:  # noqa: BLE001
             raise await box.lost_or(_error(exc, "starting a process"), "starting a process") from exc
         return ModalProcess(self, box, proc, regfile, pty is not None)

@@ -44,6 +44,7 @@ async def make_backend(server, tmp_path):
     server.clear_faults()
     server.max_sandboxes = None
     server.exec_new_session = True
+    server.schedule_delay = 0.0
 
     def make(name: str = "m", **overrides: Any) -> ModalBackend:
         opts = {**infra.options(server.url), **overrides}
@@ -435,6 +436,19 @@ async def test_unreachable_server_is_unavailable_quickly(make_backend):
         await backend.sandbox("t")
     assert info.value.kind is ErrorKind.UNAVAILABLE
     assert time.monotonic() - t0 < 5
+
+
+async def test_a_slow_cold_start_is_waited_for_up_to_start_timeout(make_backend, server):
+    server.schedule_delay = 1.0
+    t0 = time.monotonic()
+    sb = await make_backend("cold", request_timeout=0.5, start_timeout=20).sandbox("t")
+    assert time.monotonic() - t0 >= 1.0
+    assert (await run(sb, ["true"]))[2] == 0
+    assert server.requests("SandboxGetTaskIdV2"), "the SDK polls for the task while it is scheduled"
+    server.schedule_delay = 3.0
+    with pytest.raises(BackendError) as info:
+        await make_backend("colder", start_timeout=0.5).sandbox("t")
+    assert info.value.kind is ErrorKind.UNAVAILABLE and "within 0.5s" in info.value.message
 
 
 async def test_quota_is_resource_exhausted(make_backend, server):

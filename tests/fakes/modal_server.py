@@ -172,6 +172,7 @@ class FakeSandbox:
         self.entrypoint: asyncio.subprocess.Process | None = None
         self.result: api_pb2.GenericResult | None = None
         self.finished = asyncio.Event()
+        self.scheduled = False  # a task was assigned (the entrypoint started)
         self._lifetime: asyncio.TimerHandle | None = None
 
     @property
@@ -179,6 +180,9 @@ class FakeSandbox:
         return self.result is None
 
     async def start(self) -> None:
+        if not self.running:
+            return
+        self.scheduled = True
         args = list(self.definition.entrypoint_args) or ["sleep", "infinity"]
         self.entrypoint = await asyncio.create_subprocess_exec(
             *args, cwd=self.workdir(), env=self.env, stdin=subprocess.DEVNULL,
@@ -473,9 +477,13 @@ class _ControlPlane(_ControlPlaneBase):
             raise GRPCError(Status.RESOURCE_EXHAUSTED, "sandbox quota exceeded for this workspace")
         sb = FakeSandbox(server, request, app_name)
         server.sandboxes[sb.id] = sb
-        await sb.start()
+        if server.schedule_delay:
+            # Like a cold start: the answer carries no task yet; the SDK polls SandboxGetTaskIdV2.
+            asyncio.get_running_loop().call_later(server.schedule_delay, lambda: asyncio.ensure_future(sb.start()))
+        else:
+            await sb.start()
         await stream.send_message(api_pb2.SandboxCreateV2Response(
-            sandbox_id=sb.id, task_id=sb.task_id,
+            sandbox_id=sb.id, task_id=sb.task_id if sb.scheduled else "",
             metadata=api_pb2.SandboxHandleMetadata(app_id=sb.app_id)))
 
     async def SandboxGetCommandRouterAccess(self, stream: Stream) -> None:
@@ -487,7 +495,7 @@ class _ControlPlane(_ControlPlaneBase):
     async def SandboxGetTaskIdV2(self, stream: Stream) -> None:
         request = await self._begin(stream, "SandboxGetTaskIdV2")
         sb = self.server.lookup(sandbox_id=request.sandbox_id)
-        response = api_pb2.SandboxGetTaskIdResponse(task_id=sb.task_id)
+        response = api_pb2.SandboxGetTaskIdResponse(task_id=sb.task_id if sb.scheduled else "")
         if sb.result is not None:
             response.task_result.CopyFrom(sb.result)
         await stream.send_message(response)
@@ -632,6 +640,8 @@ class FakeModalServer:
         self.faults: dict[str, Fault] = {}
         #: Refuse SandboxCreateV2 with RESOURCE_EXHAUSTED beyond this many running sandboxes.
         self.max_sandboxes: int | None = None
+        #: Seconds between SandboxCreateV2 and the sandbox's task being scheduled.
+        self.schedule_delay = 0.0
         #: Start each (pipe) exec as a session leader, as a container runtime does; False
         #: starts it inside the server's own process group instead.
         self.exec_new_session = True
