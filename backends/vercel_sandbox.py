@@ -258,12 +258,124 @@ class _VercelProcess(Process):
             await self._pump
 
 
+class _VercelPty(Process):
+    """A process on a terminal, through the SDK's interactive session (a websocket).
+
+    The SDK's session is an async context that must be entered and left in one task, so a task of
+    its own holds it and this object talks to that task through a queue."""
+
+    def __init__(self, operation: Any, base_url: str, what: str, touch: Callable[[], None]) -> None:
+        loop = asyncio.get_running_loop()
+        self._base_url = base_url
+        self._what = what
+        self._touch = touch
+        self.stdout = ByteQueue()
+        self.stderr = None
+        self._inbox: asyncio.Queue[tuple[str, Any, asyncio.Future[None]]] = asyncio.Queue()
+        self._ready: asyncio.Future[None] = loop.create_future()
+        self._exit: asyncio.Future[int] = loop.create_future()
+        self._task = asyncio.ensure_future(self._hold(operation))
+
+    async def started(self) -> None:
+        await self._ready
+
+    async def _hold(self, operation: Any) -> None:
+        try:
+            async with operation as pty:
+                self._ready.set_result(None)
+                reader = asyncio.ensure_future(self._read(pty))
+                writer = asyncio.ensure_future(self._write_loop(pty))
+                try:
+                    code = await pty.wait()
+                    await asyncio.wait_for(asyncio.shield(reader), 10)
+                finally:
+                    writer.cancel()
+                    reader.cancel()
+                self._exit.set_result(-1 if code is None else int(code))
+        except asyncio.CancelledError:
+            self._fail(BackendError(f"{self._what}: detached", ErrorKind.LOST))
+            raise
+        except Exception as exc:
+            err = map_error(exc, self._what, self._base_url)
+            if not self._ready.done():
+                self._ready.set_exception(err)
+            self._fail(BackendError(err.message, ErrorKind.LOST if self._ready.done() else err.kind))
+        finally:
+            self.stdout.feed_eof()
+            self._fail(BackendError(f"{self._what}: the terminal session ended", ErrorKind.LOST))
+
+    def _fail(self, err: BackendError) -> None:
+        self.stdout.feed_error(err)
+        if not self._exit.done():
+            self._exit.set_exception(err)
+            self._exit.exception()  # retrieved here: nobody may ever wait for a detached terminal
+        while not self._inbox.empty():
+            _, _, done = self._inbox.get_nowait()
+            if not done.done():
+                done.set_exception(BackendError("the terminal is closed", ErrorKind.FAILED_PRECONDITION))
+
+    async def _read(self, pty: Any) -> None:
+        import anyio
+
+        try:
+            while True:
+                self.stdout.feed(await pty.stream.receive())
+                self._touch()
+        except anyio.EndOfStream:
+            self.stdout.feed_eof()
+        except Exception as exc:
+            self.stdout.feed_error(BackendError(f"{self._what}: the terminal connection broke: {exc}",
+                                                ErrorKind.LOST))
+
+    async def _write_loop(self, pty: Any) -> None:
+        while True:
+            kind, payload, done = await self._inbox.get()
+            try:
+                if kind == "data":
+                    await pty.stream.send(payload)
+                else:
+                    await pty.resize(payload.cols, payload.rows)
+            except Exception as exc:
+                if not done.done():
+                    done.set_exception(BackendError(f"the terminal is closed ({type(exc).__name__})",
+                                                    ErrorKind.FAILED_PRECONDITION))
+            else:
+                if not done.done():
+                    done.set_result(None)
+
+    async def _send(self, kind: str, payload: Any) -> None:
+        if self._task.done() or self._exit.done():
+            raise BackendError("the terminal is closed", ErrorKind.FAILED_PRECONDITION)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        await self._inbox.put((kind, payload, done))
+        await done
+
+    async def write(self, data: bytes) -> None:
+        self._touch()
+        await self._send("data", bytes(data))
+
+    async def close_stdin(self) -> None:
+        return None
+
+    async def resize(self, size: PtySize) -> None:
+        await self._send("resize", size)
+
+    async def wait(self) -> int:
+        return await asyncio.shield(self._exit)
+
+    async def detach(self) -> None:
+        if not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+
+
 # ---------------------------------------------------------------------------
 # Sandbox
 # ---------------------------------------------------------------------------
 
 
-def _wrap(argv: Sequence[str], env: Mapping[str, str]) -> tuple[str, list[str]]:
+def _wrap(argv: Sequence[str], env: Mapping[str, str], *, new_session: bool = True) -> tuple[str, list[str]]:
     """``env -i K=V... setsid -w ARGV``: exactly ``env``, as the leader of a new session.
 
     ``setsid`` execs in place when the API did not make the command a process-group leader (so the
@@ -275,6 +387,8 @@ def _wrap(argv: Sequence[str], env: Mapping[str, str]) -> tuple[str, list[str]]:
         pairs.append(f"{key}={value}")
     if not argv:
         raise BackendError("empty argv", ErrorKind.INVALID_ARGUMENT)
+    if not new_session:
+        return ENV, ["-i", *pairs, *argv]
     return ENV, ["-i", *pairs, SETSID, "-w", *argv]
 
 
@@ -294,15 +408,24 @@ class VercelSandbox(Sandbox):
 
     async def spawn(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str],
                     pty: PtySize | None = None) -> Process:
-        if pty is not None:
-            raise BackendError("vercel_sandbox has no terminal support (capabilities.pty is false)",
-                               ErrorKind.FAILED_PRECONDITION)
-        command, args = _wrap(argv, env)
         self._backend._touch(self.key)
+        if pty is not None:
+            return await self._spawn_pty(argv, cwd=cwd, env=env, size=pty)
+        command, args = _wrap(argv, env)
         doing = f"starting {argv[0]!r} in sandbox {self.name}"
         handle = await self._backend._start_command(self, command, args, cwd=cwd, stdin=True, doing=doing)
         return _VercelProcess(handle, self._backend._service, self._backend.base_url,
                               lambda: self._backend._touch(self.key))
+
+    async def _spawn_pty(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str], size: PtySize) -> Process:
+        """A terminal session. The API makes the command the session leader with the terminal as
+        its controlling tty, so only ``env -i`` wraps it (``setsid`` would drop the terminal)."""
+        command, args = _wrap(argv, env, new_session=False)
+        what = f"terminal {argv[0]!r} in sandbox {self.name}"
+        proc = _VercelPty(self.handle.open_interactive(command, args, cwd=cwd, cols=size.cols, rows=size.rows),
+                          self._backend.base_url, what, lambda: self._backend._touch(self.key))
+        await proc.started()
+        return proc
 
     async def _run(self, script: str, *args: str, doing: str) -> tuple[int, str, str]:
         """Run a short POSIX sh script to completion (one wait&logs request); (code, stdout, stderr)."""
@@ -407,7 +530,7 @@ class VercelSandboxBackend(Backend):
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(pty=False, resize=False, signals=True, stdin=True, background=True,
+        return Capabilities(pty=True, resize=True, signals=True, stdin=True, background=True,
                             persistent_shell=True, file_transfer=True, network_policy=self._network_label(),
                             streaming=True)
 
@@ -433,7 +556,7 @@ class VercelSandboxBackend(Backend):
                       "a restarted daemon re-attaches by name and stops leftover sessions at start",
             "output": "UTF-8 text (the API sends JSON strings; invalid UTF-8 bytes arrive as U+FFFD); "
                       "file transfers are byte-exact",
-            "pty": "not supported",
+            "pty": "through the SDK's interactive sessions (a websocket to the sandbox)",
             "idle": f"sessions stopped after {o.idle_timeout:g}s unused (files kept)" if o.idle_timeout else "no reaping",
             "signals": "session walk through /proc inside the sandbox",
         }

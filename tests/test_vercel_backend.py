@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import re
 import signal
 import socket
 import tarfile
@@ -78,6 +79,20 @@ def session_members(sid: int) -> list[int]:
             if raw[raw.rfind(b")") + 2:].split()[3] == str(sid).encode():
                 members.append(int(entry))
     return members
+
+
+def sleep_in_foreground(sid: int) -> bool:
+    """A ``sleep`` of session ``sid`` is the terminal's foreground process group."""
+    for pid in session_members(sid):
+        try:
+            raw = open(f"/proc/{pid}/stat", "rb").read()
+        except OSError:
+            continue
+        comm = raw[raw.index(b"(") + 1:raw.rfind(b")")]
+        fields = raw[raw.rfind(b")") + 2:].split()
+        if comm == b"sleep" and fields[2] == fields[5]:  # pgrp == tpgid
+            return True
+    return False
 
 
 async def wait_gone(sid: int, timeout: float = 10) -> list[int]:
@@ -257,12 +272,41 @@ async def test_missing_command_is_exit_127(backend):
     assert b"No such file" in err
 
 
-async def test_pty_is_refused_plainly(backend):
+async def test_pty_session_leader_resize_ctrl_c_and_exact_bytes(fake, backend):
     sb = await backend.sandbox("pty")
-    assert backend.capabilities.pty is False
-    with pytest.raises(BackendError) as info:
-        await sb.spawn(["bash"], cwd=sb.root, env={}, pty=PtySize(24, 80))
-    assert info.value.kind == ErrorKind.FAILED_PRECONDITION
+    assert backend.capabilities.pty and backend.capabilities.resize
+    fake.clear()
+    term = await sb.spawn(["bash", "--noprofile", "--norc"], cwd=sb.root,
+                          env={"PATH": "/usr/bin:/bin", "TERM": "dumb", "PS1": "$ "}, pty=PtySize(30, 100))
+    deadline = time.monotonic() + 10
+    while not fake.recorded("WS") and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    start = fake.recorded("WS")[0]["json"]
+    assert start["type"] == "start" and start["command"] == "/usr/bin/env"
+    assert start["args"] == ["-i", "PATH=/usr/bin:/bin", "TERM=dumb", "PS1=$ ", "bash", "--noprofile", "--norc"]
+    assert (start["rows"], start["cols"], start["cwd"]) == (30, 100, sb.root)
+
+    await term.write(b"echo \"$$:$(cut -d' ' -f6 /proc/$$/stat):$(stty size)\"\n")
+    out = await read_until(term.stdout, b":30 100")
+    match = re.search(rb"(\d+):(\d+):30 100", out)
+    assert match and match[1] == match[2], f"the terminal's process leads its session: {out!r}"
+    await term.resize(PtySize(40, 120))
+    await term.write(b"stty size; sleep 300\n")
+    assert b"40 120" in await read_until(term.stdout, b"40 120")
+    deadline = time.monotonic() + 10  # Ctrl-C goes to the foreground job: wait until sleep is it
+    while not sleep_in_foreground(int(match[1])) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    await term.write(b"\x03")  # Ctrl-C ends the sleep, not the shell
+    await term.write(b"printf 'x\\377\\001y\\n'; exit 3\n")
+    rest = b""
+    try:
+        while chunk := await asyncio.wait_for(term.stdout.read(), 10):
+            rest += chunk
+    except asyncio.TimeoutError:
+        pytest.fail(f"no end of terminal output; got {rest!r}")
+    assert b"x\xff\x01y" in rest, "terminal output is byte-exact"
+    assert await term.wait() == 3
+    assert term.stderr is None
 
 
 # ---------------------------------------------------------------------------

@@ -16,10 +16,13 @@ What it models (read from the SDK source, ``vercel/sandbox/_internal/api_client.
   every connection, live while the process runs), ``POST .../cmd/{id}/stdin`` (base64, offsets
   make a resent write idempotent), ``POST .../cmd/{id}/kill``.
 * Files: ``POST .../fs/mkdir``, ``POST .../fs/read`` (raw bytes), ``POST .../fs/write`` (gzip tar).
+* Terminals: ``POST .../interactive`` then a websocket (``start``/``resize``/``exit`` JSON,
+  binary terminal bytes), the process on a real pty as session leader with a controlling tty.
 * Bearer-token auth (401 otherwise). A sandbox's lifetime (``timeout``) stops its session.
 
 What it does not model: isolation (commands run on this host as this user; paths are host paths),
-snapshots, drives, PTY websockets, network policies (recorded, not enforced).
+snapshots, drives, network policies (recorded, not enforced), TLS (so the SDK's https health
+probe before a terminal session fails and it proceeds after about a second).
 
 Test hooks under ``/_fake/``: ``GET|DELETE requests`` (the record), ``POST faults`` (answer the next
 matching requests with an error status), ``POST vanish/{name}`` (the sandbox disappears as if
@@ -132,6 +135,8 @@ class Session:
     stopped_at: int | None = None
     commands: dict[str, Command] = field(default_factory=dict)
     timer: asyncio.TimerHandle | None = None
+    interactive: dict[str, str] = field(default_factory=dict)  # pending PTY id -> token
+    pty_pids: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -193,6 +198,9 @@ class FakeVercel:
         r.add_post("/v2/sandboxes/sessions/{sid}/fs/mkdir", self.fs_mkdir)
         r.add_post("/v2/sandboxes/sessions/{sid}/fs/read", self.fs_read)
         r.add_post("/v2/sandboxes/sessions/{sid}/fs/write", self.fs_write)
+        r.add_post("/v2/sandboxes/sessions/{sid}/interactive", self.open_interactive)
+        r.add_get("/_pty/{sid}/{pid}", self.pty_socket)
+        r.add_get("/health", self.health)
         r.add_get("/v2/sandboxes/{name}", self.get_sandbox)
         r.add_delete("/v2/sandboxes/{name}", self.delete_sandbox)
         r.add_get("/_fake/requests", self.fake_requests)
@@ -297,6 +305,11 @@ class FakeVercel:
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
         if request.path.startswith("/_fake/"):
+            return await handler(request)
+        if request.path.startswith("/_pty/") or request.path == "/health":
+            with self._lock:
+                self.requests.append({"method": request.method, "path": request.path,
+                                      "query": dict(request.query), "headers": {}, "time": time.time()})
             return await handler(request)
         body = await request.read()
         record: Json = {
@@ -482,6 +495,8 @@ class FakeVercel:
         s.status = "stopping"
         if s.timer is not None:
             s.timer.cancel()
+        for pid in list(s.pty_pids):
+            _kill_session_tree(pid)
         for cmd in s.commands.values():
             if cmd.exit_code is None and cmd.proc is not None:
                 cmd.stop_error = {"code": code, "message": message}
@@ -633,6 +648,36 @@ class FakeVercel:
                 os.kill(cmd.proc.pid, int(body["signal"]))
         return web.json_response({"command": cmd.payload()})
 
+    # -- interactive (PTY) sessions -------------------------------------------------------------
+
+    async def open_interactive(self, request: web.Request) -> web.Response:
+        s = self._session(request.match_info["sid"])
+        pty_id, token = uuid.uuid4().hex[:16], uuid.uuid4().hex
+        s.interactive[pty_id] = token
+        return web.json_response({"url": f"ws://127.0.0.1:{self.port}/_pty/{s.id}/{pty_id}", "token": token})
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    async def pty_socket(self, request: web.Request) -> web.StreamResponse:
+        s = self._session(request.match_info["sid"])
+        token = s.interactive.pop(request.match_info["pid"], None)
+        if token is None or request.query.get("token") != token:
+            raise ApiError(403, "forbidden", "unknown interactive session or token")
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        first = await ws.receive()
+        if first.type != web.WSMsgType.TEXT:
+            await ws.close()
+            return ws
+        start = json.loads(first.data)
+        with self._lock:
+            self.requests.append({"method": "WS", "path": request.path, "query": {}, "headers": {},
+                                  "json": start, "time": time.time()})
+        await _pty_session(self, ws, s, self.sandboxes[s.sandbox_name], start)
+        await ws.close()
+        return ws
+
     # -- files ---------------------------------------------------------------------------------
 
     def _fs_path(self, request: web.Request, body: Json) -> Path:
@@ -678,6 +723,96 @@ class FakeVercel:
                     shutil.copyfileobj(source, out)
                 os.chmod(target, member.mode)
         return web.json_response({})
+
+
+# Interactive sessions: ``POST .../interactive`` hands out a websocket URL and token; on the
+# socket, a JSON ``start`` message runs the command on a terminal (session leader, controlling
+# tty), binary frames are terminal bytes both ways, ``resize`` sets the size, and a JSON ``exit``
+# message ends it. The SDK first probes ``https://<host>/health``; this server speaks plain HTTP,
+# so that probe fails and the SDK goes on after its retries (about a second per session).
+
+
+async def _pty_session(fake: "FakeVercel", ws: web.WebSocketResponse, s: Session, sb: Sandbox,
+                       start: Json) -> None:
+    import fcntl
+    import struct
+    import termios
+
+    def winsize(fd: int, rows: int, cols: int) -> None:
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+    env = {**BASE_ENV, "HOME": sb.cwd, **(sb.config.get("env") or {})}
+    env.update(item.split("=", 1) for item in start.get("env") or [] if "=" in item)
+    master, slave = os.openpty()
+    winsize(slave, int(start.get("rows", 24)), int(start.get("cols", 80)))
+
+    def ctty() -> None:
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    import subprocess
+
+    try:
+        proc = subprocess.Popen([start["command"], *start.get("args", [])], cwd=start.get("cwd") or sb.cwd,
+                                env=env, stdin=slave, stdout=slave, stderr=slave, preexec_fn=ctty,
+                                close_fds=True)
+    except OSError as exc:
+        os.close(slave)
+        os.close(master)
+        await ws.send_bytes(f"cannot start {start['command']!r}: {exc}\r\n".encode())
+        await ws.send_str(json.dumps({"type": "exit", "code": 127}))
+        return
+    os.close(slave)
+    s.pty_pids.add(proc.pid)
+    loop = asyncio.get_running_loop()
+    output: asyncio.Queue[bytes] = asyncio.Queue()
+    os.set_blocking(master, False)
+
+    def readable() -> None:
+        try:
+            data = os.read(master, 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            loop.remove_reader(master)
+        output.put_nowait(data)
+
+    loop.add_reader(master, readable)
+
+    async def send_output() -> None:
+        while chunk := await output.get():
+            await ws.send_bytes(chunk)
+
+    async def receive_input() -> None:
+        async for msg in ws:
+            if msg.type == web.WSMsgType.BINARY:
+                view = memoryview(msg.data)
+                while view:
+                    try:
+                        view = view[os.write(master, view):]
+                    except BlockingIOError:
+                        await asyncio.sleep(0.005)
+            elif msg.type == web.WSMsgType.TEXT:
+                control = json.loads(msg.data)
+                if control.get("type") == "resize":
+                    winsize(master, int(control["rows"]), int(control["cols"]))
+
+    sender = asyncio.ensure_future(send_output())
+    receiver = asyncio.ensure_future(receive_input())
+    try:
+        code = await asyncio.to_thread(proc.wait)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(sender), 5)  # the rest of the output, up to EIO
+        await ws.send_str(json.dumps({"type": "exit", "code": 128 - code if code < 0 else code}))
+    finally:
+        s.pty_pids.discard(proc.pid)
+        receiver.cancel()
+        sender.cancel()
+        with contextlib.suppress(ValueError, OSError):
+            loop.remove_reader(master)
+        os.close(master)
 
 
 def _ndjson_response() -> web.StreamResponse:
