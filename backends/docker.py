@@ -545,7 +545,13 @@ class DockerProcess(Process):
                                                                       width=size.cols), "resizing the terminal")
 
     async def detach(self) -> None:
-        self._io.close()
+        """Close our end of the exec socket. Readers get EOF; ``wait()`` still learns the exit
+        from the engine."""
+        if not self._io.finished:
+            self._io.close()
+            await self._settle(None)
+        else:
+            self._io.close()
 
 
 class _Killer:
@@ -719,8 +725,18 @@ class _Container:
                 api.remove_container(cid, force=True)
                 raise
         self.backend.remember(self.scope, cid)
+        self._check_image_tools(api, cid)
         started = api.inspect_container(cid)["State"].get("StartedAt", "")
         return cid, started, note
+
+    def _check_image_tools(self, api: Any, cid: str) -> None:
+        """The programs every spawn relies on must be in the image; say so plainly if not."""
+        for path in (self.backend.options.env_program, "/bin/sh"):
+            res = api.head(api._url("/containers/{0}/archive", cid), params={"path": path})
+            if res.status_code == 404:
+                raise BackendError(f"image {self.backend.options.image} has no {path}; the docker backend runs every "
+                                   "process through it (install coreutils and a POSIX sh, or set `env_program`)",
+                                   ErrorKind.FAILED_PRECONDITION)
 
     def _give_workspace(self, api: Any, image: str) -> None:
         """Make a new volume's root belong to the sandbox user.

@@ -563,3 +563,24 @@ async def test_user_cannot_stop_the_container(make_backend):
     assert state["Running"]
     assert await run(sb, "echo fine") == (0, "fine\n", "")
     assert sb.take_notice() is None
+
+
+async def test_image_without_the_env_program_is_a_precondition(make_backend):
+    backend = make_backend(env_program="/opt/missing/env")
+    with pytest.raises(BackendError) as info:
+        await backend.sandbox("t")
+    assert info.value.kind is ErrorKind.FAILED_PRECONDITION and "/opt/missing/env" in info.value.message
+
+
+async def test_detach_ends_reads_and_wait_still_answers(shared):
+    sb = await shared.sandbox("proc")
+    proc = await sb.spawn(["bash", "-c", "echo $$; sleep 300"], cwd=sb.root, env=ENV)
+    sid = int((await read_until(proc.stdout, b"\n")).strip())
+    reader = asyncio.ensure_future(proc.stdout.read())
+    await proc.detach()
+    assert await asyncio.wait_for(reader, 10) == b""
+    waiter = asyncio.ensure_future(proc.wait())
+    await asyncio.sleep(0.2)
+    assert not waiter.done(), "the process still runs after a detach"
+    await sb.signal_session(sid, signal.SIGKILL)
+    assert await asyncio.wait_for(waiter, 10) == -signal.SIGKILL
