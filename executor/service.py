@@ -168,7 +168,7 @@ class Executor:
                         await self.tasks.save_state(task)
                     except Exception:
                         pass
-                await self.tasks.close(task_id, remove_files=False)
+                await self.tasks.close(task_id, remove_files=False, keep_state=True)
                 self.tasks.reaped += 1
 
     # -- validation --------------------------------------------------------------------

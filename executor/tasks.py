@@ -154,8 +154,11 @@ class TaskManager:
             os.chmod(tmp, 0o600)
             tmp.replace(path)
 
-    async def close(self, task_id: str, remove_files: bool) -> Task | None:
-        """End the task: interrupt its command, kill its shell, release its sandbox."""
+    async def close(self, task_id: str, remove_files: bool, keep_state: bool = False) -> Task | None:
+        """End the task: interrupt its command, kill its shell, release its sandbox.
+
+        ``keep_state`` (idle reaping) keeps the saved shell state, so the task's next command
+        finds its cwd and variables as if it had never been reaped."""
         task = self.tasks.pop(task_id, None)
         if task is None:
             return None
@@ -169,10 +172,8 @@ class TaskManager:
                 await task.sandbox.release(remove_files)
             except BackendError:
                 pass
-        try:
-            self._state_file(task_id).unlink()
-        except FileNotFoundError:
-            pass
+        if not keep_state:
+            self._state_file(task_id).unlink(missing_ok=True)
         return task
 
     async def shutdown(self) -> None:

@@ -95,3 +95,40 @@ def test_close_task_cancels_a_running_command(local_daemon):
         th.join(20)
         assert events[-1].exit.status == pb.EXIT_STATUS_CANCELLED
     assert wait_for(lambda: count_processes(marker) == 0, 10)
+
+
+def test_idle_tasks_are_reaped_but_keep_files_and_state(tmp_path):
+    from tests.daemon import DaemonProcess
+
+    d = DaemonProcess({"backend": "local", "backends": {"local": {"kind": "local"}},
+                       "limits": {"task_idle_seconds": 1}}, state_dir=tmp_path / "state").start()
+    try:
+        with d.client() as c:
+            c.run("idle", "echo kept > f.txt; export IDLE_VAR=1")
+            assert wait_for(lambda: c.list_tasks().idle_reaped >= 1, 15)
+            assert "idle" not in {t.task_id for t in c.list_tasks().tasks}
+            r = c.run("idle", 'cat f.txt; echo "$IDLE_VAR"')
+            assert r.stdout == b"kept\n1\n"
+    finally:
+        d.kill()
+
+
+def test_too_many_tasks_is_resource_exhausted(tmp_path):
+    import pytest
+
+    from executor.client import ResourceExhausted
+    from tests.daemon import DaemonProcess
+
+    d = DaemonProcess({"backend": "local", "backends": {"local": {"kind": "local"}},
+                       "limits": {"max_tasks": 2}}, state_dir=tmp_path / "state").start()
+    try:
+        with d.client() as c:
+            c.run("a", "true")
+            c.run("b", "true")
+            with pytest.raises(ResourceExhausted) as info:
+                c.run("c", "true")
+            assert "max_tasks" in info.value.message
+            c.close_task("a")
+            assert c.run("c", "echo ok").stdout == b"ok\n"
+    finally:
+        d.kill()
