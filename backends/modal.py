@@ -99,13 +99,13 @@ leader() { read -r s < /proc/self/stat; s=${s##*) }; set -- $s; [ "$3" = "$$" ];
 if leader; then
   # A process-group leader cannot call setsid(2): a fresh child (the inner sh) can.
   ( exec /bin/sh -c 'me() { read -r s < /proc/$$/stat; s=${s##*) }; set -- $s; echo "$$ ${20} $T"; }
-      [ "$0" = - ] || T=$1 me > "$0" 2>/dev/null; shift; exec setsid "$@"' "$f" "$t" "$@" )
+      [ "$0" = - ] || { T=$1 me > "$0"; } 2>/dev/null; shift; exec setsid "$@"' "$f" "$t" "$@" )
   st=$?
   [ "$f" = - ] || rm -f "$f"
   exit $st
 fi
 me() { read -r s < /proc/$$/stat; s=${s##*) }; set -- $s; echo "$$ ${20} $t"; }
-[ "$f" = - ] || me > "$f" 2>/dev/null
+[ "$f" = - ] || { me > "$f"; } 2>/dev/null
 exec setsid "$@"
 """
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import io
 import re
+import shutil
 import signal
 import tarfile
 import time
@@ -203,6 +204,16 @@ async def test_exact_env_and_session_leader_when_the_exec_is_not_a_group_leader(
     pid, sid = first.split()
     assert pid == sid and code == 5
     assert "MODAL_" not in rest and "HOME=" + sb.root in rest
+
+
+@pytest.mark.parametrize("new_session", [True, False])
+async def test_a_missing_session_registry_is_harmless(make_backend, server, new_session):
+    server.exec_new_session = new_session
+    sb = await make_backend(f"noreg{int(new_session)}").sandbox("t")
+    registry = Path(sb.root).parent / ".executor-sessions"
+    assert registry.is_dir()
+    shutil.rmtree(registry)
+    assert await run(sb, ["echo", "fine"]) == (b"fine\n", b"", 0)
 
 
 async def test_signal_session_kills_the_command_tree_not_the_sandbox(make_backend, server):
