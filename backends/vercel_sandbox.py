@@ -68,6 +68,30 @@ ENV = "/usr/bin/env"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _T = TypeVar("_T")
 
+#: Runs "$@" with its stdout and stderr each going through an encoder ($1: perl or python3) that
+#: writes every chunk it reads as one line of hex, at once: any bytes survive the API's text-only
+#: output stream, and output still streams. Exits with the command's status once all output is out.
+IO_WRAPPER = r"""
+enc=$1; shift
+case ${enc##*/} in
+  perl*) flag=-e; code='$|=1; while (sysread(STDIN, my $b, 65536)) { syswrite(STDOUT, unpack("H*", $b) . "\n") }' ;;
+  *) flag=-c; code='import os
+while True:
+    b = os.read(0, 65536)
+    if not b:
+        break
+    os.write(1, b.hex().encode() + b"\n")' ;;
+esac
+d=$(mktemp -d /tmp/executor-io.XXXXXX) && mkfifo "$d/o" "$d/e" || exit 125
+"$enc" "$flag" "$code" < "$d/o" &
+"$enc" "$flag" "$code" < "$d/e" >&2 &
+"$@" > "$d/o" 2> "$d/e"
+rc=$?
+wait
+rm -rf -- "$d"
+exit $rc
+"""
+
 
 class VercelSandboxOptions(Options):
     """``backends.<name>`` for ``kind: vercel_sandbox``. Credentials are never logged or shown."""
@@ -103,6 +127,10 @@ class VercelSandboxOptions(Options):
     #: Stop a sandbox's session after this many seconds without use (no spawn, input or output);
     #: its files are kept and the next use resumes it. Default: never (only the lifetime applies).
     idle_timeout: float | None = Field(default=None, gt=0)
+    #: ``exact``: output bytes are carried as hex lines by a tiny perl or python3 encoder inside the
+    #: sandbox (the API itself only carries UTF-8 text); the image needs perl or python3.
+    #: ``text``: raw, as the API sends it (invalid UTF-8 arrives as U+FFFD); no encoder processes.
+    output: Literal["exact", "text"] = "exact"
 
 
 # ---------------------------------------------------------------------------
@@ -191,9 +219,11 @@ def map_error(exc: BaseException, doing: str, base_url: str) -> BackendError:
 class _VercelProcess(Process):
     """A detached command: stdin by API requests, output pumped from the live logs stream."""
 
-    def __init__(self, handle: Any, service: Any, base_url: str, touch: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, handle: Any, service: Any, base_url: str, touch: Callable[[], None] = lambda: None,
+                 hex_lines: bool = False) -> None:
         self._handle = handle
         self._touch = touch
+        self._hex = hex_lines
         self._base_url = base_url
         self.id: str = handle.id
         self.stdout = ByteQueue()
@@ -203,13 +233,29 @@ class _VercelProcess(Process):
 
     async def _follow(self, service: Any) -> None:
         """Copy the command's output into the byte queues as the API streams it."""
+        pending = {"stdout": "", "stderr": ""}
         try:
             async for event in service.process_logs(session_id=self._handle.session_id, process_id=self.id):
-                queue = self.stdout if event.stream == "stdout" else self.stderr
-                queue.feed(event.data.encode("utf-8", "replace"))
+                name = "stdout" if event.stream == "stdout" else "stderr"
+                queue = self.stdout if name == "stdout" else self.stderr
+                if self._hex:
+                    *lines, pending[name] = (pending[name] + event.data).split("\n")
+                    data = b"".join(bytes.fromhex(line) for line in lines)
+                else:
+                    data = event.data.encode("utf-8", "replace")
+                queue.feed(data)
                 self._touch()
+            for name, rest in pending.items():
+                if rest.strip():
+                    (self.stdout if name == "stdout" else self.stderr).feed(bytes.fromhex(rest))
         except asyncio.CancelledError:
             raise
+        except ValueError as exc:
+            bad = BackendError(f"command {self.id}: the output encoder sent something that is not hex: {exc}",
+                               ErrorKind.INTERNAL)
+            self.stdout.feed_error(bad)
+            self.stderr.feed_error(bad)
+            return
         except Exception as exc:
             err = map_error(exc, f"following the output of command {self.id}", self._base_url)
             lost = BackendError(err.message, ErrorKind.LOST)
@@ -412,10 +458,29 @@ class VercelSandbox(Sandbox):
         if pty is not None:
             return await self._spawn_pty(argv, cwd=cwd, env=env, size=pty)
         command, args = _wrap(argv, env)
+        encoder = await self._encoder() if self._backend.opts.output == "exact" else None
+        if encoder is not None:
+            command, args = "/bin/bash", ["--noprofile", "--norc", "-c", IO_WRAPPER, "executor-io", encoder,
+                                          command, *args]
         doing = f"starting {argv[0]!r} in sandbox {self.name}"
         handle = await self._backend._start_command(self, command, args, cwd=cwd, stdin=True, doing=doing)
         return _VercelProcess(handle, self._backend._service, self._backend.base_url,
-                              lambda: self._backend._touch(self.key))
+                              lambda: self._backend._touch(self.key), hex_lines=encoder is not None)
+
+    async def _encoder(self) -> str:
+        """The sandbox's perl or python3 (looked up once per sandbox) for byte-exact output."""
+        found = self._backend._encoders.get(self.key)
+        if found is None:
+            code, out, _ = await self._run("command -v perl || command -v python3",
+                                           doing=f"looking for perl or python3 in sandbox {self.name}")
+            found = out.strip().splitlines()[0] if code == 0 and out.strip() else ""
+            if not found.startswith("/"):
+                raise BackendError(
+                    f"sandbox {self.name} has neither perl nor python3, which byte-exact output needs (the "
+                    f"Sandbox API carries output as text); use an image with one, or set "
+                    f"backends.{self._backend.name}.output: text", ErrorKind.FAILED_PRECONDITION)
+            self._backend._encoders[self.key] = found
+        return found
 
     async def _spawn_pty(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str], size: PtySize) -> Process:
         """A terminal session. The API makes the command the session leader with the terminal as
@@ -523,6 +588,7 @@ class VercelSandboxBackend(Backend):
         self._daemon_id: str | None = None
         self.recovered: list[str] = []  # sandboxes of a previous daemon found by start()
         self._last_used: dict[str, float] = {}
+        self._encoders: dict[str, str] = {}  # sandbox key -> perl/python3 path inside it
         self._reaper: asyncio.Task[None] | None = None
         self.reaped: list[str] = []  # sandbox names stopped for idleness (for ListBackends/tests)
 
@@ -554,8 +620,10 @@ class VercelSandboxBackend(Backend):
             "on_close": o.on_close,
             "naming": f"{o.name_prefix}-{self._daemon_id or '<daemon id>'}-<task>, tagged executor-daemon/-task; "
                       "a restarted daemon re-attaches by name and stops leftover sessions at start",
-            "output": "UTF-8 text (the API sends JSON strings; invalid UTF-8 bytes arrive as U+FFFD); "
-                      "file transfers are byte-exact",
+            "output": ("byte-exact: hex lines from a perl/python3 encoder in the sandbox (the API carries text)"
+                       if o.output == "exact" else
+                       "UTF-8 text as the API sends it (invalid UTF-8 bytes arrive as U+FFFD)")
+                      + "; terminals and file transfers are byte-exact",
             "pty": "through the SDK's interactive sessions (a websocket to the sandbox)",
             "idle": f"sessions stopped after {o.idle_timeout:g}s unused (files kept)" if o.idle_timeout else "no reaping",
             "signals": "session walk through /proc inside the sandbox",

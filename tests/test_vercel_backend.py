@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from executor.backends import backend_class
-from executor.backends.base import BackendError, ErrorKind, Process, PtySize, drain, tar_single_file
+from executor.backends.base import BackendError, ErrorKind, PtySize, drain, tar_single_file
+from executor.backends.vercel_sandbox import IO_WRAPPER
 from tests.infra.vercel_sandbox import PROJECT, TEAM, TOKEN, in_process, options
 
 Backend = backend_class("vercel_sandbox")
@@ -131,10 +132,13 @@ async def test_create_and_spawn_send_exact_requests(fake, tmp_path):
         "networkPolicy": {"mode": "deny-all"},
         "tags": {"executor-daemon": b.daemon_id(), "executor-backend": "vercel", "executor-task": "task-A"},
     }
-    cmd = fake.recorded("POST", "/cmd")[0]
+    lookup_cmd, cmd = fake.recorded("POST", "/cmd")[:2]
+    assert lookup_cmd["json"]["args"][-3:] == ["-c", "command -v perl || command -v python3", "executor"]
+    assert lookup_cmd["query"] == {"teamId": TEAM, "wait": "true", "logs": "true"}
     assert cmd["json"] == {
-        "command": "/usr/bin/env",
-        "args": ["-i", "PATH=/usr/bin:/bin", "X=1", "/usr/bin/setsid", "-w",
+        "command": "/bin/bash",
+        "args": ["--noprofile", "--norc", "-c", IO_WRAPPER, "executor-io", "/usr/bin/perl",
+                 "/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "X=1", "/usr/bin/setsid", "-w",
                  "bash", "--noprofile", "--norc", "-c", "echo hi"],
         "cwd": sb.root,
         "sudo": False,
@@ -256,12 +260,29 @@ async def test_signal_session_term_lets_a_trap_run(backend):
     assert await asyncio.wait_for(proc.wait(), 10) == 5
 
 
-async def test_invalid_utf8_output_is_replaced_not_dropped(backend):
-    """A limit of the platform: output is JSON text. Said in policy(); this pins the behaviour."""
+async def test_output_is_byte_exact_through_the_encoder(backend):
     sb = await backend.sandbox("bytes")
-    code, out, _ = await run(sb, r"printf 'a\377b\n'")
-    assert (code, out) == (0, "a\ufffdb\n".encode())
-    assert "U+FFFD" in backend.policy()["output"]
+    blob = bytes(range(256)) * 64
+    proc = await sb.spawn(["bash", "--noprofile", "--norc", "-c", "cat; printf '\\377\\000x' >&2"],
+                          cwd=sb.root, env={"PATH": "/usr/bin:/bin"})
+    await proc.write(blob)
+    await proc.close_stdin()
+    out, err = await drain(proc)
+    assert (await proc.wait(), out, err) == (0, blob, b"\xff\x00x")
+    assert "byte-exact" in backend.policy()["output"]
+
+
+async def test_text_output_mode_replaces_invalid_utf8(fake, tmp_path):
+    """output: text skips the encoder; the API's text stream then replaces invalid bytes."""
+    b = make(fake, tmp_path, output="text")
+    sb = await b.sandbox("text")
+    fake.clear()
+    code, out, _ = await run(sb, r"printf 'a\377b \xc3\xa9\n'")
+    assert (code, out) == (0, "a\ufffdb é\n".encode())
+    assert fake.recorded("POST", "/cmd")[0]["json"]["command"] == "/usr/bin/env"
+    assert "U+FFFD" in b.policy()["output"]
+    await sb.release(remove_files=True)
+    await b.close()
 
 
 async def test_missing_command_is_exit_127(backend):

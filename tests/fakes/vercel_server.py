@@ -824,8 +824,9 @@ def _line(record: Json) -> bytes:
 
 
 def _kill_session_tree(pid: int) -> None:
-    """SIGKILL ``pid`` and every process of the session it leads (what a stopped VM does)."""
-    victims = {pid}
+    """SIGKILL ``pid``, its descendants, and every process of a session one of them leads (what a
+    stopped VM does to everything a command started, including orphans of its sessions)."""
+    procs: dict[int, tuple[int, int]] = {}  # pid -> (ppid, sid)
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -835,8 +836,15 @@ def _kill_session_tree(pid: int) -> None:
         except OSError:
             continue
         fields = raw[raw.rfind(b")") + 2:].split()
-        if fields[3] == str(pid).encode():
-            victims.add(int(entry))
+        procs[int(entry)] = (int(fields[1]), int(fields[3]))
+    victims = {pid}
+    grew = True
+    while grew:
+        grew = False
+        for p, (ppid, sid) in procs.items():
+            if p not in victims and (ppid in victims or sid in victims):
+                victims.add(p)
+                grew = True
     for victim in victims:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(victim, signal.SIGKILL)

@@ -11,6 +11,7 @@ No cloud is needed: the fake runs every command for real in a temporary director
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -25,6 +26,12 @@ TEAM = "team_executor_test"
 PROJECT = "prj_executor_test"
 STATE = Path(os.environ.get("EXECUTOR_TEST_CACHE", "/var/cache/executor-test")) / "vercel-fake"
 REPO = Path(__file__).resolve().parents[2]
+SERVER = REPO / "tests" / "fakes" / "vercel_server.py"
+
+
+def _fingerprint() -> str:
+    """The server's code: a server started from older code is replaced, not reused."""
+    return hashlib.sha256(SERVER.read_bytes()).hexdigest()[:16]
 
 
 def options(base_url: str, **extra: object) -> dict:
@@ -67,7 +74,8 @@ def _start_server() -> str:
         proc.kill()
         raise RuntimeError(f"the fake Vercel server did not start; see {STATE / 'server.log'}")
     base_url = f"http://127.0.0.1:{int(line.split()[1])}"
-    (STATE / "server.json").write_text(json.dumps({"pid": proc.pid, "base_url": base_url}))
+    (STATE / "server.json").write_text(json.dumps({"pid": proc.pid, "base_url": base_url,
+                                                    "code": _fingerprint()}))
     return base_url
 
 
@@ -80,10 +88,11 @@ def provision() -> dict:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             state = json.loads((STATE / "server.json").read_text())
-            if _answers(state["base_url"]):
+            if state.get("code") == _fingerprint() and _answers(state["base_url"]):
                 return options(state["base_url"])
         except (OSError, ValueError, KeyError):
             pass
+        teardown()
         return options(_start_server())
 
 
