@@ -192,19 +192,23 @@ def signal_name(number: int) -> str:
 # ---------------------------------------------------------------------------
 
 
-async def task_state(task: Task, lock_held: bool) -> str:
-    """The task's shell state as a script a fresh bash can eval.
+async def task_state(task: Task, lock_held: bool) -> tuple[str, bool]:
+    """The task's shell state as a script a fresh bash can eval, and whether it is fresh.
 
-    Asking the live shell is a round trip through it, which must not overlap a command:
-    when the task is busy (or the caller already holds the lock) the last saved state is
-    used, so a background start never waits for a long foreground command."""
+    Asking the live shell is a round trip through it, which must not overlap a command.
+    With the task's lock held (by the caller, or taken here when free) the shell is asked;
+    when another command is running the last saved state is used (stale: exports made
+    since the last snapshot are missing), so a background start never waits for a long
+    foreground command."""
     shell = task.shell
     if shell is None:
-        return task.saved_state
-    if lock_held or task.lock.locked():
-        return shell.state
+        return task.saved_state, True
+    if lock_held:
+        return await shell.snapshot(), True
+    if task.lock.locked():
+        return shell.state, False
     async with task.lock:
-        return await shell.snapshot()
+        return await shell.snapshot(), True
 
 
 @dataclass
@@ -219,7 +223,9 @@ async def spawn_wrapped(core, task: Task, command: str | None, *, env: Mapping[s
     """Start command (None: an interactive shell) in the task's sandbox with its state;
     wait for the pid handshake. Raises BackendError."""
     secret = uuid.uuid4().hex
-    state = await task_state(task, lock_held)
+    state, fresh = await task_state(task, lock_held)
+    if not fresh and workdir is None:
+        workdir = task.cwd  # the cwd after the last finished command, newer than a stale state
     extra = dict(env)
     if pty is not None:
         extra = {"TERM": PTY_TERM, **extra}
