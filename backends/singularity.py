@@ -507,6 +507,8 @@ class SingularityBackend(Backend):
         self._locks: dict[str, asyncio.Lock] = {}
         self._image_lock = asyncio.Lock()
         self._image_error: str | None = None
+        #: ``instance stop`` calls still running (Apptainer's cleanup after the processes died).
+        self._stopping: dict[str, asyncio.Future] = {}
         self.leftovers_stopped = 0
         self.limits_apply, self.limits_note = self._limits_support()
 
@@ -565,20 +567,17 @@ class SingularityBackend(Backend):
         try:
             leftovers = [i["instance"] for i in await self.cli.instances()
                          if str(i.get("instance", "")).startswith(self.prefix)]
-            for name in leftovers:
-                await self.cli.stop(name)
+            await asyncio.gather(*(self.cli.stop(name) for name in leftovers))
             self.leftovers_stopped = len(leftovers)
         except BackendError:
             pass  # health() says why
 
     async def close(self) -> None:
-        """Daemon shutdown: stop every instance of ours."""
-        for sandbox in list(self._sandboxes.values()):
-            try:
-                await self.cli.stop(sandbox.instance)
-            except BackendError:
-                pass
+        """Daemon shutdown: stop every instance of ours and wait for Apptainer's cleanup."""
+        sandboxes = list(self._sandboxes.values())
         self._sandboxes.clear()
+        await asyncio.gather(*(self._begin_stop(sb.instance) for sb in sandboxes), return_exceptions=True)
+        await asyncio.gather(*list(self._stopping.values()), return_exceptions=True)
 
     async def health(self) -> Health:
         try:
@@ -720,7 +719,13 @@ class SingularityBackend(Backend):
             raise BackendError(f"cannot create the task directory {host_dir}: {exc.strerror}",
                                ErrorKind.RESOURCE_EXHAUSTED if exc.errno == errno.ENOSPC
                                else ErrorKind.FAILED_PRECONDITION) from exc
+        pending = self._stopping.get(name)
+        if pending is not None:  # the task was closed a moment ago: let that stop finish
+            await asyncio.gather(pending, return_exceptions=True)
         info = await self._find_instance(name)
+        if info is not None and not _proc_start_time(int(info.get("pid") or 0)):
+            await self.cli.stop(name)  # listed but its processes are gone: clean it up, start anew
+            info = None
         if info is None:
             image = await self.image_path()
             await self._prepare_overlay(task_id)
@@ -735,10 +740,31 @@ class SingularityBackend(Backend):
                                    f"see {Path.home()}/.apptainer/instances/logs", ErrorKind.FAILED_PRECONDITION)
         return ApptainerSandbox(self, task_id, name, host_dir, info)
 
+    def _begin_stop(self, name: str) -> asyncio.Future:
+        """Start ``instance stop NAME`` (once), tracked until it has finished."""
+        stop = self._stopping.get(name)
+        if stop is None:
+            stop = asyncio.ensure_future(self.cli.stop(name))
+            self._stopping[name] = stop
+            stop.add_done_callback(lambda done: self._stopping.pop(name, None)
+                                   if self._stopping.get(name) is done else None)
+        return stop
+
     async def release(self, sandbox: ApptainerSandbox, remove_files: bool) -> None:
-        """CloseTask: ``instance stop``; with remove_files the task dir and overlay go too."""
+        """CloseTask: ``instance stop``; with remove_files the task dir and overlay go too.
+
+        Waits until the instance's processes are gone (tens of ms), not for the rest of
+        Apptainer's cleanup (unmounting, ~1.5 s): that finishes in the background, and a new
+        sandbox for the same task waits for it."""
         self._sandboxes.pop(sandbox.task_id, None)
-        await self.cli.stop(sandbox.instance)
+        stop = self._begin_stop(sandbox.instance)
+        deadline = time.monotonic() + 60
+        while sandbox.instance_alive() and not stop.done() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        if stop.done():
+            stop.result()  # a failed stop is the caller's error to see
+        elif sandbox.instance_alive():
+            await stop
         if remove_files:
             await asyncio.to_thread(shutil.rmtree, sandbox.host_dir, True)
             overlay = self._overlay_path(sandbox.task_id)

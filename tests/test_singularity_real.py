@@ -234,3 +234,17 @@ async def test_instance_dying_under_a_process_is_lost(backend):
     fresh = await backend.sandbox("real-dies")
     assert fresh is not sb and fresh.instance_alive()
     await fresh.release(remove_files=True)
+
+
+async def test_reopening_a_closed_task_right_away(backend):
+    sb = await backend.sandbox("real-reopen")
+    code, _, _ = await run(sb, "echo kept > /workspace/f")
+    assert code == 0
+    await sb.release()  # returns once the processes are gone; Apptainer's cleanup continues
+    assert not sb.instance_alive()
+    again = await backend.sandbox("real-reopen")
+    assert again is not sb and again.instance == sb.instance and again.instance_alive()
+    code, out, _ = await run(again, "cat /workspace/f")
+    assert (code, out) == (0, b"kept\n")
+    await again.release(remove_files=True)
+    assert not again.host_dir.exists()

@@ -15,6 +15,7 @@ It behaves enough like Apptainer 1.4 for the backend to run for real on the host
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -118,12 +119,16 @@ def main(argv: list[str]) -> int:
     if args == ["--version"]:
         print("apptainer version 1.4.5-fake")
         return 0
-    if args[:2] == ["instance", "start"]:
-        return instance_start(args[2:])
-    if args[:2] == ["instance", "stop"]:
-        return instance_stop(args[2:])
-    if args[:2] == ["instance", "list"]:
-        return instance_list()
+    if args[:1] == ["instance"]:
+        # calls run concurrently (the backend stops instances in parallel): one at a time here
+        with open(f"{STATE}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if args[1] == "start":
+                return instance_start(args[2:])
+            if args[1] == "stop":
+                return instance_stop(args[2:])
+            if args[1] == "list":
+                return instance_list()
     if args[:1] == ["exec"]:
         return exec_(args[1:])
     if args[:1] == ["build"]:
