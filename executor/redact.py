@@ -49,19 +49,26 @@ class Redactor:
 
 
 class StreamRedactor:
-    """Redacts one output stream; holds back a few bytes that may begin a secret."""
+    """Redacts one output stream. Only a tail that could be the start of a secret is held
+    back (so ordinary output is never delayed); it is released with the next chunk."""
 
     def __init__(self, redactor: Redactor) -> None:
         self.r = redactor
         self.pending = b""
 
+    def _held(self, data: bytes) -> int:
+        """Length of the longest suffix of data that is a proper prefix of some secret."""
+        for k in range(min(self.r.hold, len(data)), 0, -1):
+            tail = data[-k:]
+            if any(secret.startswith(tail) for secret in self.r.secrets):
+                return k
+        return 0
+
     def feed(self, data: bytes) -> bytes:
         data = self.r.scrub(self.pending + data)
-        if self.r.hold and len(data) > self.r.hold:
-            self.pending = data[-self.r.hold:]
-            return data[: -self.r.hold]
-        self.pending = data
-        return b""
+        k = self._held(data)
+        self.pending = data[len(data) - k:] if k else b""
+        return data[: len(data) - k]
 
     def flush(self) -> bytes:
         data, self.pending = self.r.scrub(self.pending), b""

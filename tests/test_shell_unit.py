@@ -52,3 +52,13 @@ def test_scanner_never_loses_plain_bytes(chunks):
 def test_command_line_is_valid_bash():
     line = command_line(CommandSpec("echo 'a' \"b\" $x `y`", env={"A": "1 2"}, workdir="/tmp", stdin=b"x"), 3)
     assert subprocess.run(["bash", "-n"], input=line.encode()).returncode == 0
+
+
+def test_redactor_masks_split_secrets_without_delaying_output():
+    from executor.redact import Redactor
+
+    r = Redactor(["s3cr3t-value-123"]).stream()
+    assert r.feed(b"first\n") == b"first\n"  # nothing that could start a secret: no delay
+    out = r.feed(b"x s3cr3t-va") + r.feed(b"lue-123 y") + r.flush()
+    assert out == b"x [REDACTED] y"
+    assert r.feed(b"s3c") == b"" and r.flush() == b"s3c"  # a prefix alone is released at the end
