@@ -81,12 +81,12 @@ done
 echo "$n"
 """
 
-#: A long-lived helper per container: reads "SID SIG" lines and signals every process of
-#: session SID (a /proc walk, as in base.KILL_SESSION_SCRIPT), then answers "done". It makes
+#: A long-lived helper per container: reads "SEQ SID SIG" lines and signals every process of
+#: session SID (a /proc walk, as in base.KILL_SESSION_SCRIPT), then answers "done SEQ". It makes
 #: signal_session one round trip on an open exec socket instead of a new exec (~50 ms).
 KILLER_SCRIPT = r"""
 me=$$
-while read -r sid sig; do
+while read -r seq sid sig; do
   for d in /proc/[0-9]*; do
     pid=${d#/proc/}
     [ "$pid" = "$me" ] && continue
@@ -95,7 +95,7 @@ while read -r sid sig; do
     set -- $rest
     [ "$4" = "$sid" ] && kill "-$sig" "$pid" 2>/dev/null
   done
-  echo done
+  echo "done $seq"
 done
 """
 
@@ -563,6 +563,7 @@ class _Killer:
     def __init__(self) -> None:
         self._proc: DockerProcess | None = None
         self._buf = b""
+        self._seq = 0
         self._lock = asyncio.Lock()
         self._warming: asyncio.Future[None] | None = None
 
@@ -585,13 +586,17 @@ class _Killer:
         if self._proc is None:
             await self._spawn(sandbox)
         assert self._proc is not None
-        await self._proc.write(f"{int(sid)} {int(sig)}\n".encode())
-        while b"done\n" not in self._buf:
+        # A sequence number pairs each answer with its request: the answer of a request whose
+        # caller was cancelled mid-way is skipped, never taken for the next one's.
+        self._seq += 1
+        done = b"done %d\n" % self._seq
+        await self._proc.write(b"%d %d %d\n" % (self._seq, int(sid), int(sig)))
+        while done not in self._buf:
             chunk = await self._proc.stdout.read()
             if not chunk:
                 raise EOFError
             self._buf += chunk
-        self._buf = self._buf.split(b"done\n", 1)[1]
+        self._buf = self._buf.split(done, 1)[1]
 
     def warm(self, sandbox: "DockerSandbox") -> None:
         """Start the helper in the background, so the first timeout does not pay for an exec."""
