@@ -71,7 +71,9 @@ _T = TypeVar("_T")
 #: Runs "$@" with its stdout and stderr each going through an encoder ($1: perl or python3) that
 #: writes every chunk it reads as one line of hex, at once: any bytes survive the API's text-only
 #: output stream, and output still streams. Exits with the command's status once all output is out.
+#: The wrapper's own messages (bash reporting a killed child) go to /dev/null, not into the stream.
 IO_WRAPPER = r"""
+exec 3>&2 2>/dev/null
 enc=$1; shift
 case ${enc##*/} in
   perl*) flag=-e; code='$|=1; while (sysread(STDIN, my $b, 65536)) { syswrite(STDOUT, unpack("H*", $b) . "\n") }' ;;
@@ -82,10 +84,11 @@ while True:
         break
     os.write(1, b.hex().encode() + b"\n")' ;;
 esac
-d=$(mktemp -d /tmp/executor-io.XXXXXX) && mkfifo "$d/o" "$d/e" || exit 125
-"$enc" "$flag" "$code" < "$d/o" &
-"$enc" "$flag" "$code" < "$d/e" >&2 &
-"$@" > "$d/o" 2> "$d/e"
+d=$(mktemp -d /tmp/executor-io.XXXXXX) && mkfifo "$d/o" "$d/e" || {
+  echo "executor: cannot make the output fifos in /tmp" >&3; exit 125; }
+"$enc" "$flag" "$code" < "$d/o" 3>&- &
+"$enc" "$flag" "$code" < "$d/e" >&3 3>&- &
+"$@" > "$d/o" 2> "$d/e" 3>&-
 rc=$?
 wait
 rm -rf -- "$d"
@@ -216,6 +219,15 @@ def map_error(exc: BaseException, doing: str, base_url: str) -> BackendError:
 # ---------------------------------------------------------------------------
 
 
+def _unhex(line: str) -> bytes:
+    """One encoder line back to bytes. A line that is not hex did not come from the encoder (the
+    sandbox printed it around the wrapper): pass it on as text rather than lose it."""
+    try:
+        return bytes.fromhex(line)
+    except ValueError:
+        return line.encode("utf-8", "replace") + b"\n"
+
+
 class _VercelProcess(Process):
     """A detached command: stdin by API requests, output pumped from the live logs stream."""
 
@@ -240,22 +252,16 @@ class _VercelProcess(Process):
                 queue = self.stdout if name == "stdout" else self.stderr
                 if self._hex:
                     *lines, pending[name] = (pending[name] + event.data).split("\n")
-                    data = b"".join(bytes.fromhex(line) for line in lines)
+                    data = b"".join(_unhex(line) for line in lines)
                 else:
                     data = event.data.encode("utf-8", "replace")
                 queue.feed(data)
                 self._touch()
             for name, rest in pending.items():
-                if rest.strip():
-                    (self.stdout if name == "stdout" else self.stderr).feed(bytes.fromhex(rest))
+                if rest:
+                    (self.stdout if name == "stdout" else self.stderr).feed(_unhex(rest))
         except asyncio.CancelledError:
             raise
-        except ValueError as exc:
-            bad = BackendError(f"command {self.id}: the output encoder sent something that is not hex: {exc}",
-                               ErrorKind.INTERNAL)
-            self.stdout.feed_error(bad)
-            self.stderr.feed_error(bad)
-            return
         except Exception as exc:
             err = map_error(exc, f"following the output of command {self.id}", self._base_url)
             lost = BackendError(err.message, ErrorKind.LOST)
