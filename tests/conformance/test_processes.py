@@ -127,7 +127,9 @@ def test_returns_at_once_wait_zero_list_get(client, task):
                                             ("INT", "SIGINT")])
 def test_signal_names(client, daemon, task, name, expected):
     require(client, daemon, "signals")
-    info = start(client, task, "sleep 60")
+    # `exec`: no fork in flight when the signal lands (a /proc walk can miss a child being born)
+    info = start(client, task, "echo ready; exec sleep 60")
+    assert poll(lambda: read(client, info.process_id).data == b"ready\n")
     signal(client, info.process_id, name)
     done = wait(client, info.process_id)
     assert done.state == KILLED and done.signal == expected
