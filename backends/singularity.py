@@ -30,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import struct
 import subprocess
 import termios
@@ -61,6 +62,11 @@ REMOTE_SCHEMES = ("docker://", "docker-daemon://", "oras://", "library://", "shu
 #: keeps instance state, the test wrapper's extra binds). Nothing else of the daemon's reaches it.
 _HOST_ENV_NAMES = {"PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "XDG_RUNTIME_DIR"}
 _HOST_ENV_PREFIXES = ("APPTAINER_", "SINGULARITY_", "EXECUTOR_APPTAINER_")
+
+#: ioctls Python's termios lacks: unlock a pty master, and open its peer without a path lookup
+#: (the slave lives in the instance's devpts, which the host cannot name).
+_TIOCSPTLCK = 0x40045431
+_TIOCGPTPEER = 0x5441
 
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED_ENV = ("EXRV_", "EXR_KEEP", "__exr_")
@@ -201,6 +207,26 @@ def _proc_start_time(pid: int) -> str | None:
         return None
     fields = raw[raw.rfind(b")") + 2 :].decode().split()
     return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def _signal_ns_session(pid_ns: str, sid: int, sig: int) -> int:
+    """Signal, from the host, every process in PID namespace ``pid_ns`` whose session id *inside*
+    that namespace (the last ``NSsid`` field of /proc/PID/status) is ``sid``; returns how many."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{entry}/ns/pid") != pid_ns:
+                continue
+            with open(f"/proc/{entry}/status") as f:
+                inner_sid = next((line.split()[-1] for line in f if line.startswith("NSsid:")), "")
+            if inner_sid == str(sid):
+                os.kill(int(entry), sig)
+                count += 1
+        except (OSError, ValueError):
+            continue  # gone meanwhile, or not ours
+    return count
 
 
 class Cli:
@@ -408,6 +434,10 @@ class ApptainerSandbox(Sandbox):
         self.instance_start = _proc_start_time(self.instance_pid) if self.instance_pid else None
         self.log_err = str(info.get("logErrPath") or "")
         self._signals: list[tuple[float, int]] = []
+        try:  # the instance's PID namespace, as the host sees it (None: not ours to read)
+            self.pid_ns: str | None = os.readlink(f"/proc/{self.instance_pid}/ns/pid")
+        except (OSError, ValueError):
+            self.pid_ns = None
 
     def instance_alive(self) -> bool:
         """The instance's host process still runs (Apptainer runs in the host PID namespace)."""
@@ -459,7 +489,7 @@ class ApptainerSandbox(Sandbox):
             except OSError as exc:
                 raise _spawn_error(exc) from exc
             return ApptainerProcess(self, proc, None)
-        master, slave = os.openpty()
+        master, slave = self.open_pty()
         try:
             fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", pty.rows, pty.cols, 0, 0))
             os.set_blocking(master, False)
@@ -474,9 +504,33 @@ class ApptainerSandbox(Sandbox):
             os.close(slave)
         return ApptainerProcess(self, proc, master)
 
+    def open_pty(self) -> tuple[int, int]:
+        """A pseudo-terminal from the instance's own devpts when it has one (``--containall``
+        mounts a fresh devpts), so that inside ``tty`` names it (/dev/pts/N); else the host's."""
+        path = f"/proc/{self.instance_pid}/root/dev/pts/ptmx"
+        try:
+            master = os.open(path, os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError:
+            return os.openpty()
+        try:
+            st = os.fstat(master)
+            if not stat.S_ISCHR(st.st_mode) or (os.major(st.st_rdev), os.minor(st.st_rdev)) != (5, 2):
+                raise OSError(errno.EINVAL, f"{path} is not a ptmx device")
+            fcntl.ioctl(master, _TIOCSPTLCK, struct.pack("i", 0))  # unlockpt
+            slave = fcntl.ioctl(master, _TIOCGPTPEER, os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError:
+            os.close(master)
+            return os.openpty()
+        return master, slave
+
     async def signal_session(self, pid: int, sig: int) -> None:
+        """Signal session ``pid`` (as seen inside) from the host when we can read the instance's
+        PID namespace: ~1 ms instead of an exec (~95 ms); else the base class's /proc walk inside."""
         self._signals.append((time.monotonic(), sig))
         del self._signals[:-64]
+        if self.pid_ns is not None and self.instance_alive():
+            await asyncio.to_thread(_signal_ns_session, self.pid_ns, pid, sig)
+            return
         await super().signal_session(pid, sig)
 
     async def release(self, remove_files: bool = False) -> None:

@@ -98,7 +98,12 @@ async def test_network_none_leaves_only_lo(sandbox):
     assert out.split() == [b"lo"]
 
 
-async def test_signal_session_kills_the_tree(sandbox):
+@pytest.mark.parametrize("walk", ["host", "inside"])
+async def test_signal_session_kills_the_tree(sandbox, monkeypatch, walk):
+    if walk == "inside":  # the base class's /proc walk through an exec, used when the
+        monkeypatch.setattr(sandbox, "pid_ns", None)  # instance's PID namespace is not readable
+    else:
+        assert sandbox.pid_ns is not None
     proc = await sandbox.spawn(["bash", "--noprofile", "--norc", "-c", 'sleep 300 & echo "$$ $!"; wait'],
                                cwd=sandbox.root, env=ENV)
     line = await proc.stdout.read()
@@ -157,9 +162,10 @@ async def test_pty_size_resize_and_ctrl_c(sandbox):
                 buf.extend(chunk)
         await asyncio.wait_for(more(), timeout)
 
-    await proc.write(b"stty size; echo mark-$((40+2))\n")  # the echo of the input has no "mark-42"
+    await proc.write(b"stty size; tty; echo mark-$((40+2))\n")  # the echo of the input has no "mark-42"
     await read_until(b"mark-42")
     assert b"30 90" in buf
+    assert b"/dev/pts/" in buf  # a pty of the instance's own devpts: `tty` can name it
     await proc.resize(PtySize(40, 120))
     await proc.write(b"stty size\n")
     await read_until(b"40 120")
