@@ -180,6 +180,18 @@ async def test_persistent_shell_over_stdin(make_backend):
     assert await proc.wait() == 7
 
 
+async def test_stdin_eof_and_writes_after_it(make_backend):
+    sb = await make_backend("eof").sandbox("t")
+    proc = await sb.spawn(["wc", "-c"], cwd=sb.root, env=env_of(sb))
+    await proc.write(b"x" * 3_000_000)  # more than one stdin chunk
+    await proc.close_stdin()
+    with pytest.raises(BackendError) as info:
+        await proc.write(b"late")
+    assert info.value.kind is ErrorKind.FAILED_PRECONDITION
+    out, _ = await drain(proc)
+    assert out.strip() == b"3000000" and await proc.wait() == 0
+
+
 async def test_exact_env_and_session_leader(make_backend):
     sb = await make_backend("leader").sandbox("t")
     env = env_of(sb) | {"ODD": "a b\nc=d", "EMPTY": ""}
