@@ -95,16 +95,16 @@ while [ "$i" -lt "$m" ]; do
 done
 t=-
 if [ "$ctty" = 1 ]; then set -- -c env -i "$@"; t=$(tty 2>/dev/null) || t=-; else set -- env -i "$@"; fi
+# me: "PID STARTTIME TTY" of the process running it (/proc/self: right in a subshell too).
+me() { read -r s < /proc/self/stat; p=${s%% *}; s=${s##*) }; set -- $s; echo "$p ${20} $t"; }
 leader() { read -r s < /proc/self/stat; s=${s##*) }; set -- $s; [ "$3" = "$$" ]; }
 if leader; then
-  # A process-group leader cannot call setsid(2): a fresh child (the inner sh) can.
-  ( exec /bin/sh -c 'me() { read -r s < /proc/$$/stat; s=${s##*) }; set -- $s; echo "$$ ${20} $T"; }
-      [ "$0" = - ] || { T=$1 me > "$0"; } 2>/dev/null; shift; exec setsid "$@"' "$f" "$t" "$@" )
+  # A process-group leader cannot call setsid(2): a fresh child (the subshell) can.
+  ( [ "$f" = - ] || { me > "$f"; } 2>/dev/null; exec setsid "$@" )
   st=$?
   [ "$f" = - ] || rm -f "$f"
   exit $st
 fi
-me() { read -r s < /proc/$$/stat; s=${s##*) }; set -- $s; echo "$$ ${20} $t"; }
 [ "$f" = - ] || { me > "$f"; } 2>/dev/null
 exec setsid "$@"
 """
