@@ -210,24 +210,23 @@ _ENCODER = ('while r=$(dd bs=65536 count=1 2>/dev/null | base64 -w0) && [ -n "$r
 
 #: POSIX sh, run as one async session command. Everything sits in a subshell so nothing leaks
 #: into (or exits) the toolbox's session shell. $d holds three FIFOs: i (stdin, fed by the
-#: D/P/E decoder reading the session's stdin), o and e (stdout/stderr, re-framed by _ENCODER).
-#: argv starts in the background only so that ``$!`` is its pid (= its session id): reported
-#: as ``S<pid>`` before anything else, then waited for.
+#: decoder of ``B<base64>`` / ``E`` lines read from the session's stdin), o and e
+#: (stdout/stderr, re-framed by _ENCODER). argv runs in the foreground (signals at their
+#: defaults: a background job would ignore SIGINT) under ``setsid`` through a tiny ``sh`` that
+#: reports its pid (= the new session's id, kept by ``exec``) as ``S<pid>`` on fd 4.
 _LAUNCHER = r"""(
-exec 3<&0
+exec 3<&0 4>&1
 d=%(dir)s
 enc=%(encoder)s
 mkdir -m 700 "$d" && mkfifo "$d/i" "$d/o" "$d/e" || exit 125
-( while IFS= read -r l; do case $l in D*) printf '%%s\n' "${l#D}";; P*) printf '%%s' "${l#P}"; break;; *) break;; esac; done ) <&3 >"$d/i" &
+( while IFS= read -r l; do case $l in B*) printf '%%s' "${l#B}" | base64 -d || break;; *) break;; esac; done ) <&3 >"$d/i" &
 ip=$!
 /bin/sh -c "$enc" <"$d/o" &
 op=$!
 /bin/sh -c "$enc" <"$d/e" >&2 &
 ep=$!
 if cd -- %(cwd)s; then
-  setsid -w env -i -- %(env)s %(argv)s <"$d/i" >"$d/o" 2>"$d/e" &
-  printf 'S%%s\n' "$!"
-  wait "$!"
+  setsid -w /bin/sh -c 'printf "S%%s\n" "$$" >&4 && exec 3<&- 4>&- && exec env -i -- "$@"' executor-launch %(env)s %(argv)s <"$d/i" >"$d/o" 2>"$d/e"
   c=$?
 else
   c=126; : <"$d/i" >"$d/o" 2>"$d/e"
@@ -294,19 +293,16 @@ class LogDecoder:
         return rest
 
 
-def encode_input(pending: bytearray, data: bytes) -> str:
-    """Take the complete lines out of ``pending + data`` as ``D<line>\\n`` text ("" if none)."""
-    pending += data
-    cut = pending.rfind(b"\n")
-    if cut < 0:
-        return ""
-    lines = bytes(pending[: cut + 1]).split(b"\n")[:-1]
-    del pending[: cut + 1]
-    try:
-        return "".join(f"D{line.decode('utf-8')}\n" for line in lines)
-    except UnicodeDecodeError as exc:
-        raise BackendError("daytona can only send UTF-8 text to a process's stdin",
-                           ErrorKind.INVALID_ARGUMENT) from exc
+#: Raw bytes per stdin line (base64 grows them by 4/3).
+_INPUT_CHUNK = 48 * 1024
+
+
+def encode_input(data: bytes) -> str:
+    """Stdin bytes as ``B<base64>`` lines: the toolbox's input API carries text only and
+    appends a newline, so binary data and partial lines travel this way (decoded in the
+    launcher and delivered at once, exactly)."""
+    return "".join(f"B{base64.b64encode(data[i:i + _INPUT_CHUNK]).decode()}\n"
+                   for i in range(0, len(data), _INPUT_CHUNK))
 
 
 # ---------------------------------------------------------------------------
@@ -324,7 +320,6 @@ class DaytonaProcess(Process):
         self._ws = ws
         self.stdout = ByteQueue()
         self.stderr = ByteQueue()
-        self._pending = bytearray()
         self._stdin_closed = False
         self._write_lock = asyncio.Lock()
         self._code: int | None = None
@@ -355,6 +350,7 @@ class DaytonaProcess(Process):
                     for stream, chunk in decoder.feed(data):
                         if stream == "pid":
                             self._pid = int(chunk)
+                            self._sandbox.remember(self._pid)
                             self._started.set()
                         else:
                             queues[stream].feed(chunk)
@@ -395,32 +391,25 @@ class DaytonaProcess(Process):
         async with self._write_lock:
             if self._stdin_closed:
                 raise BackendError("stdin is closed", ErrorKind.FAILED_PRECONDITION)
-            text = encode_input(self._pending, data)
-            if text:
-                await self._send(text)
+            if data:
+                await self._send(encode_input(bytes(data)))
 
     async def close_stdin(self) -> None:
         async with self._write_lock:
             if self._stdin_closed:
                 return
             self._stdin_closed = True
-            try:
-                tail = bytes(self._pending).decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise BackendError("daytona can only send UTF-8 text to a process's stdin",
-                                   ErrorKind.INVALID_ARGUMENT) from exc
-            self._pending.clear()
             with contextlib.suppress(BackendError):  # already exited: nothing to close
-                await self._send(f"P{tail}\n" if tail else "E\n")
+                await self._send("E\n")
 
     async def wait(self) -> int:
         if self._code is not None:
             return self._code
         await asyncio.shield(self._pump)
         code = await self._exit_code()
-        sig = self._sandbox.signalled.get(self.pid)
+        sig = self._sandbox.signalled.get(self.pid or -1)
         self._code = -sig if sig and code == 128 + sig else code
-        self._sandbox.forget_session(self.session_id)
+        self._sandbox.forget_session(self.session_id, self.pid)
         return self._code
 
     async def _exit_code(self) -> int:
@@ -491,6 +480,7 @@ class DaytonaPtyProcess(Process):
         if nl < 0:
             return
         self._pid = int(rest[:nl].strip())
+        self._sandbox.remember(self._pid)
         self._before.clear()
         self._ready.set()
         if tail := bytes(rest[nl + 1:]):
@@ -543,6 +533,7 @@ class DaytonaPtyProcess(Process):
         if sig and code in (-1, 128 + sig):
             code = -sig
         self._code = code
+        self._sandbox.forget_session(None, self._pid)
         return code
 
     async def detach(self) -> None:
@@ -635,10 +626,20 @@ class DaytonaSandbox(Sandbox):
         await proc.attach(handle, self._backend.options.request_timeout)
         return proc
 
-    def forget_session(self, session_id: str) -> None:
-        """The process is over: delete its toolbox session in the background."""
+    def remember(self, pid: int) -> None:
+        """A process of ours runs as session ``pid``: on disk, so a restarted daemon ends it."""
         remote = self._backend.cached(self._key)
         if remote is not None:
+            self._backend.registry.add(remote.sandbox.id, pid)
+
+    def forget_session(self, session_id: str | None, pid: int | None) -> None:
+        """The process is over: forget its pid, delete its toolbox session in the background."""
+        remote = self._backend.cached(self._key)
+        if remote is None:
+            return
+        if pid is not None:
+            self._backend.registry.discard(remote.sandbox.id, pid)
+        if session_id is not None:
             self._backend.background(remote.sandbox.process.delete_session(session_id))
 
     async def run(self, command: str, action: str, timeout: int = 120) -> tuple[int, str]:
@@ -651,10 +652,7 @@ class DaytonaSandbox(Sandbox):
         """One ``process.exec`` round trip: ``pkill -s`` where the image has it (fast), else the
         generic /proc walk. Never touches other sessions, never the sandbox itself."""
         self.signalled[pid] = sig
-        walk = shlex.join(["/bin/sh", "-c", KILL_SESSION_SCRIPT, "executor-kill", str(pid), str(sig)])
-        command = (f"if command -v pkill >/dev/null 2>&1; then pkill -{int(sig)} -s {int(pid)}; "
-                   f"[ $? -le 1 ]; else {walk}; fi")
-        await self.run(shlex.join(["/bin/sh", "-c", command]), f"signalling session {pid}", timeout=30)
+        await self.run(kill_sessions_command([pid], sig), f"signalling session {pid}", timeout=30)
 
     async def put_archive(self, path: str, data: AsyncIterator[bytes]) -> None:
         remote = await self._remote()
@@ -692,6 +690,55 @@ class DaytonaSandbox(Sandbox):
         await self._backend.release(self._key, self, remove_files)
 
 
+def kill_sessions_command(pids: Sequence[int], sig: int) -> str:
+    """A shell command delivering ``sig`` to every process of each session in ``pids``."""
+    walk = shlex.join(["/bin/sh", "-c", KILL_SESSION_SCRIPT, "executor-kill", "$p", str(int(sig))]).replace(
+        "'$p'", '"$p"')
+    script = (f"for p in {' '.join(str(int(p)) for p in pids)}; do "
+              f"if command -v pkill >/dev/null 2>&1; then pkill -{int(sig)} -s \"$p\"; else {walk}; fi; done; exit 0")
+    return shlex.join(["/bin/sh", "-c", script])
+
+
+class PidRegistry:
+    """Session ids of our processes per sandbox, on disk (``<state>/pids/<sandbox id>``), so a
+    daemon restarted after a crash can end what the old one left running in its sandboxes."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self._pids: dict[str, set[int]] = {}
+
+    def _path(self, sandbox_id: str) -> Path:
+        return self.dir / re.sub(r"[^A-Za-z0-9_.-]", "_", sandbox_id)
+
+    def load(self, sandbox_id: str) -> set[int]:
+        try:
+            text = self._path(sandbox_id).read_text()
+        except FileNotFoundError:
+            return set()
+        return {int(x) for x in text.split() if x.isdigit()}
+
+    def add(self, sandbox_id: str, pid: int) -> None:
+        self._pids.setdefault(sandbox_id, set()).add(pid)
+        self._save(sandbox_id)
+
+    def discard(self, sandbox_id: str, pid: int) -> None:
+        pids = self._pids.get(sandbox_id)
+        if pids is not None and pid in pids:
+            pids.discard(pid)
+            self._save(sandbox_id)
+
+    def clear(self, sandbox_id: str) -> None:
+        self._pids.pop(sandbox_id, None)
+        self._path(sandbox_id).unlink(missing_ok=True)
+
+    def _save(self, sandbox_id: str) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        path = self._path(sandbox_id)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(f"{p}\n" for p in sorted(self._pids.get(sandbox_id, ()))))
+        os.replace(tmp, path)
+
+
 async def _open_log_socket(remote: Any, session_id: str, cmd_id: str) -> Any:
     """The command's log websocket, raw.
 
@@ -725,6 +772,7 @@ class DaytonaBackend(Backend):
         self._daemon_id = ""
         self.adopted = 0
         self.orphans_ended = 0
+        self.registry = PidRegistry(state_dir / "pids")
 
     # -- configuration --------------------------------------------------------------------
     @property
@@ -765,7 +813,6 @@ class DaytonaBackend(Backend):
                         "allow " + ",".join(o.network_allow_list) if o.network_allow_list else "open"),
             "auto_stop_minutes": str(o.auto_stop_interval),
             "on_close": o.on_close,
-            "stdin": "UTF-8 text, delivered line by line",
         }
         for k, v in (("cpu", o.cpu), ("memory_gib", o.memory), ("disk_gib", o.disk)):
             if v is not None:
@@ -890,12 +937,21 @@ class DaytonaBackend(Backend):
     async def _adopt(self, sandbox: Any) -> Any:
         """Take over a sandbox an earlier daemon (or this one, before a vanish check) left.
 
-        Started if Daytona stopped it. Its processes from before are ended: deleting their
-        toolbox sessions ends each launcher, so a left-over shell sees EOF on its stdin and
-        anything still writing gets SIGPIPE (a detached background job may outlive that)."""
+        Started if Daytona stopped it. Its processes from before are ended: the sessions whose
+        ids the registry kept are killed (SIGKILL, whole session), and the left toolbox
+        sessions deleted."""
+        left = self.registry.load(sandbox.id)
         if _state(sandbox) in _STOPPED_STATES:
             await _once(f"starting sandbox {sandbox.id}", sandbox.start(timeout=self.options.create_timeout))
+            self.registry.clear(sandbox.id)  # a stopped sandbox ran nothing
             return sandbox
+        if left:
+            try:
+                await sandbox.process.exec(kill_sessions_command(sorted(left), 9), cwd="/", timeout=30)
+                self.orphans_ended += len(left)
+                self.registry.clear(sandbox.id)
+            except Exception as exc:  # noqa: BLE001 - the sandbox still works; say so
+                log.warning("daytona: could not end the processes left in %s: %s", sandbox.id, exc)
         try:
             sessions = await sandbox.process.list_sessions()
             ptys = await sandbox.process.list_pty_sessions()
@@ -904,11 +960,9 @@ class DaytonaBackend(Backend):
             return sandbox
         for session in sessions:
             if session.session_id.startswith("executor-"):
-                self.orphans_ended += 1
                 self.background(sandbox.process.delete_session(session.session_id))
         for pty in ptys:
             if pty.id.startswith("executor-"):
-                self.orphans_ended += 1
                 self.background(sandbox.process.kill_pty_session(pty.id))
         return sandbox
 

@@ -100,14 +100,11 @@ def test_log_decoder_restores_exact_bytes_across_split_frames():
                        ("stderr", b"not ours\n")]
 
 
-def test_encode_input_sends_complete_lines_only():
-    pending = bytearray()
-    assert encode_input(pending, b"par") == ""
-    assert encode_input(pending, b"tial\nsecond\nthi") == "Dpartial\nDsecond\n"
-    assert pending == b"thi"
-    with pytest.raises(BackendError) as err:
-        encode_input(bytearray(), b"\xff\n")
-    assert err.value.kind is ErrorKind.INVALID_ARGUMENT
+def test_encode_input_is_base64_lines():
+    assert encode_input(b"ab\x00c") == "BYWIAYw==\n"
+    big = os.urandom(100_000)
+    lines = encode_input(big).splitlines()
+    assert len(lines) == 3 and b"".join(base64.b64decode(line[1:]) for line in lines) == big
 
 
 def test_options_reject_contradictions():
@@ -170,7 +167,7 @@ async def test_spawn_streams_exact_output_with_session_leader_and_exact_env(fake
     # one toolbox session per process, run async, input echo suppressed
     [exec_req] = fake.requests_to("POST", "/exec")
     assert exec_req.body["runAsync"] is True and exec_req.body["suppressInputEcho"] is True
-    assert "setsid -w env -i --" in exec_req.body["command"]
+    assert "setsid -w /bin/sh -c" in exec_req.body["command"] and "exec env -i --" in exec_req.body["command"]
 
 
 async def test_output_streams_while_the_command_runs(make_backend):
@@ -211,17 +208,19 @@ async def test_persistent_shell_over_stdin(fake, make_backend):
     await shell.write(b"cd /tmp; X=kept\n")
     await shell.write(b"echo \"$PWD $X\"\n")
     assert await read_until(shell.stdout, b"\n") == b"/tmp kept\n"
-    # a command reading stdin gets lines written in pieces, and a real EOF
+    # a command reading stdin gets bytes as written (partial lines, NUL), and a real EOF
     await shell.write(b"cat; echo cat-done\n")
     await shell.write(b"one\ntw")
-    await shell.write(b"o\nthree-no-newline")
+    assert await read_until(shell.stdout, b"tw") == b"one\ntw"
+    await shell.write(b"o\x00\xff no newline")
     await shell.close_stdin()
     out, _ = await drain(shell)
-    assert out == b"one\ntwo\nthree-no-newlinecat-done\n"
+    assert out == b"o\x00\xff no newlinecat-done\n"
     assert await shell.wait() == 0
     inputs = [r.body["data"] for r in fake.requests_to("POST", "/input")]
-    assert inputs == ["Dcd /tmp; X=kept\n", "Decho \"$PWD $X\"\n", "Dcat; echo cat-done\n", "Done\n", "Dtwo\n",
-                      "Pthree-no-newline\n"]
+    assert inputs[:2] == ["B" + base64.b64encode(b"cd /tmp; X=kept\n").decode() + "\n",
+                          "B" + base64.b64encode(b'echo "$PWD $X"\n').decode() + "\n"]
+    assert inputs[-1] == "E\n"
 
 
 async def test_signal_session_kills_the_tree_not_the_sandbox(make_backend):
@@ -238,6 +237,15 @@ async def test_signal_session_kills_the_tree_not_the_sandbox(make_backend):
         await asyncio.sleep(0.05)
     assert not alive(child)
     assert (await run(sb, "echo still-here"))[1] == b"still-here\n"
+
+
+async def test_sigint_is_not_ignored(make_backend):
+    sb = await make_backend().sandbox("t")
+    proc = await sb.spawn(["sleep", "60"], cwd=sb.root, env=env_for(sb))
+    await sb.signal_session(proc.pid, signal.SIGINT)
+    async with asyncio.timeout(10):
+        await drain(proc)
+        assert await proc.wait() == -signal.SIGINT
 
 
 async def test_exit_code_128_plus_n_without_a_signal_stays_a_code(make_backend):
@@ -267,7 +275,8 @@ async def test_a_restarted_daemon_finds_its_sandbox_by_labels(fake, make_backend
     sb = await first.sandbox("t")
     await run(sb, "echo data > kept.txt")
     shell = await sb.spawn(SH, cwd=sb.root, env=env_for(sb))  # left running by a "crashed" daemon
-    orphan = shell.pid
+    await shell.write(b"sleep 300 & echo $!\n")
+    orphans = [shell.pid, int(await read_until(shell.stdout, b"\n"))]
     await shell.detach()
     await first.close()
     second = make_backend(state_dir=tmp_path / "state")
@@ -276,9 +285,9 @@ async def test_a_restarted_daemon_finds_its_sandbox_by_labels(fake, make_backend
     again = await second.sandbox("t")
     assert second.orphans_ended == 1
     deadline = time.monotonic() + 10
-    while alive(orphan) and time.monotonic() < deadline:
+    while any(map(alive, orphans)) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-    assert not alive(orphan)  # the left-over shell saw EOF on its stdin
+    assert not any(map(alive, orphans))  # the left-over shell and its background job are ended
     assert (await run(again, "cat kept.txt"))[1] == b"data\n"
     assert len(fake.requests_to("POST", "/api/sandbox")) == 1
     # another daemon (other state dir) does not take it
