@@ -57,6 +57,8 @@ class PtyServicer:
                                                    rows=o.size.rows, cols=o.size.cols, env=dict(o.env),
                                                    workdir=o.workdir), caller.name)
         feeder = asyncio.ensure_future(_feed(session, requests))
+        # The input side fails when the call ends (cancelled, deadline): that is not news.
+        feeder.add_done_callback(lambda f: f.cancelled() or f.exception())
         try:
             async for event in session.run():
                 if isinstance(event, Output):
