@@ -119,6 +119,23 @@ async def test_create_carries_image_resources_network_and_name(make_backend, ser
     assert infra.TOKEN_SECRET not in str(request)
 
 
+async def test_block_network_is_enforced_inside_the_sandbox(make_backend, server):
+    probe = ["python3", "-c", "import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 3)",
+             str(server.port)]
+    open_sb = await make_backend("net-open").sandbox("t")
+    assert (await run(open_sb, probe))[2] == 0
+    blocked = await make_backend("net-blocked", block_network=True).sandbox("t")
+    _, err, code = await run(blocked, probe)
+    assert code != 0 and (b"refused" in err.lower() or b"unreachable" in err.lower()), err
+    # the sandbox's own loopback still works between its processes
+    listen = await blocked.spawn(["python3", "-c", "import socket; s=socket.socket(); s.bind(('127.0.0.1', 47123)); "
+                                  "s.listen(); print('up', flush=True); s.accept()"], cwd=blocked.root,
+                                 env=env_of(blocked))
+    await read_until(listen.stdout, b"up\n")
+    assert (await run(blocked, probe[:-1] + ["47123"]))[2] == 0
+    assert await listen.wait() == 0
+
+
 async def test_cidr_allowlist_is_sent(make_backend, server):
     backend = make_backend("cidr", cidr_allowlist=["10.0.0.0/8", "192.168.1.0/24"])
     await backend.sandbox("t")

@@ -173,6 +173,7 @@ class FakeSandbox:
         self.result: api_pb2.GenericResult | None = None
         self.finished = asyncio.Event()
         self.scheduled = False  # a task was assigned (the entrypoint started)
+        self.netns: str | None = None  # the network namespace of a block_network sandbox
         self._lifetime: asyncio.TimerHandle | None = None
 
     @property
@@ -183,7 +184,9 @@ class FakeSandbox:
         if not self.running:
             return
         self.scheduled = True
-        args = list(self.definition.entrypoint_args) or ["sleep", "infinity"]
+        if self.definition.network_access.network_access_type == api_pb2.NetworkAccess.NetworkAccessType.BLOCKED:
+            await self._block_network()
+        args = self.netns_prefix() + (list(self.definition.entrypoint_args) or ["sleep", "infinity"])
         self.entrypoint = await asyncio.create_subprocess_exec(
             *args, cwd=self.workdir(), env=self.env, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -193,6 +196,23 @@ class FakeSandbox:
             self._lifetime = loop.call_later(
                 self.definition.timeout_secs,
                 lambda: loop.create_task(self.terminate(api_pb2.GenericResult.GENERIC_STATUS_TIMEOUT)))
+
+    async def _block_network(self) -> None:
+        """``block_network``, for real: every process of the sandbox runs in one network
+        namespace of its own with only a loopback interface (as root, with iproute2)."""
+        name = f"fakemodal-{self.id[3:19]}"
+        for argv in (["ip", "netns", "add", name], ["ip", "-n", name, "link", "set", "lo", "up"]):
+            proc = await asyncio.create_subprocess_exec(*argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            _, err = await proc.communicate()
+            if proc.returncode != 0:
+                raise GRPCError(Status.FAILED_PRECONDITION,
+                                f"the fake cannot block the network here ({' '.join(argv)}: {err.decode().strip()})")
+        self.netns = name
+
+    def netns_prefix(self) -> list[str]:
+        """argv prefix that runs a process inside the sandbox's network namespace, if any
+        (nsenter execs: the pid, and so the session semantics, are unchanged)."""
+        return ["nsenter", f"--net=/run/netns/{self.netns}", "--"] if self.netns else []
 
     def workdir(self) -> str:
         return self.definition.workdir or str(self.dir)
@@ -220,6 +240,10 @@ class FakeSandbox:
             except ProcessLookupError:
                 pass
         self.finished.set()
+        if self.netns:
+            proc = await asyncio.create_subprocess_exec("ip", "netns", "delete", self.netns,
+                                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            await proc.wait()
         # Nothing of a container's filesystem outlives it.
         await asyncio.to_thread(shutil.rmtree, self.dir, True)
 
@@ -233,7 +257,7 @@ class FakeSandbox:
             env.update(source.env.contents)
         env.update(request.env)
         cwd = request.workdir if request.HasField("workdir") else self.workdir()
-        argv = list(request.command_args)
+        argv = self.netns_prefix() + list(request.command_args)
         try:
             if request.HasField("pty_info") and request.pty_info.enabled:
                 await self._spawn_pty(ex, argv, cwd, env, request.pty_info)
