@@ -14,14 +14,14 @@ How it maps the Backend interface onto the Sandbox API (vercel-sandbox 0.10, asy
   the pid the process sees as ``$$``. That is what lets the task's persistent shell live here.
 * ``signal_session`` runs the /proc walk as one ``wait&logs`` command (the API's own kill reaches
   one process, not a session). It works while the shell is busy: commands run concurrently.
-* Files go through the API's native file endpoints (byte-exact; command output is not, see below):
-  a tar is uploaded to a scratch file and unpacked with ``tar`` inside the sandbox, or packed there
-  and downloaded.
+* Output: the API carries it as JSON strings (UTF-8 text). With ``output: exact`` (default) a small
+  bash wrapper sends the command's stdout and stderr through perl/python3 encoders in the sandbox
+  that write hex lines, decoded here: byte-exact and still streaming. ``output: text`` skips it.
+* Terminals: the SDK's interactive sessions (a websocket carrying raw bytes), with resize.
+* Files go through the API's native file endpoints (byte-exact): a tar is uploaded to a scratch
+  file and unpacked with ``tar`` inside the sandbox, or packed there and downloaded.
 
-Limits of the platform, said plainly (also in ``policy()``): output crosses the API as JSON
-strings, so it is UTF-8 text: bytes that are not valid UTF-8 arrive as U+FFFD. No PTY (the SDK's
-PTY needs a websocket to the sandbox's own host, not wired here). Exit codes are what the API
-reports.
+Exit codes are what the API reports.
 
 Faults: missing credentials FAILED_PRECONDITION; a refused token UNAUTHENTICATED; quota / rate
 limits RESOURCE_EXHAUSTED; unreachable API or 5xx UNAVAILABLE; a sandbox that vanished under a
@@ -67,6 +67,11 @@ SETSID = "/usr/bin/setsid"
 ENV = "/usr/bin/env"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _T = TypeVar("_T")
+
+#: Signal every process of session $1 with signal $2: procps ``pkill -s`` when the image has it
+#: (one exec), else the base class's /proc walk (a ``cat`` per process).
+SIGNAL_SCRIPT = ('if command -v pkill >/dev/null 2>&1; then pkill -"$2" -s "$1"; [ $? -le 1 ] && exit 0; fi\n'
+                 + KILL_SESSION_SCRIPT)
 
 #: Runs "$@" with its stdout and stderr each going through an encoder ($1: perl or python3) that
 #: writes every chunk it reads as one line of hex, at once: any bytes survive the API's text-only
@@ -509,8 +514,8 @@ class VercelSandbox(Sandbox):
         return int(result.returncode), result.stdout or "", result.stderr or ""
 
     async def signal_session(self, pid: int, sig: int) -> None:
-        """The /proc walk of the base class, as one request; works while the shell is busy."""
-        code, _, err = await self._run(KILL_SESSION_SCRIPT, str(pid), str(sig),
+        """``pkill -s`` or the /proc walk, as one request; works while the shell is busy."""
+        code, _, err = await self._run(SIGNAL_SCRIPT, str(pid), str(sig),
                                        doing=f"signalling session {pid} in sandbox {self.name}")
         if code != 0:
             raise BackendError(f"signalling session {pid} failed: {err.strip() or f'exit {code}'}",
