@@ -42,11 +42,10 @@ import termios
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 from grpclib import GRPCError, Status
 from grpclib.server import Server, Stream
