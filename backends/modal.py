@@ -249,6 +249,14 @@ def _error(exc: BaseException, what: str) -> BackendError:
                         ErrorKind.INTERNAL)
 
 
+def _as_lost(err: BackendError) -> BackendError:
+    """Output or an exit status that cannot be had any more is LOST (the Process
+    contract), whatever the cause; the message keeps the cause."""
+    if err.kind is ErrorKind.LOST:
+        return err
+    return BackendError(f"{err.message} (the process's output or status is lost)", ErrorKind.LOST)
+
+
 async def _bounded(coro: Awaitable[T], seconds: float, what: str) -> T:
     """Await an SDK call with an upper bound: the SDK itself retries unreachable
     endpoints for minutes, which would hang a command instead of failing it."""
@@ -305,7 +313,8 @@ class ModalProcess(Process):
             queue.feed_eof()
             raise
         except Exception as exc:  # noqa: BLE001 - the reader gets it as LOST
-            queue.feed_error(await self._box.lost_or(_error(exc, "reading process output"), "reading output"))
+            err = await self._box.lost_or(_error(exc, "reading process output"), "reading output")
+            queue.feed_error(_as_lost(err))
             return
         queue.feed_eof()
 
@@ -338,8 +347,9 @@ class ModalProcess(Process):
     async def wait(self) -> int:
         try:
             code = await self._proc.wait.aio()
-        except Exception as exc:  # noqa: BLE001
-            raise await self._box.lost_or(_error(exc, "waiting for the process"), "waiting for a process") from exc
+        except Exception as exc:  # noqa: BLE001 - the result cannot be known: LOST
+            err = await self._box.lost_or(_error(exc, "waiting for the process"), "waiting for a process")
+            raise _as_lost(err) from exc
         if code == -1:  # the SDK's "status unknown"
             raise await self._box.lost_or(BackendError("Modal could not report the exit status", ErrorKind.LOST),
                                           "waiting for a process")

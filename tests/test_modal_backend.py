@@ -435,6 +435,17 @@ async def test_exec_into_a_vanished_sandbox_is_lost_once(make_backend, server):
 # ---------------------------------------------------------------------------
 
 
+async def test_output_that_cannot_be_read_is_lost(make_backend, server):
+    sb = await make_backend("readfail").sandbox("t")
+    server.fail("TaskExecStdioRead", Status.NOT_FOUND, "exec output expired", times=2)
+    proc = await sb.spawn(["echo", "hi"], cwd=sb.root, env=env_of(sb))
+    for stream in (proc.stdout, proc.stderr):
+        with pytest.raises(BackendError) as info:
+            await asyncio.wait_for(stream.read(), 10)
+        assert info.value.kind is ErrorKind.LOST and "expired" in info.value.message
+    assert await proc.wait() == 0
+
+
 async def test_missing_credentials(make_backend, monkeypatch):
     monkeypatch.delenv("EXECUTOR_TEST_NO_ID", raising=False)
     backend = make_backend("nocreds", token_id=None, token_secret=None, token_id_env="EXECUTOR_TEST_NO_ID",
