@@ -636,7 +636,8 @@ class VercelSandboxBackend(Backend):
                        "UTF-8 text as the API sends it (invalid UTF-8 bytes arrive as U+FFFD)")
                       + "; terminals and file transfers are byte-exact",
             "pty": "through the SDK's interactive sessions (a websocket to the sandbox)",
-            "idle": f"sessions stopped after {o.idle_timeout:g}s unused (files kept)" if o.idle_timeout else "no reaping",
+            "idle": (f"sessions stopped after {o.idle_timeout:g}s unused (files kept)" if o.idle_timeout
+                     else "no reaping"),
             "signals": "session walk through /proc inside the sandbox",
         }
 

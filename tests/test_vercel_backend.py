@@ -223,7 +223,8 @@ async def test_persistent_shell_keeps_state_between_writes(backend):
 async def test_large_stdin_and_output_arrive_whole(backend):
     sb = await backend.sandbox("big")
     payload = os.urandom(300_000).hex().encode()  # 600 kB: more than one stdin request
-    proc = await sb.spawn(["bash", "--noprofile", "--norc", "-c", "sha256sum; cat /dev/zero | head -c 200000 | tr '\\0' x"],
+    script = "sha256sum; head -c 200000 /dev/zero | tr '\\0' x"
+    proc = await sb.spawn(["bash", "--noprofile", "--norc", "-c", script],
                           cwd=sb.root, env={"PATH": "/usr/bin:/bin"})
     await proc.write(payload)
     await proc.close_stdin()
