@@ -507,6 +507,11 @@ class ProcessManager:
                 error = waiter.exception()
             if error is not None:
                 mp.finish(LOST, message=f"backend {mp.backend!r}: {getattr(error, 'message', error)}")
+                # If only the connection broke, the tree may still run there: end it if we can.
+                try:
+                    await asyncio.wait_for(self._signal_quietly(mp, signal_mod.SIGKILL), 10)
+                except asyncio.TimeoutError:
+                    pass
                 return
             if not waiter.done():
                 code = await _exit_code(proc, 10)
