@@ -533,8 +533,10 @@ class VercelSandbox(Sandbox):
                 async for chunk in data:
                     await out.write(chunk)
 
-        await self._backend._call(upload, f"uploading an archive to sandbox {self.name}", retry_connect_only=True,
-                                  sandbox=self)
+        try:  # never repeated: the archive stream is consumed by the first attempt
+            await upload()
+        except Exception as exc:
+            raise map_error(exc, f"uploading an archive to sandbox {self.name}", self._backend.base_url) from exc
         code, _, err = await self._run(
             'mkdir -p -- "$1" && tar -x -f "$2" -C "$1"; rc=$?; rm -f -- "$2"; exit $rc', path, scratch,
             doing=f"unpacking into {path} in sandbox {self.name}")
