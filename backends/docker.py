@@ -1307,6 +1307,10 @@ class DockerBackend(Backend):
             return Health(False, err.message)
         details = {"engine": str(version.get("Version", "")), "api": str(version.get("ApiVersion", "")),
                    "image": image}
+        if self._shared is not None and self._shared.id:
+            details["container"] = f"{self._shared.name} ({self._shared.id[:12]})"
+        if self._per_task:
+            details["containers"] = str(len(self._per_task))
         if not present and not self.options.pull:
             return Health(False, f"image {image} is not in the Docker engine; run `make sandbox-image` "
                                  "(or set `pull: true`)", details)

@@ -563,6 +563,11 @@ async def test_user_cannot_stop_the_container(make_backend):
     assert state["Running"]
     assert await run(sb, "echo fine") == (0, "fine\n", "")
     assert sb.take_notice() is None
+    # The signalling helper died with everything else; the next signal starts a new one.
+    proc = await sb.spawn(["bash", "-c", "echo $$; sleep 300"], cwd=sb.root, env=ENV)
+    sid = int((await read_until(proc.stdout, b"\n")).strip())
+    await sb.signal_session(sid, signal.SIGTERM)
+    assert await asyncio.wait_for(proc.wait(), 10) == -signal.SIGTERM
 
 
 async def test_image_without_the_env_program_is_a_precondition(make_backend):
