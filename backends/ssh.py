@@ -50,7 +50,7 @@ from typing import Any, TypeVar
 
 import paramiko
 from paramiko.common import MSG_CHANNEL_REQUEST
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from .base import (
     Backend,
@@ -94,13 +94,14 @@ class SSHOptions(Options):
     password_env: str | None = None
     #: ``[user@]host[:port]`` of a bastion to tunnel through (same credentials and known_hosts).
     jump_host: str | None = None
-    connect_timeout: float = 10.0
+    connect_timeout: float = Field(10.0, gt=0)
     #: Where task directories live on the remote host; ``~`` is the account's home.
     remote_root: str = "~/.executor/tasks"
     #: Trust and record a host key not yet in known_hosts (a changed key is always refused).
     accept_new_host_keys: bool = False
-    #: Seconds between SSH keepalives on an idle connection.
-    keepalive_interval: float = 15.0
+    #: Seconds between keepalive pings (answered by the server); 3 unanswered close the
+    #: connection (its processes then fail as LOST). Also the TCP keepalive interval.
+    keepalive_interval: float = Field(15.0, gt=0)
 
     @field_validator("remote_root")
     @classmethod
@@ -235,26 +236,31 @@ echo "$n"
 
 
 def _handle_channel_request(chan: paramiko.Channel, m: paramiko.Message) -> None:
-    """Paramiko ignores ``exit-signal``: record it as exit status -N. Mark a channel whose
-    exit was reported at all, since -1 is both "no status" and "killed by SIGHUP"."""
+    """Runs on paramiko's thread for every channel request. Paramiko ignores ``exit-signal``:
+    record it as exit status -N. Mark a channel whose exit was reported at all (-1 is both
+    "no status" and "killed by SIGHUP"), and wake the asyncio side waiting for it."""
     pos = m.packet.tell()
     kind = m.get_text()
-    if kind != "exit-signal":
+    if kind == "exit-signal":
+        m.get_boolean()  # want_reply: always false for exit-signal
+        name = m.get_text()
+        try:
+            number = signal.Signals["SIG" + name].value
+        except KeyError:
+            number = 255
+        with chan.lock:
+            chan.exit_status = -number
+        chan.executor_exited = True
+        chan.status_event.set()
+    else:
         m.packet.seek(pos)
         if kind == "exit-status":
             chan.executor_exited = True
         paramiko.Channel._handle_request(chan, m)
-        return
-    m.get_boolean()  # want_reply: always false for exit-signal
-    name = m.get_text()
-    try:
-        number = signal.Signals["SIG" + name].value
-    except KeyError:
-        number = 255
-    with chan.lock:
-        chan.exit_status = -number
-    chan.executor_exited = True
-    chan.status_event.set()
+    if kind in ("exit-status", "exit-signal"):
+        wake = getattr(chan, "executor_wake", None)
+        if wake is not None:
+            wake()
 
 
 class _Transport(paramiko.Transport):
@@ -278,6 +284,9 @@ class _Connection:
         self.root = ""  # remote_root, resolved to an absolute path
         self.registry = ""  # this connection's session registry dir on the remote host
         self.closing = False
+        self.close_reason = ""
+        self.pinger: asyncio.Task[None] | None = None  # the keepalive task
+        self.ping_lock = asyncio.Lock()  # paramiko runs one global request at a time
         self.open_channels = 0
         #: How many of our channels the server held when it refused one more (MaxSessions).
         self.limit: int | None = None
@@ -290,7 +299,7 @@ class _Connection:
 
     def loss_reason(self) -> str:
         if self.closing:
-            return "the backend closed the connection"
+            return self.close_reason
         exc = self.transport.get_exception()
         if exc is None or isinstance(exc, EOFError):
             return "the server closed the connection (sshd restarted, or the session was killed)"
@@ -301,8 +310,12 @@ class _Connection:
             f"the ssh connection to {self.label} was lost under {what}: {self.loss_reason()}; "
             "the next command reconnects", ErrorKind.LOST)
 
-    def close(self) -> None:
-        self.closing = True
+    def close(self, reason: str = "the backend closed the connection") -> None:
+        if not self.closing:
+            self.closing = True
+            self.close_reason = reason
+        if self.pinger is not None:
+            self.pinger.cancel()
         self.transport.close()
         if self.jump is not None:
             self.jump.close()
@@ -413,7 +426,6 @@ class _Connector:
         except BaseException:
             t.close()
             raise
-        t.set_keepalive(max(1, int(self.o.keepalive_interval)))
         return t
 
     def _authenticate(self, t: paramiko.Transport, user: str, host: str, port: int) -> None:
@@ -562,6 +574,8 @@ class _ChannelProcess(Process):
         self._done = False
         self._finished: asyncio.Future[None] = self._loop.create_future()
         self._slot = True  # counts in conn.open_channels until the channel is done
+        self._status: asyncio.Future[None] = self._loop.create_future()
+        chan.executor_wake = self._wake_from_thread
         self._watch()
         self._pump()
 
@@ -633,6 +647,16 @@ class _ChannelProcess(Process):
             self._handshake.set_exception(BackendError(f"the remote wrapper reported {line!r}",
                                                        ErrorKind.FAILED_PRECONDITION))
 
+    def _wake_from_thread(self) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._on_status)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+    def _on_status(self) -> None:
+        if not self._status.done():
+            self._status.set_result(None)
+
     def _release_slot(self) -> None:
         if self._slot:
             self._slot = False
@@ -653,6 +677,8 @@ class _ChannelProcess(Process):
             self.stderr.feed_eof(error)
         if not self._finished.done():
             self._finished.set_result(None)
+        if chan.closed:
+            self._on_status()
 
     async def started(self, timeout: float) -> None:
         """Wait for the wrapper's handshake line (pid known, cwd entered)."""
@@ -702,19 +728,15 @@ class _ChannelProcess(Process):
             raise self._conn.lost_error("a resize") from exc
 
     async def wait(self) -> int:
-        """The exit status. Usually it arrives just before EOF, so we wait for the pump to
-        finish; a process that closed its output early is polled (at most once a second)."""
+        """The exit status: woken by paramiko's thread when exit-status/exit-signal arrives,
+        or by the pump when the channel closes; a once-a-second check covers a close that
+        nothing reported (a connection dying after the output ended)."""
         chan = self._chan
-        delay = 0.001
         while not chan.exit_status_ready():  # set by exit-status, exit-signal or close
-            if self._finished.done():
-                await asyncio.sleep(delay)
-            else:
-                try:
-                    await asyncio.wait_for(asyncio.shield(self._finished), delay)
-                except TimeoutError:
-                    pass
-            delay = min(delay * 2, 1.0)
+            try:
+                await asyncio.wait_for(asyncio.shield(self._status), 1.0)
+            except TimeoutError:
+                pass
         if not getattr(chan, "executor_exited", False):
             if not self._conn.alive():
                 raise self._conn.lost_error()
@@ -853,7 +875,34 @@ class SSHBackend(Backend):
         except (OSError, EOFError, paramiko.SSHException) as exc:
             raise BackendError(f"ssh: connecting to {self.options.host}:{self.options.port} failed: {exc}",
                                ErrorKind.UNAVAILABLE) from exc
+        conn.pinger = asyncio.get_running_loop().create_task(self._keepalive(conn), name=f"ssh-keepalive-{self.name}")
         return conn
+
+    async def _ping(self, conn: _Connection) -> float:
+        """One keepalive round trip (a global request the server must answer); seconds."""
+        async with conn.ping_lock:
+            started = time.perf_counter()
+            await self._blocking(conn.transport.global_request, "keepalive@openssh.com", None, True)
+            if not conn.alive():
+                raise conn.lost_error("a keepalive")
+            return time.perf_counter() - started
+
+    async def _keepalive(self, conn: _Connection) -> None:
+        """Ping every keepalive_interval; no answer within 3 intervals closes the connection,
+        so that its processes fail as LOST instead of hanging on a stopped server or a dead
+        network (TCP keepalives alone miss a peer whose kernel still ACKs)."""
+        interval = self.options.keepalive_interval
+        while conn.alive():
+            await asyncio.sleep(interval)
+            try:
+                await asyncio.wait_for(self._ping(conn), 3 * interval)
+            except TimeoutError:
+                reason = f"the server did not answer keepalives for {3 * interval:g} s"
+                log.warning("ssh backend %s: closing the connection to %s: %s", self.name, conn.label, reason)
+                conn.close(reason)
+                return
+            except BackendError:
+                return
 
     def _bury(self, conn: _Connection) -> None:
         """A lost connection: its sessions are cleaned up by the next connect or sweep."""
@@ -1025,15 +1074,12 @@ class SSHBackend(Backend):
             return Health(False, exc.message)
         except TimeoutError:
             return Health(False, f"ssh: connecting to {self.options.host}:{self.options.port} timed out")
-        started = time.perf_counter()
         try:
-            await asyncio.wait_for(self._blocking(conn.transport.global_request, "keepalive@openssh.com", None, True),
-                                   self.options.connect_timeout)
-        except (TimeoutError, OSError, EOFError, paramiko.SSHException):
+            rtt = await asyncio.wait_for(self._ping(conn), self.options.connect_timeout) * 1000
+        except TimeoutError:
             return Health(False, f"ssh: {conn.label} does not answer")
-        if not conn.alive():
+        except BackendError:
             return Health(False, f"ssh: {conn.loss_reason()}")
-        rtt = (time.perf_counter() - started) * 1000
         return Health(True, details={"host": conn.label, "remote_root": conn.root, "rtt_ms": f"{rtt:.2f}",
                                      "reconnects": str(self.reconnects)})
 

@@ -419,3 +419,28 @@ async def test_slow_reader_pauses_and_resumes_without_loss(make_backend):
     out, err = await drain(proc)
     assert len(out) == size and out.count(0) == size and err == b"done\n"
     assert await proc.wait() == 0
+
+
+async def test_a_server_that_stops_answering_is_lost_by_keepalive(make_backend, facts):
+    """A hung server (its kernel still ACKs, so TCP notices nothing) is detected by the
+    keepalive pings: the running command fails as LOST with that reason."""
+    b = make_backend(keepalive_interval=0.3)
+    sb = await b.sandbox("hung")
+    shell = await sb.spawn(SH, cwd=sb.root, env=ENV)
+    await shell.write(b"echo up\n")
+    await read_until(shell.stdout, b"up\n")
+    pids = server_side_pids(b._conn.transport.sock.getsockname()[1], facts["port"])
+    assert pids
+    try:
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        with pytest.raises(BackendError) as info:
+            async with asyncio.timeout(15):
+                while await shell.stdout.read():
+                    pass
+        assert info.value.kind is ErrorKind.LOST and "keepalives" in info.value.message
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGCONT)
+    assert (await run(await b.sandbox("hung"), ["true"]))[0] == 0  # reconnected
