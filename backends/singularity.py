@@ -75,7 +75,9 @@ _RESERVED_ENV = ("EXRV_", "EXR_KEEP", "__exr_")
 #: variable (Apptainer adds PS1, LD_LIBRARY_PATH, APPTAINER_*, ...), then sets exactly the names in
 #: EXR_KEEP from EXRV_<name>, then execs setsid (with -c: take the pty as controlling terminal).
 #: ``export -p`` prints one ``export NAME=...`` per variable; a multi-line value can only add
-#: spurious names, which are unset harmlessly before the wanted ones are set.
+#: spurious names, which are unset harmlessly before the wanted ones are set. Under ``apptainer exec``
+#: the launcher is a child of Apptainer's starter, never a process-group leader, so ``setsid``
+#: does not fork: the command keeps the exec's pid, stdio and exit status.
 LAUNCHER = r"""
 cd -- "$1" 2>/dev/null || { echo "executor: the working directory $1 does not exist in the sandbox" >&2; exit 127; }
 __exr_mode=$2; shift 2

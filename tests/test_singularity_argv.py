@@ -299,3 +299,23 @@ def test_options_are_validated():
         SingularityOptions(image="x", surprise=1)
     with pytest.raises(pydantic.ValidationError):
         SingularityOptions()  # image is required
+
+
+async def test_signal_session_ends_the_whole_session(tmp_path, fake):
+    backend = make_backend(tmp_path, fake)
+    sandbox = await backend.sandbox("t1")
+    proc = await sandbox.spawn(["/bin/sh", "-c", 'sleep 300 & echo "$$ $!"; wait'], cwd="/workspace",
+                               env={"PATH": "/usr/bin:/bin"})
+    sid, child = (int(x) for x in (await proc.stdout.read()).split())
+    await sandbox.signal_session(sid, signal.SIGTERM)
+    # killed by a signal this backend sent: -N, although the exec reports 128+N or -N
+    assert await asyncio.wait_for(proc.wait(), 10) == -signal.SIGTERM
+    for _ in range(500):
+        if not os.path.exists(f"/proc/{child}") or open(f"/proc/{child}/stat").read().split()[2] == "Z":
+            break
+        await asyncio.sleep(0.01)
+    else:
+        raise AssertionError(f"the session's background child {child} survived")
+    code_proc = await sandbox.spawn(["/bin/sh", "-c", "exit 143"], cwd="/workspace", env={})
+    await code_proc.close_stdin()
+    assert await code_proc.wait() == 143  # not signalled by us: the number as it came

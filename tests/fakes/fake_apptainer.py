@@ -7,7 +7,7 @@ It behaves enough like Apptainer 1.4 for the backend to run for real on the host
 
 * ``instance start FLAGS IMAGE NAME`` starts a ``sleep`` as the instance's process (its pid is
   what ``instance list --json`` reports, as Apptainer's does) and remembers the ``--bind``s.
-* ``exec ... instance://NAME CMD...`` runs CMD on the host with Apptainer's injected variables
+* ``exec ... instance://NAME CMD...`` runs CMD as a child on the host with Apptainer's injected variables
   plus the APPTAINERENV_ ones (unescaped as Apptainer's sourced ``export NAME="..."`` does), and
   with paths under a bind's destination mapped to its source, so the launcher really runs.
 * ``instance stop``, ``build`` (a reference containing ``unbuildable`` fails), ``overlay create``.
@@ -109,8 +109,10 @@ def exec_(args: list[str]) -> int:
     for key, value in os.environ.items():
         if key.startswith("APPTAINERENV_"):
             env[key[len("APPTAINERENV_"):]] = unescape(value)
-    os.execvpe(cmd[0], cmd, env)
-    return 127
+    # Like Apptainer's starter: the command is a child (so not a process-group leader, and
+    # setsid inside does not fork), and a death by signal N comes back as exit 128+N.
+    code = subprocess.run(cmd, env=env).returncode
+    return 128 - code if code < 0 else code
 
 
 def main(argv: list[str]) -> int:
