@@ -1403,7 +1403,7 @@ def _h_sql(d: _Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
     texts.extend(_stdin_texts(cmd))
     for t in texts:
         for f in inline.sql_findings(t):
-            d.add(ctx, f.rule, cmd.text, f"Destructive SQL: {f.detail[:80]}")
+            d.add(ctx, f.rule, cmd.text, f"Destructive SQL that drops or wipes data: {f.detail[:80]}")
 
 
 @handles("dropdb", "dropuser", "mongo-drop", "dropdb.exe", "pg_resetwal", "pg_resetxlog")
@@ -1796,7 +1796,9 @@ def _to_verdicts(found: list[_Found]) -> list[Verdict]:
             continue
         seen.add(key)
         rule = RULES.get(f.rule)
-        reason = f.reason or (rule.reason if rule else "")
+        reason = " ".join((f.reason or (rule.reason if rule else "")).split())
+        if reason and not reason.endswith("."):
+            reason += "."
         out.append(Verdict(Decision.ASK, f.rule, reason, f.segment.strip()[:500], bool(rule and rule.hardline)))
     return out
 

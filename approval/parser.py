@@ -28,7 +28,9 @@ UNKNOWN = "\x00"  # stands for text the gate cannot know (NUL never survives nor
 MAX_NODES = 20_000
 MAX_TREE_DEPTH = 120
 MAX_FIELDS = 64  # brace expansion cap
+MAX_VALUE = 16_384  # longest variable value tracked
 
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 _LANGUAGE = Language(tree_sitter_bash.language())
 _PARSER = Parser(_LANGUAGE)
 
@@ -458,7 +460,9 @@ class _Walker:
             self.env_kinds.pop(name, None)
             return
         pieces = self.pieces(value_node, depth + 1, quoted=True)
-        self.env[name] = "".join(p.text for p in pieces)
+        value = "".join(p.text for p in pieces)
+        # a value that keeps doubling (``a=$a$a``) must not eat memory: past a cap it is unknown
+        self.env[name] = value if len(value) <= MAX_VALUE else UNKNOWN
         k = frozenset().union(*(p.kinds for p in pieces)) if pieces else _NOKINDS
         if k:
             self.env_kinds[name] = k
@@ -842,7 +846,11 @@ def fallback_commands(text: str, env: dict[str, str] | None = None) -> list[Cmd]
 
 def parse(text: str, *, env: dict[str, str] | None = None, classify: Classifier | None = None) -> Script:
     """Parse normalised bash text into the simple commands that would run."""
-    src = text.encode("utf-8", "surrogatepass")
+    if not text.isascii():
+        # see normalize.py: tree-sitter-bash may crash outside the BMP; payloads decoded from
+        # $'\U...' escapes reach here without passing normalize()
+        text = _ASTRAL.sub("\ufffd", text).encode("utf-8", "replace").decode("utf-8")
+    src = text.encode("utf-8")
     tree = _PARSER.parse(src)
     root = tree.root_node
     w = _Walker(src, env, classify)
