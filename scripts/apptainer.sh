@@ -43,7 +43,8 @@ need_tool() { # need_tool COMMAND PACKAGE
 }
 
 ready() {
-    stamp_ok "$ROOT/.executor-recipe" "$ROOT_RECIPE" &&
+    command -v bwrap >/dev/null &&
+        stamp_ok "$ROOT/.executor-recipe" "$ROOT_RECIPE" &&
         stamp_ok "$BIN/.executor-wrapper" "$WRAPPER_VERSION" &&
         [ -s "$SIF" ]
 }
