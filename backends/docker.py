@@ -71,7 +71,7 @@ me=$$; n=0
 for d in /proc/[0-9]*; do
   pid=${d#/proc/}
   [ "$pid" = 1 ] && continue
-  stat=$(cat "$d/stat" 2>/dev/null) || continue
+  { read -r stat < "$d/stat"; } 2>/dev/null || continue
   rest=${stat##*) }
   set -- $rest
   [ "$4" = 1 ] && continue
@@ -117,7 +117,7 @@ class DockerOptions(Options):
     api_timeout: float = 60.0
     #: One container per task instead of one for the whole daemon.
     per_task: bool = False
-    #: Numeric ``UID:GID`` the container and every process run as.
+    #: Numeric ``UID:GID`` every process runs as (the container's idle init is a capless root).
     user: str = "1000:1000"
     read_only: bool = True
     #: tmpfs mounts, path -> mount options.
@@ -650,11 +650,15 @@ class _Container:
               "pause": "was paused"}
 
     def on_event(self, action: str, detail: str) -> None:
-        """An engine event about this container (see _EventWatcher)."""
+        """An engine event about this container (see _EventWatcher).
+
+        ``oom`` alone is not a loss: the kernel killed one process and the container runs on
+        (the command reports -9 as it would anywhere); if pid 1 died, ``die`` follows."""
+        if action in ("oom", "pause"):
+            return
         words = self._WORDS.get(action, f"got '{action}'")
         self.events.append((time.monotonic(), f"container {self.name} {words}{detail}"))
-        if action in ("die", "destroy", "oom", "stop", "kill"):
-            self.invalidate(f"container {self.name} got '{action}'")
+        self.invalidate(f"container {self.name} {words}")
         changed, self.changed = self.changed, asyncio.Event()
         changed.set()
 
@@ -949,7 +953,7 @@ class _EventWatcher:
     process" without guessing from timing. ``die``/``destroy``/``oom`` also mark the
     container for a fresh look before its next use."""
 
-    ACTIONS = ("kill", "die", "destroy", "oom", "stop", "pause")
+    ACTIONS = ("kill", "die", "destroy", "stop")
 
     def __init__(self, backend: "DockerBackend", loop: asyncio.AbstractEventLoop) -> None:
         self._backend = backend

@@ -589,3 +589,17 @@ async def test_detach_ends_reads_and_wait_still_answers(shared):
     assert not waiter.done(), "the process still runs after a detach"
     await sb.signal_session(sid, signal.SIGKILL)
     assert await asyncio.wait_for(waiter, 10) == -signal.SIGKILL
+
+
+async def test_memory_limit_kills_the_process_not_the_container(make_backend):
+    backend = make_backend(mem_limit="96m")
+    sb = await backend.sandbox("oom")
+    cid = sb.container.id
+    proc = await sb.spawn(["python3", "-c", "x = bytearray(400 * 2**20); print('allocated')"], cwd=sb.root, env=ENV)
+    await proc.close_stdin()
+    out, _ = await asyncio.wait_for(drain(proc), 60)
+    assert out == b"" and await proc.wait() == -signal.SIGKILL
+    state = await _container_call(backend, lambda api: api.inspect_container(cid)["State"])
+    assert state["Running"]
+    assert await run(sb, "echo alive") == (0, "alive\n", "")
+    assert sb.take_notice() is None
