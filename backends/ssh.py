@@ -72,6 +72,9 @@ T = TypeVar("T")
 #: then throttles the remote writer, as a pipe would).
 HIGH_WATER = 4 << 20
 LOW_WATER = 1 << 20
+#: Bytes moved per stream per turn of the event loop, in either direction (keeps the
+#: loop's latency for other tasks at a few ms under a bulk transfer).
+TURN_BUDGET = 256 << 10
 #: The first line a spawned wrapper prints: b"\0EXECUTOR:ok:<pid>\n" or b"\0EXECUTOR:err:<what>\n".
 HANDSHAKE = b"\x00EXECUTOR:"
 #: Bytes of login-shell chatter tolerated in front of the handshake.
@@ -601,20 +604,34 @@ class _ChannelProcess(Process):
         return len(self.stdout) < mark and (self.stderr is None or len(self.stderr) < mark)
 
     def _pump(self) -> None:
+        """Drain what paramiko buffered, at most TURN_BUDGET per stream per call so that a
+        fast producer cannot stall the loop (the pipe stays readable: we are called again)."""
         chan = self._chan
+        more = False
         try:
+            budget = TURN_BUDGET
             while len(self.stdout) < HIGH_WATER and chan.recv_ready():
-                self._on_stdout(chan.recv(1 << 16))
-            if self.stderr is not None:
-                while len(self.stderr) < HIGH_WATER and chan.recv_stderr_ready():
-                    self.stderr.feed(chan.recv_stderr(1 << 16))
-            elif chan.recv_stderr_ready():  # a pty has no stderr; drop what a server sends anyway
-                chan.recv_stderr(1 << 16)
+                if budget <= 0:
+                    more = True
+                    break
+                data = chan.recv(1 << 16)
+                budget -= len(data)
+                self._on_stdout(data)
+            budget = TURN_BUDGET
+            while (self.stderr is None or len(self.stderr) < HIGH_WATER) and chan.recv_stderr_ready():
+                if budget <= 0:
+                    more = True
+                    break
+                data = chan.recv_stderr(1 << 16)
+                budget -= len(data)
+                if self.stderr is not None:  # a pty has no stderr: drop what a server sends anyway
+                    self.stderr.feed(data)
         except socket.timeout:
             return
-        pending = chan.recv_ready() or chan.recv_stderr_ready()
-        if pending:
-            self._unwatch()  # paused until a reader catches up (resume)
+        if more:
+            return
+        if chan.recv_ready() or chan.recv_stderr_ready():
+            self._unwatch()  # above the high-water mark: paused until a reader catches up (resume)
             return
         if chan.eof_received or chan.closed:
             self._finish()
@@ -693,6 +710,7 @@ class _ChannelProcess(Process):
     async def write(self, data: bytes) -> None:
         view = memoryview(data)
         delay = 0.0002
+        sent = 0
         while view:
             chan = self._chan
             if chan.closed or chan.eof_sent:
@@ -711,6 +729,10 @@ class _ChannelProcess(Process):
                 raise self._conn.lost_error("a write") from exc
             view = view[n:]
             delay = 0.0002
+            sent += n
+            if sent >= TURN_BUDGET and view:
+                sent = 0
+                await asyncio.sleep(0)  # let the rest of the daemon run during a bulk write
 
     async def close_stdin(self) -> None:
         if not self._pty and not self._chan.closed:
