@@ -22,7 +22,9 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     state_dir = Path(args.state_dir or config.state_dir or default_state_dir()).expanduser()
     listen = args.listen or config.listen
-    logging.basicConfig(level=config.logging.level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from executor.observe import setup_logging
+
+    setup_logging(config.logging.level, config.logging.format)
     try:
         asyncio.run(serve(config, state_dir, listen, ready_file=args.ready_file))
     except ConfigError as exc:

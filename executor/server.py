@@ -354,7 +354,13 @@ class Daemon:
                                   "(tls.cert and tls.key)")
 
     async def start(self) -> None:
+        from executor.observe import Metrics, log_exec
+
         await self.core.start()
+        self.core.listeners.append(log_exec)
+        self.metrics = Metrics(self.core)
+        if self.config.metrics.listen:
+            self.metrics.serve(self.config.metrics.listen)
         try:
             from executor.processes import attach as attach_processes
             attach_processes(self.core)

@@ -61,6 +61,17 @@ class RunOutcome:
 
 
 @dataclass
+class ExecRecord:
+    """What listeners (metrics, logs) learn of each finished command. Never its output."""
+
+    task_id: str
+    backend: str
+    exit: ExitInfo
+    gate: str  # allow | approved | denied | deny (the floor or the policy)
+    caller: str
+
+
+@dataclass
 class BackendStatus:
     name: str
     kind: str
@@ -128,6 +139,7 @@ class Executor:
         self._reaper: asyncio.Task | None = None
         self.processes = None  # executor.processes.ProcessManager, attached by the daemon
         self.started_at = time.time()
+        self.listeners: list = []  # callables taking an ExecRecord (metrics, structured logs)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -226,6 +238,14 @@ class Executor:
         async for event in self._exec(p, caller, deadline, timeout, backend_name):
             yield event
 
+    def _publish(self, p: ExecParams, backend: str, info: ExitInfo, gate: str, caller: Caller) -> None:
+        record = ExecRecord(p.task_id, backend, info, gate, caller.name)
+        for listener in self.listeners:
+            try:
+                listener(record)
+            except Exception:  # an observer never breaks a command
+                log.exception("exec listener failed")
+
     async def _exec(self, p: ExecParams, caller: Caller, deadline: float | None, timeout: float,
                     backend_name: str) -> AsyncIterator[Event]:
         t0 = time.monotonic()
@@ -260,9 +280,12 @@ class Executor:
         timings.gate = time.monotonic() - t0
         if auth.approval_id:
             timings.approval = timings.gate
+        gate = ("approved" if auth.allowed else "denied") if auth.approval_id else ("allow" if auth.allowed else "deny")
         if not auth.allowed:
-            yield Finished(ExitInfo(0, "denied", cwd=task.cwd, duration=time.monotonic() - t0, message=auth.message,
-                                    rule=auth.verdict.rule, backend=backend_name, timings=timings))
+            info = ExitInfo(0, "denied", cwd=task.cwd, duration=time.monotonic() - t0, message=auth.message,
+                            rule=auth.verdict.rule, backend=backend_name, timings=timings)
+            self._publish(p, backend_name, info, gate, caller)
+            yield Finished(info)
             return
 
         # The task's queue: one command at a time per task.
@@ -331,10 +354,12 @@ class Executor:
                     message = f"timed out after {timeout:g} s; the command's process tree was killed"
                 if result.status == "backend_error":
                     message = f"backend {backend_name!r}: {message}"
-                yield Finished(ExitInfo(result.exit_code, result.status, cwd=result.cwd or task.cwd,
-                                        duration=time.monotonic() - t0, stdout_bytes=counts["stdout"],
-                                        stderr_bytes=counts["stderr"], message=message, rule=auth.verdict.rule,
-                                        backend=backend_name, timings=timings))
+                info = ExitInfo(result.exit_code, result.status, cwd=result.cwd or task.cwd,
+                                duration=time.monotonic() - t0, stdout_bytes=counts["stdout"],
+                                stderr_bytes=counts["stderr"], message=message, rule=auth.verdict.rule,
+                                backend=backend_name, timings=timings)
+                self._publish(p, backend_name, info, gate, caller)
+                yield Finished(info)
         finally:
             task.lock.release()
 

@@ -1,0 +1,118 @@
+"""Observability: Prometheus metrics and one structured log line per command.
+
+Both subscribe to the core's ExecRecords; neither sees a command's output or a token."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+from executor.service import ExecRecord, Executor
+
+log = logging.getLogger("executor.exec")
+
+STAGES = ("gate", "approval", "queue", "spawn", "first_byte", "run")
+BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+
+class JSONFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and any `fields` extra."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        data = {"time": round(record.created, 3), "level": record.levelname.lower(), "logger": record.name,
+                "message": record.getMessage()}
+        data.update(getattr(record, "fields", {}) or {})
+        if record.exc_info:
+            data["error"] = self.formatException(record.exc_info)
+        return json.dumps(data, default=str)
+
+
+def setup_logging(level: str, fmt: str) -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(JSONFormatter() if fmt == "json" else
+                         logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+def log_exec(record: ExecRecord) -> None:
+    info = record.exit
+    fields = {"event": "exec", "task": record.task_id, "backend": record.backend, "status": info.status,
+              "exit_code": info.exit_code, "duration": round(info.duration, 6), "gate": record.gate,
+              "caller": record.caller, "stdout_bytes": info.stdout_bytes, "stderr_bytes": info.stderr_bytes}
+    if info.rule:
+        fields["rule"] = info.rule
+    log.info("exec task=%s backend=%s status=%s exit=%s duration=%.3fs%s", record.task_id, record.backend,
+             info.status, info.exit_code, info.duration, f" rule={info.rule}" if info.rule else "",
+             extra={"fields": fields})
+
+
+class Metrics:
+    """The Prometheus endpoint (config `metrics.listen`, off by default)."""
+
+    def __init__(self, core: Executor) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.core = core
+        self.registry = CollectorRegistry()
+        self.execs = Counter("executor_execs_total", "Commands finished, by backend and status",
+                             ["backend", "status"], registry=self.registry)
+        self.stages = Histogram("executor_exec_stage_seconds", "Time of each stage of a command",
+                                ["backend", "stage"], buckets=BUCKETS, registry=self.registry)
+        self.total = Histogram("executor_exec_seconds", "Total time of a command", ["backend"], buckets=BUCKETS,
+                               registry=self.registry)
+        self.gate = Counter("executor_gate_decisions_total", "Gate and approval outcomes",
+                            ["decision"], registry=self.registry)
+        self.output = Counter("executor_output_bytes_total", "Output bytes streamed", ["backend", "stream"],
+                              registry=self.registry)
+        tasks = Gauge("executor_tasks", "Live tasks", registry=self.registry)
+        tasks.set_function(lambda: len(self.core.tasks.tasks))
+        busy = Gauge("executor_tasks_busy", "Tasks running a command", registry=self.registry)
+        busy.set_function(lambda: sum(1 for t in self.core.tasks.tasks.values() if t.busy))
+        procs = Gauge("executor_processes_running", "Background processes running", registry=self.registry)
+        procs.set_function(self._running_processes)
+        self.available = Gauge("executor_backend_available", "1 when the backend is available", ["backend"],
+                               registry=self.registry)
+        core.listeners.append(self.observe)
+        self._refresh: asyncio.Task | None = None
+
+    def _running_processes(self) -> float:
+        procs = self.core.processes
+        if procs is None:
+            return 0
+        return sum(procs.running_count(t) for t in list(self.core.tasks.tasks))
+
+    def observe(self, record: ExecRecord) -> None:
+        info = record.exit
+        self.execs.labels(record.backend, info.status).inc()
+        self.gate.labels(record.gate).inc()
+        self.total.labels(record.backend).observe(info.duration)
+        for stage in STAGES:
+            self.stages.labels(record.backend, stage).observe(getattr(info.timings, stage))
+        self.output.labels(record.backend, "stdout").inc(info.stdout_bytes)
+        self.output.labels(record.backend, "stderr").inc(info.stderr_bytes)
+
+    async def refresh_health(self, every: float = 15.0) -> None:
+        while True:
+            for status in await self.core.list_backends():
+                self.available.labels(status.name).set(1 if status.health.available else 0)
+            await asyncio.sleep(every)
+
+    def serve(self, listen: str) -> None:
+        from prometheus_client import start_http_server
+
+        host, _, port = listen.rpartition(":")
+        start_http_server(int(port), addr=host.strip("[]") or "127.0.0.1", registry=self.registry)
+        self._refresh = asyncio.get_running_loop().create_task(self.refresh_health())
+
+    def render(self) -> bytes:
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.registry)
+
+
+__all__ = ["Metrics", "log_exec", "setup_logging", "JSONFormatter"]
+_ = time
