@@ -139,6 +139,11 @@ class VercelSandboxOptions(Options):
     #: sandbox (the API itself only carries UTF-8 text); the image needs perl or python3.
     #: ``text``: raw, as the API sends it (invalid UTF-8 arrives as U+FFFD); no encoder processes.
     output: Literal["exact", "text"] = "exact"
+    #: HTTP connections to the API at once. Every live process holds one (its output stream) and
+    #: one more while someone waits for it; the SDK's default (100) would stall ~50 processes.
+    max_connections: int = Field(default=1000, ge=10)
+    #: Seconds for one API call (long polls and streams are not limited).
+    request_timeout: float = Field(default=60, gt=0)
 
 
 # ---------------------------------------------------------------------------
@@ -681,7 +686,15 @@ class VercelSandboxBackend(Backend):
 
         options = sdk.SandboxServiceOptions(base_url=self.base_url, credentials_factory=credentials,
                                             region=self.opts.region)
-        self._client = sdk.SandboxClient.create(options=options)
+
+        def http_client() -> Any:
+            import httpx2
+
+            return httpx2.AsyncClient(timeout=httpx2.Timeout(self.opts.request_timeout), http2=False,
+                                      limits=httpx2.Limits(max_connections=self.opts.max_connections,
+                                                           max_keepalive_connections=32))
+
+        self._client = sdk.SandboxClient.create(options=options, httpx_client_factory=http_client)
         # The log stream of a detached command is only reachable through the service object (the
         # public TextReader waits for whole lines or sizes, not "what has arrived"). SDK pinned ==0.10.0.
         self._service = sdk.get_sandbox_service(self._client._session)

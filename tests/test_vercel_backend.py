@@ -580,3 +580,20 @@ async def test_idle_sandboxes_are_stopped_and_resumed_on_use(fake, tmp_path):
     assert (code, out) == (0, b"kept\n")
     await sb.release(remove_files=True)
     await b.close()
+
+
+async def test_many_live_processes_do_not_exhaust_the_connection_pool(fake, tmp_path):
+    """Each live process holds an output stream, and a second connection while waited for."""
+    b = make(fake, tmp_path, output="text")
+    sb = await b.sandbox("many")
+    procs = [await sb.spawn(["cat"], cwd=sb.root, env={"PATH": "/usr/bin:/bin"}) for _ in range(60)]
+    waits = [asyncio.ensure_future(p.wait()) for p in procs]
+    await asyncio.sleep(0.2)
+    for i, p in enumerate(procs):
+        await asyncio.wait_for(p.write(f"{i}\n".encode()), 10)
+        await asyncio.wait_for(p.close_stdin(), 10)
+    assert await asyncio.wait_for(asyncio.gather(*waits), 30) == [0] * 60
+    outs = [await read_until(p.stdout, b"\n") for p in procs]
+    assert outs == [f"{i}\n".encode() for i in range(60)]
+    await sb.release(remove_files=True)
+    await b.close()
