@@ -6,7 +6,7 @@ a human lives in ``executor.approvals``.
 """
 
 from .config import BackendOverride, GateConfig, HardlineConfig, OperatorRule
-from .detect import findings, split_segments
+from .detect import findings, opens_interactive_shell, split_segments
 from .policy import analyze, apply_mode, evaluate
 from .rules import DEFAULT_HARDLINE, RULES, Rule
 from .store import AlwaysStore, AuditLog
@@ -15,5 +15,5 @@ from .verdict import Decision, Verdict
 __all__ = [
     "AlwaysStore", "AuditLog", "BackendOverride", "DEFAULT_HARDLINE", "Decision", "GateConfig",
     "HardlineConfig", "OperatorRule", "RULES", "Rule", "Verdict", "analyze", "apply_mode",
-    "evaluate", "findings", "split_segments",
+    "evaluate", "findings", "opens_interactive_shell", "split_segments",
 ]

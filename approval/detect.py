@@ -1838,3 +1838,49 @@ def split_segments(command: str) -> list[str]:
             if s and s not in segs:
                 segs.append(s)
     return segs
+
+
+_REPLS = frozenset({"python", "python3", "ipython", "ipython3", "node", "nodejs", "irb", "ruby", "perl", "php", "lua", "R",
+                    "psql", "mysql", "mariadb", "sqlite3", "redis-cli", "mongosh", "mongo", "ghci", "julia", "erl", "iex",
+                    "scala", "clojure", "bb", "deno", "bun", "sbcl", "racket", "guile", "ocaml", "gdb", "lldb", "pwsh"})
+
+
+def opens_interactive_shell(command: str) -> bool:
+    """Whether a PTY running ``command`` hands its user an interactive shell or REPL.
+
+    The gate cannot see what will be typed into such a session, so the daemon asks for it
+    (``interactive_pty=True``) unless ``approval.allow_interactive_pty`` is set.  Empty
+    commands (the default shell), ``bash``, ``sudo -i``, ``su``, ``ssh host``, ``docker exec -it
+    c sh``, ``python3`` and other REPLs count; ``top``, ``vim file`` or ``bash script.sh`` do not.
+    """
+    text = normalize(command).strip()
+    if not text:
+        return True
+    try:
+        cmds = parse(text).cmds
+    except (TooComplex, RecursionError):
+        return True
+    for cmd in cmds:
+        argv, _ = unwrap(cmd.argv)
+        if not argv:
+            if any(_base(w) in ("ssh", "mosh", "autossh") for w in cmd.argv[:4]):
+                return True  # ssh with no remote command: a login shell on the other side
+            continue
+        name = _base(argv[0])
+        args = argv[1:]
+        operands = [a for a in args if not a.startswith("-")]
+        if name in SHELLS:
+            if not any(a == "-c" or (a.startswith("-") and not a.startswith("--") and "c" in a) for a in args) and (
+                    not operands or any(a in ("-i", "-s", "--login", "-l") for a in args) and not operands):
+                return True
+        elif name in _REPLS and not operands and not any(a in ("-c", "-e", "-E", "-r", "--eval", "-p", "--print", "-m", "--command", "-f", "--file") for a in args):
+            return True
+        elif name in ("su", "sudo") and (not operands or any(a in ("-i", "-s", "--login", "--shell", "-") for a in args) and not operands):
+            return True
+        elif name in ("ssh", "mosh", "telnet", "autossh") and len(operands) <= 1:
+            return True
+        elif name in ("docker", "podman", "kubectl", "nerdctl") and "exec" in args and any(_base(a) in SHELLS for a in args[-1:]):
+            return True
+        elif name in ("tmux", "screen", "byobu", "zellij") and (not operands or operands[0] in ("new", "new-session", "attach", "a", "-r")):
+            return True
+    return False

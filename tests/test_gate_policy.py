@@ -95,3 +95,15 @@ def test_approved_rules_lift_asks_only_for_that_rule() -> None:
 def test_interactive_pty() -> None:
     assert evaluate("bash", GateConfig(), interactive_pty=True).rule == "interactive_shell"
     assert evaluate("bash", cfg(allow_interactive_pty=True), interactive_pty=True).decision is Decision.ALLOW
+
+
+@pytest.mark.parametrize(
+    ("command", "interactive"),
+    [("", True), ("bash", True), ("bash -l", True), ("sudo -i", True), ("su -", True), ("ssh host", True), ("python3", True),
+     ("docker exec -it web sh", True), ("top", False), ("vim notes.txt", False), ("bash script.sh", False), ("bash -c ls", False),
+     ("ssh host uptime", False), ("python3 app.py", False)],
+)
+def test_opens_interactive_shell(command: str, interactive: bool) -> None:
+    from executor.approval import opens_interactive_shell
+
+    assert opens_interactive_shell(command) is interactive
