@@ -444,3 +444,31 @@ async def test_a_server_that_stops_answering_is_lost_by_keepalive(make_backend, 
             os.kill(pid, signal.SIGKILL)
             os.kill(pid, signal.SIGCONT)
     assert (await run(await b.sandbox("hung"), ["true"]))[0] == 0  # reconnected
+
+
+async def test_keys_from_an_ssh_agent(make_backend, facts, tmp_path, monkeypatch):
+    sock = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 5
+        while not sock.exists() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        env = {**os.environ, "SSH_AUTH_SOCK": str(sock)}
+        subprocess.run(["ssh-add", "-q", facts["key_file"]], env=env, check=True, capture_output=True)
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+        b = make_backend(key_file=None)
+        assert b.policy()["auth"] == "publickey (ssh-agent)"
+        code, out, _ = await run(await b.sandbox("agent"), ["/bin/sh", "-c", "echo via-agent"])
+        assert (code, out) == (0, b"via-agent\n")
+    finally:
+        agent.kill()
+        agent.wait()
+
+
+async def test_no_credentials_is_a_config_error(make_backend, monkeypatch):
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    b = make_backend(key_file=None)
+    with pytest.raises(BackendError) as info:
+        await b.sandbox("x")
+    assert info.value.kind is ErrorKind.FAILED_PRECONDITION and "no credentials" in info.value.message
+    assert not (await b.health()).available
