@@ -1340,10 +1340,13 @@ class DockerBackend(Backend):
         return sb
 
     async def make_task_dir(self, cid: str, task_id: str) -> None:
-        """Create ``<workspace>/<task_id>`` owned by the sandbox user, through the archive API."""
+        """Create ``<workspace>/<task_id>`` owned by the sandbox user, through the archive API
+        (left alone when it exists: unpacking a directory entry would reset its mode)."""
+        workspace = self.options.workspace
+        if await self._stat(cid, f"{workspace.rstrip('/')}/{task_id}") is not None:
+            return
         uid, gid = self.options.uid_gid
         body = _dir_tar([task_id], uid, gid)
-        workspace = self.options.workspace
         await self.call(lambda api: api.put_archive(cid, workspace, body), f"creating the task directory {task_id}")
 
     async def remove_container(self, container: _Container, remove_volume: bool) -> None:
