@@ -85,6 +85,18 @@ def _exec(args: argparse.Namespace) -> int:
         return 125
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    from executor.doctor import run
+
+    return run(args.config or os.environ.get("EXECUTOR_CONFIG"), args.state_dir, as_json=args.json)
+
+
+def _health(args: argparse.Namespace) -> int:
+    from executor.doctor import health
+
+    return health(args.target or _default_target(), args.timeout)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="executor", description="A sandboxed execution backend for AI agents.")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -95,6 +107,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--state-dir", help="state directory (default $XDG_STATE_HOME/executor)")
     s.add_argument("--ready-file", help=argparse.SUPPRESS)
     s.set_defaults(func=_serve)
+
+    d = sub.add_parser("doctor", help="check the config and every configured backend, and say how to fix problems")
+    d.add_argument("--config", help="YAML config file (also EXECUTOR_CONFIG)")
+    d.add_argument("--state-dir", help="state directory to check")
+    d.add_argument("--json", action="store_true", help="machine-readable output")
+    d.set_defaults(func=_doctor)
+
+    h = sub.add_parser("health", help="exit 0 when the daemon answers SERVING (for container health checks)")
+    h.add_argument("--target", default=os.environ.get("EXECUTOR_TARGET"), help="daemon address (EXECUTOR_TARGET)")
+    h.add_argument("--timeout", type=float, default=5.0)
+    h.set_defaults(func=_health)
 
     e = sub.add_parser("exec", help="run one command in a task and stream its output")
     e.add_argument("--target", default=os.environ.get("EXECUTOR_TARGET"), help="daemon address (EXECUTOR_TARGET)")
