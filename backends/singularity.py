@@ -236,6 +236,8 @@ class Cli:
 
     def __init__(self, executable: str) -> None:
         self.executable = executable
+        #: ``--version`` output once known: "apptainer version 1.4.5", "singularity-ce version 4.1.0"
+        self.last_version = ""
 
     def resolve(self) -> str:
         """The executable's path, or BackendError(FAILED_PRECONDITION) saying how to fix it."""
@@ -284,7 +286,8 @@ class Cli:
         code, out, err = await self.run([self.resolve(), "--version"], 30)
         if code != 0:
             raise BackendError(f"`{self.executable} --version` failed: {_tail(err or out)}", ErrorKind.FAILED_PRECONDITION)
-        return out.strip()
+        self.last_version = out.strip()
+        return self.last_version
 
     async def instances(self) -> list[dict]:
         """``instance list --json``: [{instance, pid, img, logErrPath, ...}] (spython's schema)."""
@@ -458,9 +461,9 @@ class ApptainerSandbox(Sandbox):
             "/bin/sh", "-c", LAUNCHER, "executor", cwd, "pty" if pty else "pipe", *argv,
         )
 
-    @staticmethod
-    def exec_env(env: Mapping[str, str]) -> dict[str, str]:
+    def exec_env(self, env: Mapping[str, str]) -> dict[str, str]:
         """The apptainer process's environment: host essentials plus the command's, escaped."""
+        prefix = self._backend.env_prefix
         extra: dict[str, str] = {}
         for name, value in env.items():
             if not _NAME_RE.match(name) or name.startswith(_RESERVED_ENV):
@@ -469,8 +472,8 @@ class ApptainerSandbox(Sandbox):
                                    ErrorKind.INVALID_ARGUMENT)
             if "\0" in value:
                 raise BackendError(f"environment variable {name} contains a NUL byte", ErrorKind.INVALID_ARGUMENT)
-            extra[f"APPTAINERENV_EXRV_{name}"] = escape_env_value(value)
-        extra["APPTAINERENV_EXR_KEEP"] = " ".join(env)
+            extra[f"{prefix}EXRV_{name}"] = escape_env_value(value)
+        extra[f"{prefix}EXR_KEEP"] = " ".join(env)
         return Cli.host_env(extra)
 
     async def spawn(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str],
@@ -567,6 +570,13 @@ class SingularityBackend(Backend):
         self._stopping: dict[str, asyncio.Future] = {}
         self.leftovers_stopped = 0
         self.limits_apply, self.limits_note = self._limits_support()
+
+    @property
+    def env_prefix(self) -> str:
+        """Apptainer reads APPTAINERENV_ (and warns, on the command's stderr, when a
+        SINGULARITYENV_ twin is set too); SingularityCE reads only SINGULARITYENV_."""
+        version = self.cli.last_version.lower()
+        return "SINGULARITYENV_" if version and "apptainer" not in version else "APPTAINERENV_"
 
     # -- description ---------------------------------------------------------------------------
 
@@ -767,6 +777,8 @@ class SingularityBackend(Backend):
             return sandbox
 
     async def _start_instance(self, task_id: str) -> ApptainerSandbox:
+        if not self.cli.last_version:
+            await self.cli.version()  # Apptainer or SingularityCE: decides the env prefix
         name = self.instance_name(task_id)
         host_dir = self.task_dir(task_id)
         try:

@@ -319,3 +319,15 @@ async def test_signal_session_ends_the_whole_session(tmp_path, fake):
     code_proc = await sandbox.spawn(["/bin/sh", "-c", "exit 143"], cwd="/workspace", env={})
     await code_proc.close_stdin()
     assert await code_proc.wait() == 143  # not signalled by us: the number as it came
+
+
+async def test_singularity_ce_gets_singularityenv(tmp_path, fake, monkeypatch):
+    monkeypatch.setenv("EXECUTOR_APPTAINER_FAKE_VERSION", "singularity-ce version 4.1.0")
+    backend = make_backend(tmp_path, fake)
+    sandbox = await backend.sandbox("t1")
+    proc = await sandbox.spawn(["/bin/sh", "-c", "echo $A"], cwd="/workspace", env={"A": "x$y"})
+    await proc.close_stdin()
+    out, _ = await drain(proc)
+    assert (await proc.wait(), out) == (0, b"x$y\n")
+    (call,) = [c for c in fake.calls() if c["argv"][2:3] == ["exec"]]
+    assert call["env"] == {"SINGULARITYENV_EXRV_A": "x\\$y", "SINGULARITYENV_EXR_KEEP": "A"}

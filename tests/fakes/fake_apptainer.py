@@ -29,7 +29,7 @@ STATE = Path(os.environ.get("EXECUTOR_APPTAINER_FAKE_STATE", "/nonexistent"))
 
 def record(argv: list[str]) -> None:
     if LOG:
-        env = {k: v for k, v in os.environ.items() if k.startswith("APPTAINERENV_")}
+        env = {k: v for k, v in os.environ.items() if k.startswith(("APPTAINERENV_", "SINGULARITYENV_"))}
         with open(LOG, "a") as f:
             f.write(json.dumps({"argv": argv, "env": env}) + "\n")
 
@@ -106,9 +106,11 @@ def exec_(args: list[str]) -> int:
            "APPTAINER_CONTAINER": info["img"], "LANG": "C", "TERM": "xterm", "HOME": "/root",
            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
            "PROMPT_COMMAND": 'PS1="Apptainer> "; unset PROMPT_COMMAND'}
+    prefix = "SINGULARITYENV_" if "singularity-ce" in os.environ.get("EXECUTOR_APPTAINER_FAKE_VERSION", "") \
+        else "APPTAINERENV_"
     for key, value in os.environ.items():
-        if key.startswith("APPTAINERENV_"):
-            env[key[len("APPTAINERENV_"):]] = unescape(value)
+        if key.startswith(prefix):
+            env[key[len(prefix):]] = unescape(value)
     # Like Apptainer's starter: the command is a child (so not a process-group leader, and
     # setsid inside does not fork), and a death by signal N comes back as exit 128+N.
     code = subprocess.run(cmd, env=env).returncode
@@ -119,7 +121,7 @@ def main(argv: list[str]) -> int:
     record(argv)
     args = [a for a in argv[1:] if a not in ("--quiet", "-q")]
     if args == ["--version"]:
-        print("apptainer version 1.4.5-fake")
+        print(os.environ.get("EXECUTOR_APPTAINER_FAKE_VERSION", "apptainer version 1.4.5-fake"))
         return 0
     if args[:1] == ["instance"]:
         # calls run concurrently (the backend stops instances in parallel): one at a time here
