@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import io
 import os
-import re
 import signal
 import subprocess
 import tarfile
@@ -87,10 +86,31 @@ async def session_alive(sb, sid: int) -> list[str]:
 
 
 def server_side_pids(local_port: int, server_port: int) -> list[int]:
-    """The sshd processes serving the TCP connection from our ``local_port``."""
-    out = subprocess.run(["ss", "-Htnp", "state", "established", f"( sport = :{server_port} and dport = :{local_port} )"],
-                         capture_output=True, text=True, check=True).stdout
-    return sorted({int(p) for p in re.findall(r"pid=(\d+)", out)})
+    """The sshd processes serving the TCP connection from our ``local_port`` (from /proc:
+    the server-side socket's inode, then the processes holding it)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, remote, inode = fields[1], fields[2], fields[9]
+            if int(local.rsplit(":", 1)[1], 16) == server_port and int(remote.rsplit(":", 1)[1], 16) == local_port:
+                inodes.add(f"socket:[{inode}]")
+    pids = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                if os.readlink(fd) in inodes:
+                    pids.add(int(proc.name))
+                    break
+        except OSError:
+            continue
+    return sorted(pids)
 
 
 # ---------------------------------------------------------------------------
