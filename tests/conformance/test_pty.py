@@ -203,3 +203,15 @@ def test_background_process_on_a_terminal(client, daemon, task):
                                                                    close=True))
     assert wait(client, cat.process_id).state == pb.PROCESS_STATE_EXITED
     assert b"typed" in read_all(client, cat.process_id)
+
+
+def test_exec_with_pty_cancel_kills_the_tree(client, task):
+    marker = f"executor-ptyexeccancel-{uuid.uuid4().hex[:8]}"
+    events = client.exec(task, f"(exec -a {marker} sleep 300) & sleep 0.5; echo go; exec -a {marker} sleep 300",
+                         pty=True)
+    for event in events:
+        if event.WhichOneof("event") == "stdout" and b"go" in event.stdout:
+            break
+    time.sleep(0.3)  # the task is busy: its own ps cannot run until the cancel
+    events.close()  # cancels the RPC
+    assert poll(lambda: count_marker(client, task, marker) == 0)
