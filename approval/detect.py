@@ -49,6 +49,7 @@ class _Ctx:
     depth: int
     env: dict[str, str] = field(default_factory=dict)
     downloaded: set[str] = field(default_factory=set)
+    written: dict[str, str] = field(default_factory=dict)
     out: list[_Found] = field(default_factory=list)
     net_socket: bool = False
 
@@ -384,6 +385,7 @@ class _Detector:
         self.redirects(cmd, ctx)
         if not cmd.argv:
             return
+        self.remember_written(cmd, ctx)
         if cmd.kinds and cmd.kinds[0] and UNKNOWN in cmd.argv[0]:
             k = cmd.kinds[0]
             if "download" in k:
@@ -410,6 +412,18 @@ class _Detector:
         if lower in ("drop", "truncate", "delete", "update", "alter", "flushall", "flushdb") and not cmd.fallback:
             for f in inline.sql_findings(" ".join(argv)):
                 self.add(ctx, f.rule, cmd.text)
+
+    def remember_written(self, cmd: Cmd, ctx: _Ctx) -> None:
+        """Scripts written from literal text earlier in the line (``echo 'x' > a.sh; sh a.sh``)."""
+        targets = [(op, t) for op, t in cmd.redirects if op in (">", ">>", ">|", "&>")]
+        if not targets:
+            return
+        text = echo_output(cmd.argv)
+        if text is None and cmd.stdin_text is not None and cmd.argv[:1] == ["cat"]:
+            text = cmd.stdin_text
+        if text is not None:
+            for op, t in targets:
+                ctx.written[_base(t)] = (ctx.written.get(_base(t), "") + text) if op == ">>" else text
 
     def redirects(self, cmd: Cmd, ctx: _Ctx) -> None:
         for op, target in cmd.redirects:
@@ -803,6 +817,9 @@ def _h_chmod(d: _Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
     targets = ops[1:] if name not in ("setfacl",) else ops
     if name == "chmod" and ops and ops[0].startswith(("-", "+")) is False and not re.match(r"^[0-7]{3,4}$|^[ugoa]*[-+=]", ops[0]):
         targets = ops
+    mode = ops[0] if ops and name == "chmod" else ""
+    if re.fullmatch(r"[0-7]*[4267][0-7]{3}", mode) and len(mode) == 4 or re.search(r"[ugoa]*[+=][rwxXt]*s", mode):
+        d.add(ctx, "chmod_setuid", cmd.text)
     for t in targets:
         cls = delete_class(t, cmd.cwd)
         if recursive and cls in ("root", "home", "sysdir", "system"):
@@ -815,6 +832,8 @@ def _h_chmod(d: _Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
 
 
 def _h_mkfs(d: _Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: _Ctx) -> None:
+    if re.fullmatch(r"mke2fs|mkfs\.ext[234]", name) and "-n" in args:
+        return  # mke2fs -n: show what would be done
     d.add(ctx, "disk_format", cmd.text, f"{name} writes a new filesystem, erasing what is on the target.")
 
 
@@ -953,6 +972,32 @@ def _h_shrink(d: _Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
     size = _option_value(args, ("-L", "--size", "-l", "--extents"))
     if name == "lvreduce" or (size or "").startswith("-"):
         d.add(ctx, "volume_destroy", cmd.text, f"{name} shrinks a volume; data beyond the new end is lost.")
+
+
+@handles("diskutil")
+def _h_diskutil(d: _Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: _Ctx) -> None:
+    verb = next((a for a in args if not a.startswith("-")), "").lower()
+    if verb in ("erasedisk", "erasevolume", "zerodisk", "randomdisk", "secureerase", "reformat", "partitiondisk", "splitpartition", "mergepartitions"):
+        d.add(ctx, "disk_format", cmd.text, f"diskutil {verb} erases or repartitions a disk.")
+    elif verb in ("apfs", "cs", "appleraid", "ar") and any(a.lower() in ("deletecontainer", "deletevolume", "erasevolume", "delete", "deletevolumegroup") for a in args):
+        d.add(ctx, "volume_destroy", cmd.text)
+
+
+@handles("awk", "gawk")
+def _h_awk(d: _Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: _Ctx) -> None:
+    if any("/inet/tcp/" in a or "/inet/udp/" in a or "/inet4/" in a or "/inet6/" in a for a in args):
+        d.add(ctx, "reverse_shell", cmd.text, "awk opens a network connection and runs what comes back.")
+    program = next((a for a in args if not a.startswith("-")), "")
+    m = re.search(r"\bsystem\s*\(\s*\"([^\"]*)\"", program)
+    if m:
+        d.payload(ctx, m.group(1), frozenset(), cmd.text)
+
+
+@handles("alias")
+def _h_alias(d: _Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: _Ctx) -> None:
+    for a in args:
+        if "=" in a and not a.startswith("-"):
+            d.payload(ctx, a.split("=", 1)[1], frozenset(), cmd.text)
 
 
 # -- power, processes, services
@@ -1324,7 +1369,7 @@ def _h_iac(d: _Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
         d.add(ctx, "infra_destroy", cmd.text, f"{name} destroys every resource of the stack.")
 
 
-_CLOUD_VERB = re.compile(r"^(?:delete|destroy|terminate|purge|rb|remove|delete-\S+|terminate-\S+|destroy-\S+|remove-\S+|apps:destroy|pg:reset|[a-z]+:destroy|deprovision)$")
+_CLOUD_VERB = re.compile(r"^(?:delete|destroy|terminate|purge|rb|remove|delete-\S+|terminate-\S+|destroy-\S+|remove-\S+|apps:destroy|pg:reset|[a-z-]+:destroy|[a-z-]+:delete|deprovision)$")
 
 
 @handles("aws", "gcloud", "az", "gsutil", "doctl", "hcloud", "linode-cli", "vultr-cli", "scw", "oci", "ibmcloud", "heroku", "fly", "flyctl", "openstack", "exo", "upcloud", "civo", "vercel", "netlify", "railway", "render", "aliyun", "tccli", "yc", "s3cmd", "rclone", "gcs", "mc", "b2", "azcopy", "supabase", "neonctl", "planetscale", "pscale", "turso", "wrangler", "firebase", "qm", "pct", "virsh", "VBoxManage", "vboxmanage", "multipass", "prlctl", "lxc", "incus", "vagrant", "utmctl", "xl")
@@ -1365,7 +1410,7 @@ def _h_cloud(d: _Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
         if any(w in ("rb", "purge", "rmdir") for w in ops[:2]) or (any(w in ("rm", "del", "remove", "delete") for w in ops[:2]) and rec) or (name == "rclone" and ops[:1] in (["purge"], ["delete"], ["deletefile"]) and ops[:1] != ["deletefile"]):
             d.add(ctx, "cloud_delete", cmd.text, f"{name} deletes a bucket or everything under a prefix.")
         return
-    if any(_CLOUD_VERB.match(w) for w in ops[:5]):
+    if any(_CLOUD_VERB.match(w) for w in ops[:5]) or (rec and any(w in ("rm", "rb") for w in ops[:3]) and name in ("gcloud", "az", "bq", "oci", "ibmcloud", "scw")):
         d.add(ctx, "cloud_delete", cmd.text, f"{name} {' '.join(ops[:4])} deletes cloud resources.")
 
 
@@ -1390,6 +1435,8 @@ _SQL_CLIENTS = {
 @handles(*_SQL_CLIENTS)
 def _h_sql(d: _Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: _Ctx) -> None:
     code_flags, _ = _SQL_CLIENTS[name]
+    if name == "bq" and args[:1] in (["rm"], ["remove"]) and any(a in ("-r", "-d", "--dataset", "--recursive", "-t", "--table") for a in args):
+        d.add(ctx, "cloud_delete", cmd.text, "bq rm deletes a BigQuery dataset or table.")
     texts: list[str] = []
     for i, a in enumerate(args):
         if a in code_flags and i + 1 < len(args):
@@ -1562,6 +1609,8 @@ def _judge_script_file(d: _Detector, path: str, kinds: Kinds, cmd: Cmd, ctx: _Ct
         d.add(ctx, "decode_to_shell", cmd.text)
     elif _base(path) in ctx.downloaded or path in ctx.downloaded:
         d.add(ctx, "download_then_run", cmd.text)
+    elif _base(path) in ctx.written:
+        d.payload(ctx, ctx.written[_base(path)], frozenset(), cmd.text)
 
 
 @handles("eval", "trap")

@@ -584,7 +584,7 @@ class _Walker:
             if p.split:
                 if not p.text:
                     continue
-                parts = re.split(r"[ \t\n]+", p.text)
+                parts = self.ifs_split(p.text)
                 for i, part in enumerate(parts):
                     if i > 0:
                         cur = None
@@ -607,6 +607,15 @@ class _Walker:
             else:
                 out.append((w, k))
         return out[:MAX_FIELDS * 4]
+
+    def ifs_split(self, text: str) -> list[str]:
+        """Word splitting by the current ``$IFS`` (``IFS=_; cmd=rm_-rf_/; $cmd``)."""
+        ifs = self.env.get("IFS", " \t\n")
+        if ifs == " " or UNKNOWN in ifs:
+            ifs = " \t\n"
+        if not ifs:
+            return [text]
+        return re.split("[" + re.escape(ifs) + "]+", text)
 
     def pieces(self, node: Node, depth: int, quoted: bool) -> list[_Piece]:
         self.tick(depth)

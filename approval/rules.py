@@ -46,6 +46,7 @@ _RULES: tuple[Rule, ...] = (
     Rule("persistence_write", "system", "Writes a shell startup file, authorized_keys, a crontab or sudoers: a persistence point."),
     Rule("boot_write", "system", "Rewrites the boot loader, its configuration or the initramfs."),
     Rule("chmod_recursive_system", "system", "Recursively changes permissions or ownership of a system path."),
+    Rule("chmod_setuid", "system", "Sets a setuid or setgid bit, so the program runs with its owner's privileges."),
     Rule("system_restore", "system", "Restores or factory-resets the whole system, overwriting what is there."),
     # code you cannot see
     Rule("pipe_to_shell", "remote", "Runs code downloaded from the network without showing it."),
