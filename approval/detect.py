@@ -410,8 +410,10 @@ class _Detector:
             _generic(self, name, args, cmd, ctx, handled=handler is not None)
         lower = name.lower()
         if lower in ("drop", "truncate", "delete", "update", "alter", "flushall", "flushdb") and not cmd.fallback:
-            for f in inline.sql_findings(" ".join(argv)):
-                self.add(ctx, f.rule, cmd.text)
+            text = " ".join(argv)
+            if _SQL_AT_PROMPT.match(text):
+                for f in inline.sql_findings(text):
+                    self.add(ctx, f.rule, cmd.text)
 
     def remember_written(self, cmd: Cmd, ctx: _Ctx) -> None:
         """Scripts written from literal text earlier in the line (``echo 'x' > a.sh; sh a.sh``)."""
@@ -547,6 +549,8 @@ def _plain_operands(args: list[str]) -> list[str]:
     return out
 
 
+_SQL_AT_PROMPT = re.compile(r"(?i)^(?:drop\s+[a-z_]+|truncate\s+table|truncate\s+[a-z_][\w.]*\s*;?\s*$|delete\s+from|update\s+\S+\s+set|alter\s+table\s+\S+\s+drop|flushall|flushdb)\b")
+_IMAGE_FILE = re.compile(r"(?i)\.(?:img|image|raw|iso|erofs|squashfs|sqsh|sfs|qcow2|bin|vhd|vhdx|vmdk|vdi|ext[234]|fat|vfat|btrfs|xfs|swap|fs|disk|part)$")
 _DB_WORD = re.compile(r"^(?:drop|delete|destroy|wipe|purge|reset|truncate)[-_:]?(?:table|tables|database|databases|db|dbs|schema|schemas|vhost|collection|collections|keyspace|index|indices|bucket|all)$|^db:(?:drop|reset|purge|wipe)$|^migrate:(?:fresh|reset)$|^db:migrate:undo:all$")
 
 
@@ -834,6 +838,9 @@ def _h_chmod(d: _Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
 def _h_mkfs(d: _Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: _Ctx) -> None:
     if re.fullmatch(r"mke2fs|mkfs\.ext[234]", name) and "-n" in args:
         return  # mke2fs -n: show what would be done
+    operands = [a for a in args if not a.startswith("-")]
+    if not any(is_block_device(a) for a in operands) and any(_IMAGE_FILE.search(a) for a in operands):
+        return  # building a filesystem image in a regular file
     d.add(ctx, "disk_format", cmd.text, f"{name} writes a new filesystem, erasing what is on the target.")
 
 
@@ -1009,6 +1016,8 @@ def _h_power(d: _Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
         return
     if name == "kexec" and not any(a in ("-e", "--exec", "-f", "--force") for a in args):
         return
+    if name in ("halt", "reboot", "poweroff") and any(a in ("-w", "--wtmp-only") for a in args):
+        return  # only writes the wtmp record
     d.add(ctx, "power", cmd.text, f"{name} takes the machine down.")
 
 
@@ -1193,6 +1202,8 @@ def _h_boot(d: _Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     elif name == "kernel-install" and not any(a in ("add", "remove", "add-all") for a in args):
         return
     elif name == "genkernel" and not any(a in ("all", "bzImage", "kernel", "initramfs", "--install") for a in args):
+        return
+    elif name == "eclean-kernel" and any(a in ("-l", "--list-kernels", "-p", "--pretend") for a in args):
         return
     d.add(ctx, "boot_write", cmd.text, f"{name} rewrites the boot loader or initramfs.")
 
