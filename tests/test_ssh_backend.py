@@ -8,6 +8,7 @@ through the daemon) is covered by tests/conformance with this backend as default
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import os
 import signal
@@ -111,6 +112,13 @@ def server_side_pids(local_port: int, server_port: int) -> list[int]:
         except OSError:
             continue
     return sorted(pids)
+
+
+def kill_all(pids: list[int], sig: int) -> None:
+    """Signal processes that may already be gone (one sshd process ending takes its partner along)."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
 
 
 # ---------------------------------------------------------------------------
@@ -298,8 +306,7 @@ async def test_connection_drop_gives_lost_then_reconnects(make_backend, facts):
     local_port = b._conn.transport.sock.getsockname()[1]
     pids = server_side_pids(local_port, facts["port"])
     assert pids, "found no sshd process serving our connection"
-    for pid in pids:
-        os.kill(pid, signal.SIGKILL)
+    kill_all(pids, signal.SIGKILL)
 
     with pytest.raises(BackendError) as info:
         async with asyncio.timeout(10):
@@ -376,8 +383,7 @@ async def test_sshd_down_is_unavailable_then_recovers(make_backend, facts):
     listener = int(Path(facts["sshd_pidfile"]).read_text())
     try:
         os.kill(listener, signal.SIGTERM)  # sshd goes away: the listener and our connection
-        for pid in server_side_pids(local_port, facts["port"]):
-            os.kill(pid, signal.SIGKILL)
+        kill_all(server_side_pids(local_port, facts["port"]), signal.SIGKILL)
         async with asyncio.timeout(10):
             while b._conn.alive():
                 await asyncio.sleep(0.02)
@@ -452,17 +458,14 @@ async def test_a_server_that_stops_answering_is_lost_by_keepalive(make_backend, 
     pids = server_side_pids(b._conn.transport.sock.getsockname()[1], facts["port"])
     assert pids
     try:
-        for pid in pids:
-            os.kill(pid, signal.SIGSTOP)
+        kill_all(pids, signal.SIGSTOP)
         with pytest.raises(BackendError) as info:
             async with asyncio.timeout(15):
                 while await shell.stdout.read():
                     pass
         assert info.value.kind is ErrorKind.LOST and "keepalives" in info.value.message
     finally:
-        for pid in pids:
-            os.kill(pid, signal.SIGKILL)
-            os.kill(pid, signal.SIGCONT)
+        kill_all(pids, signal.SIGKILL)  # SIGKILL ends stopped processes too
     assert (await run(await b.sandbox("hung"), ["true"]))[0] == 0  # reconnected
 
 
