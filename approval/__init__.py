@@ -13,7 +13,21 @@ from .store import AlwaysStore, AuditLog
 from .verdict import Decision, Verdict
 
 __all__ = [
-    "AlwaysStore", "AuditLog", "BackendOverride", "DEFAULT_HARDLINE", "Decision", "GateConfig",
-    "HardlineConfig", "OperatorRule", "RULES", "Rule", "Verdict", "analyze", "apply_mode",
-    "evaluate", "findings", "opens_interactive_shell", "split_segments",
+    "AlwaysStore",
+    "AuditLog",
+    "BackendOverride",
+    "DEFAULT_HARDLINE",
+    "Decision",
+    "GateConfig",
+    "HardlineConfig",
+    "OperatorRule",
+    "RULES",
+    "Rule",
+    "Verdict",
+    "analyze",
+    "apply_mode",
+    "evaluate",
+    "findings",
+    "opens_interactive_shell",
+    "split_segments",
 ]

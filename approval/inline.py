@@ -21,7 +21,9 @@ _ALWAYS_TRUE = re.compile(
     r"\bWHERE\s+(?:\(?\s*(?:1\s*=\s*1|TRUE|1|NOT\s+FALSE|''\s*=\s*''|(\w+)\s*=\s*\1|\d+\s*(?:>|>=)\s*0)\s*\)?\s*(?:;|$|LIMIT|ORDER|RETURNING))"
     r"|\bOR\s+(?:1\s*=\s*1|TRUE|''\s*=\s*'')",
 )
-_DROP = re.compile(r"^(?:DROP|TRUNCATE)\b|^ALTER\s+TABLE\b.*\bDROP\b|^DELETE\b|^UPDATE\b.*\bSET\b|^(?:FLUSHALL|FLUSHDB)\b")
+_DROP = re.compile(
+    r"^(?:DROP|TRUNCATE)\b|^ALTER\s+TABLE\b.*\bDROP\b|^DELETE\b|^UPDATE\b.*\bSET\b|^(?:FLUSHALL|FLUSHDB)\b"
+)
 
 
 @dataclass(frozen=True)
@@ -74,9 +76,13 @@ def mongo_findings(code: str) -> list[CodeFinding]:
 _STR = re.compile(r"'((?:[^'\\\n]|\\.)*)'|\"((?:[^\"\\\n]|\\.)*)\"|`((?:[^`\\]|\\.)*)`")
 
 _SHELL_CALL = {
-    "python": re.compile(r"(?:\b|\))\.?(?:system|popen)\s*\((?=\s*['\"])|\b(?:os\.(?:system|popen[234]?|exec[lv]p?e?|spawn[lv]p?e?|posix_spawnp?)|subprocess\.(?:run|call|check_call|check_output|Popen|getoutput|getstatusoutput)|commands\.getoutput|pty\.spawn|asyncio\.create_subprocess_(?:shell|exec))\s*\("),
+    "python": re.compile(
+        r"(?:\b|\))\.?(?:system|popen)\s*\((?=\s*['\"])|\b(?:os\.(?:system|popen[234]?|exec[lv]p?e?|spawn[lv]p?e?|posix_spawnp?)|subprocess\.(?:run|call|check_call|check_output|Popen|getoutput|getstatusoutput)|commands\.getoutput|pty\.spawn|asyncio\.create_subprocess_(?:shell|exec))\s*\("
+    ),
     "perl": re.compile(r"\b(?:system|exec)\b\s*\(?|\bqx\s*[{(\[/|'\"]|`"),
-    "ruby": re.compile(r"\b(?:system|exec|spawn|IO\.popen|Open3\.\w+|Kernel\.(?:system|exec|spawn))\b\s*\(?|%x[{(\[]|`"),
+    "ruby": re.compile(
+        r"\b(?:system|exec|spawn|IO\.popen|Open3\.\w+|Kernel\.(?:system|exec|spawn))\b\s*\(?|%x[{(\[]|`"
+    ),
     "node": re.compile(r"\b(?:exec|execSync|spawn|spawnSync|execFile|execFileSync)\s*\(|child_process"),
     "php": re.compile(r"\b(?:system|exec|shell_exec|passthru|proc_open|popen|pcntl_exec)\s*\(|`"),
     "lua": re.compile(r"\b(?:os\.execute|io\.popen)\s*\("),
@@ -85,10 +91,16 @@ _SHELL_CALL = {
     "powershell": re.compile(r"(?i)\b(?:Start-Process|Invoke-Expression|iex|cmd(?:\.exe)?\s*/c)\b"),
 }
 _DELETE_CALL = {
-    "python": re.compile(r"\b(?:os\.(?:remove|unlink|rmdir|removedirs)|shutil\.rmtree|rmtree|send2trash)\s*\(|\.(?:unlink|rmdir)\s*\("),
+    "python": re.compile(
+        r"\b(?:os\.(?:remove|unlink|rmdir|removedirs)|shutil\.rmtree|rmtree|send2trash)\s*\(|\.(?:unlink|rmdir)\s*\("
+    ),
     "perl": re.compile(r"\b(?:unlink|rmdir|rmtree|remove_tree)\b"),
-    "ruby": re.compile(r"\b(?:File\.(?:delete|unlink)|FileUtils\.(?:rm\w*|remove\w*)|Dir\.(?:delete|rmdir|unlink)|rm_rf|rm_r)\b"),
-    "node": re.compile(r"\bfs(?:\.promises)?\.(?:rm|rmdir|unlink)\b|\b(?:rmSync|rmdirSync|unlinkSync|rimraf|removeSync|emptyDirSync|emptyDir)\b"),
+    "ruby": re.compile(
+        r"\b(?:File\.(?:delete|unlink)|FileUtils\.(?:rm\w*|remove\w*)|Dir\.(?:delete|rmdir|unlink)|rm_rf|rm_r)\b"
+    ),
+    "node": re.compile(
+        r"\bfs(?:\.promises)?\.(?:rm|rmdir|unlink)\b|\b(?:rmSync|rmdirSync|unlinkSync|rimraf|removeSync|emptyDirSync|emptyDir)\b"
+    ),
     "php": re.compile(r"\b(?:unlink|rmdir)\s*\("),
     "lua": re.compile(r"\bos\.remove\s*\("),
     "r": re.compile(r"\b(?:unlink|file\.remove)\s*\("),
@@ -106,14 +118,26 @@ _KILL_CALL = {
     "powershell": re.compile(r"(?i)\bStop-Process\b|\bkill\b"),
     "applescript": re.compile(r"$^"),
 }
-_SOCKET = re.compile(r"(?i)\bsocket\b|fsockopen|TCPSocket|net\.(?:Socket|connect|createConnection)|IO::Socket|\bSocket\b|TCPClient")
-_SHELLISH = re.compile(r"/bin/(?:ba|z|da|k)?sh\b|\b(?:sh|bash)\s+-i\b|pty\.spawn|dup2|\bexec\b|subprocess|spawn|popen|cmd\.exe|powershell")
-_NET_READ = re.compile(r"(?i)['\"]https?://|urlopen|urllib|requests\.(?:get|post)|http\.client|https?\.get\s*\(|\bfetch\s*\(|Net::HTTP|open-uri|LWP::|HTTP::Tiny|file_get_contents\s*\(\s*['\"]https?:|DownloadString|Invoke-WebRequest|\biwr\b|Invoke-RestMethod|\birm\b|WebClient|curl|wget")
-_DECODE = re.compile(r"(?i)b64decode|decode_base64|base64_decode|\batob\s*\(|Buffer\.from\([^)]*base64|unpack\s*\(?\s*['\"]m|unhexlify|bytes\.fromhex|codecs\.decode|FromBase64String|-EncodedCommand|\bzlib\.decompress")
-_EVAL = re.compile(r"(?i)\b(?:exec|eval|Function|Invoke-Expression|iex|instance_eval|class_eval)\b\s*\(?|\|\s*(?:sh|bash)\b|\bsystem\s*\(")
+_SOCKET = re.compile(
+    r"(?i)\bsocket\b|fsockopen|TCPSocket|net\.(?:Socket|connect|createConnection)|IO::Socket|\bSocket\b|TCPClient"
+)
+_SHELLISH = re.compile(
+    r"/bin/(?:ba|z|da|k)?sh\b|\b(?:sh|bash)\s+-i\b|pty\.spawn|dup2|\bexec\b|subprocess|spawn|popen|cmd\.exe|powershell"
+)
+_NET_READ = re.compile(
+    r"(?i)['\"]https?://|urlopen|urllib|requests\.(?:get|post)|http\.client|https?\.get\s*\(|\bfetch\s*\(|Net::HTTP|open-uri|LWP::|HTTP::Tiny|file_get_contents\s*\(\s*['\"]https?:|DownloadString|Invoke-WebRequest|\biwr\b|Invoke-RestMethod|\birm\b|WebClient|curl|wget"
+)
+_DECODE = re.compile(
+    r"(?i)b64decode|decode_base64|base64_decode|\batob\s*\(|Buffer\.from\([^)]*base64|unpack\s*\(?\s*['\"]m|unhexlify|bytes\.fromhex|codecs\.decode|FromBase64String|-EncodedCommand|\bzlib\.decompress"
+)
+_EVAL = re.compile(
+    r"(?i)\b(?:exec|eval|Function|Invoke-Expression|iex|instance_eval|class_eval)\b\s*\(?|\|\s*(?:sh|bash)\b|\bsystem\s*\("
+)
 _FORK = re.compile(r"\bfork\b")
 _LOOP = re.compile(r"\b(?:while|loop|until)\b|for\s*\(\s*;\s*;\s*\)|\bfork\s+while\b")
-_WRITE = re.compile(r"(?i)open\s*\([^)]*['\"][wa+]|write_text|write_bytes|writeFileSync|appendFileSync|writeFile|appendFile|File\.(?:write|open)|file_put_contents|Set-Content|Add-Content|Out-File|\bprint\s*\{|>>?\s*['\"]?/")
+_WRITE = re.compile(
+    r"(?i)open\s*\([^)]*['\"][wa+]|write_text|write_bytes|writeFileSync|appendFileSync|writeFile|appendFile|File\.(?:write|open)|file_put_contents|Set-Content|Add-Content|Out-File|\bprint\s*\{|>>?\s*['\"]?/"
+)
 
 
 def strings_in(code: str) -> list[str]:

@@ -15,7 +15,9 @@ _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@
 # tree-sitter-bash 0.25 can crash (SIGSEGV) on characters outside the BMP; after NFKC has
 # folded the ones that look like letters, the rest cannot spell a command and become U+FFFD.
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
-_INVISIBLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2064\ufeff]")
+_INVISIBLE = re.compile(
+    r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2064\ufeff]"
+)
 
 
 def normalize(command: str | bytes) -> str:

@@ -195,12 +195,30 @@ def _brace_alternatives(inner: str) -> list[str] | None:
 # -- the walker ------------------------------------------------------------------------------
 
 _STATEMENT_CONTAINERS = {
-    "program", "list", "compound_statement", "subshell", "do_group", "if_statement", "elif_clause",
-    "else_clause", "case_statement", "case_item", "negated_command", "c_style_for_statement",
+    "program",
+    "list",
+    "compound_statement",
+    "subshell",
+    "do_group",
+    "if_statement",
+    "elif_clause",
+    "else_clause",
+    "case_statement",
+    "case_item",
+    "negated_command",
+    "c_style_for_statement",
 }
 _REDIRECTS = {"file_redirect", "herestring_redirect", "heredoc_redirect"}
-_DEFAULT_ENV = {"HOME": "~", "IFS": " ", "PWD": ".", "USER": "user", "LOGNAME": "user", "SHELL": "/bin/bash",
-                "TMPDIR": "/tmp", "PATH": "/usr/local/bin:/usr/bin:/bin"}
+_DEFAULT_ENV = {
+    "HOME": "~",
+    "IFS": " ",
+    "PWD": ".",
+    "USER": "user",
+    "LOGNAME": "user",
+    "SHELL": "/bin/bash",
+    "TMPDIR": "/tmp",
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+}
 
 
 class _Walker:
@@ -361,8 +379,14 @@ class _Walker:
         self.extra_args.extend(x for x in targets[1:] if not x.isdigit())
         return None
 
-    def command(self, node: Node, depth: int, redirects: list[tuple[str, str]], stdin: str | None,
-                extra: list[str] | None = None) -> None:
+    def command(
+        self,
+        node: Node,
+        depth: int,
+        redirects: list[tuple[str, str]],
+        stdin: str | None,
+        extra: list[str] | None = None,
+    ) -> None:
         argv: list[str] = []
         saved_extra, self.extra_args = self.extra_args, []
         prev_end = -1
@@ -392,7 +416,7 @@ class _Walker:
                     # tree-sitter split one shell word in two (``$IFS-rf$IFS/``): re-read it whole
                     del argv[len(argv) - prev_count :]
                     del kinds[len(kinds) - prev_count :]
-                    run = self.src[prev_arg:c.end_byte].decode("utf-8", "replace")
+                    run = self.src[prev_arg : c.end_byte].decode("utf-8", "replace")
                     words = [w for fc in fallback_commands(run, self.env) for w in fc.argv]
                     for w in words:
                         argv.append(w)
@@ -411,8 +435,17 @@ class _Walker:
             argv.append(x)
             kinds.append(_NOKINDS)
         self.extra_args = saved_extra
-        cmd = Cmd(argv, kinds, self.text(node), redirects, stdin, cwd=self.cwd, function=self.func,
-                  loop_forever=self.forever, stdin_kinds=self.stdin_kinds if stdin is not None else _NOKINDS)
+        cmd = Cmd(
+            argv,
+            kinds,
+            self.text(node),
+            redirects,
+            stdin,
+            cwd=self.cwd,
+            function=self.func,
+            loop_forever=self.forever,
+            stdin_kinds=self.stdin_kinds if stdin is not None else _NOKINDS,
+        )
         self.stdin_kinds = _NOKINDS
         self.cmds.append(cmd)
         if argv and argv[0] in ("cd", "pushd"):
@@ -524,7 +557,9 @@ class _Walker:
         outer = self.forever
         for c in node.children:
             if c.type == "do_group":
-                forever = cond.strip().rstrip(";").strip() in (("false",) if until else ("true", ":", "[ 1 ]", "(( 1 ))", "((1))"))
+                forever = cond.strip().rstrip(";").strip() in (
+                    ("false",) if until else ("true", ":", "[ 1 ]", "(( 1 ))", "((1))")
+                )
                 self.forever = outer or forever
                 try:
                     self.stmt(c, depth + 1)
@@ -606,7 +641,7 @@ class _Walker:
                 out.extend((x, k) for x in brace_expand(w))
             else:
                 out.append((w, k))
-        return out[:MAX_FIELDS * 4]
+        return out[: MAX_FIELDS * 4]
 
     def ifs_split(self, text: str) -> list[str]:
         """Word splitting by the current ``$IFS`` (``IFS=_; cmd=rm_-rf_/; $cmd``)."""
@@ -639,8 +674,13 @@ class _Walker:
             return out
         if t == "simple_expansion":
             name = self.text(node)[1:]
-            return [_Piece(self.env.get(name, UNKNOWN), split=not quoted or name in ("@", "*"),
-                           kinds=self.env_kinds.get(name, _NOKINDS))]
+            return [
+                _Piece(
+                    self.env.get(name, UNKNOWN),
+                    split=not quoted or name in ("@", "*"),
+                    kinds=self.env_kinds.get(name, _NOKINDS),
+                )
+            ]
         if t == "expansion":
             return [self.expansion(node, depth, quoted)]
         if t in ("command_substitution", "process_substitution"):

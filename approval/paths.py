@@ -14,26 +14,112 @@ import re
 from .parser import UNKNOWN
 
 # Top-level directories whose loss breaks the system.
-SYSTEM_TOP = frozenset({
-    "bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "opt", "proc", "root", "sbin",
-    "srv", "sys", "usr", "var", "snap", "run", "mnt", "media", "nix", "System", "Library", "Applications",
-    "Users", "private", "Volumes",
-})
+SYSTEM_TOP = frozenset(
+    {
+        "bin",
+        "boot",
+        "dev",
+        "etc",
+        "home",
+        "lib",
+        "lib32",
+        "lib64",
+        "libx32",
+        "opt",
+        "proc",
+        "root",
+        "sbin",
+        "srv",
+        "sys",
+        "usr",
+        "var",
+        "snap",
+        "run",
+        "mnt",
+        "media",
+        "nix",
+        "System",
+        "Library",
+        "Applications",
+        "Users",
+        "private",
+        "Volumes",
+    }
+)
 # Second-level directories deleting which (recursively) is as bad as deleting the top.
-SYSTEM_SECOND = frozenset({
-    "usr/bin", "usr/sbin", "usr/lib", "usr/lib64", "usr/lib32", "usr/libexec", "usr/local", "usr/share",
-    "usr/include", "usr/src", "var/lib", "var/log", "var/spool", "var/mail", "var/www", "var/cache", "var/opt",
-    "etc/ssh", "etc/ssl", "etc/systemd", "etc/pam.d", "etc/init.d", "etc/default", "etc/apt", "etc/security",
-    "usr/local/bin", "usr/local/lib", "usr/local/sbin", "boot/efi", "boot/grub", "private/etc", "private/var",
-})
+SYSTEM_SECOND = frozenset(
+    {
+        "usr/bin",
+        "usr/sbin",
+        "usr/lib",
+        "usr/lib64",
+        "usr/lib32",
+        "usr/libexec",
+        "usr/local",
+        "usr/share",
+        "usr/include",
+        "usr/src",
+        "var/lib",
+        "var/log",
+        "var/spool",
+        "var/mail",
+        "var/www",
+        "var/cache",
+        "var/opt",
+        "etc/ssh",
+        "etc/ssl",
+        "etc/systemd",
+        "etc/pam.d",
+        "etc/init.d",
+        "etc/default",
+        "etc/apt",
+        "etc/security",
+        "usr/local/bin",
+        "usr/local/lib",
+        "usr/local/sbin",
+        "boot/efi",
+        "boot/grub",
+        "private/etc",
+        "private/var",
+    }
+)
 # Scratch areas: deleting under them is ordinary.
 SCRATCH = ("/tmp", "/var/tmp", "/dev/shm", "/run/user", "/private/tmp", "/private/var/folders", "/var/folders")
 # Writing under these is a system change.
-WRITE_PROTECTED = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/sys",
-                   "/proc", "/private/etc", "/System", "/Library/LaunchDaemons", "/Library/LaunchAgents")
+WRITE_PROTECTED = (
+    "/etc",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/boot",
+    "/sys",
+    "/proc",
+    "/private/etc",
+    "/System",
+    "/Library/LaunchDaemons",
+    "/Library/LaunchAgents",
+)
 # Sensitive directories inside a home.
-HOME_SENSITIVE = frozenset({".ssh", ".gnupg", ".aws", ".kube", ".config", ".local", ".docker", ".password-store",
-                            ".mozilla", ".azure", ".gcloud", ".bash_history"})
+HOME_SENSITIVE = frozenset(
+    {
+        ".ssh",
+        ".gnupg",
+        ".aws",
+        ".kube",
+        ".config",
+        ".local",
+        ".docker",
+        ".password-store",
+        ".mozilla",
+        ".azure",
+        ".gcloud",
+        ".bash_history",
+    }
+)
 
 _PERSIST_HOME = re.compile(
     r"^~/(\.(bash_profile|bashrc|bash_login|bash_logout|bash_aliases|profile|zshrc|zshenv|zprofile|zlogin|zlogout"

@@ -17,8 +17,10 @@ from .verdict import SEVERITY, Decision, Verdict
 def _strictest(verdicts: Iterable[Verdict]) -> Verdict | None:
     best: Verdict | None = None
     for v in verdicts:
-        if best is None or SEVERITY[v.decision] > SEVERITY[best.decision] or (
-            v.decision is best.decision and v.hardline and not best.hardline
+        if (
+            best is None
+            or SEVERITY[v.decision] > SEVERITY[best.decision]
+            or (v.decision is best.decision and v.hardline and not best.hardline)
         ):
             best = v
     return best
@@ -68,7 +70,9 @@ def _apply_operator_rules(command: str, found: list[Verdict], config: GateConfig
         hit = next((s for s in segments if rx.search(s)), None)
         if hit is not None:
             decision = Decision.DENY if r.action == "deny" else Decision.ASK
-            out.append(Verdict(decision, r.id, r.reason or f"Matches the operator's {r.action} rule {r.pattern!r}.", hit))
+            out.append(
+                Verdict(decision, r.id, r.reason or f"Matches the operator's {r.action} rule {r.pattern!r}.", hit)
+            )
     return out
 
 

@@ -20,11 +20,30 @@ class Rule:
 
 _RULES: tuple[Rule, ...] = (
     # deletion
-    Rule("rm_recursive_root", "delete", "Recursively deletes the filesystem root, a home directory or a system directory.", True),
-    Rule("find_delete_root", "delete", "find deletes everything under the filesystem root, a home or a system directory.", True),
-    Rule("rsync_delete_root", "delete", "rsync --delete would wipe the filesystem root, a home or a system directory.", True),
+    Rule(
+        "rm_recursive_root",
+        "delete",
+        "Recursively deletes the filesystem root, a home directory or a system directory.",
+        True,
+    ),
+    Rule(
+        "find_delete_root",
+        "delete",
+        "find deletes everything under the filesystem root, a home or a system directory.",
+        True,
+    ),
+    Rule(
+        "rsync_delete_root",
+        "delete",
+        "rsync --delete would wipe the filesystem root, a home or a system directory.",
+        True,
+    ),
     Rule("rm_system_path", "delete", "Deletes files inside a system directory or a sensitive home directory."),
-    Rule("rm_unresolved_path", "delete", "Recursively deletes a path built from a variable the gate cannot see; if it is empty this hits the root."),
+    Rule(
+        "rm_unresolved_path",
+        "delete",
+        "Recursively deletes a path built from a variable the gate cannot see; if it is empty this hits the root.",
+    ),
     Rule("move_system_path", "delete", "Moves a system directory or the home directory away."),
     Rule("user_home_delete", "delete", "Deletes a user account together with its home directory."),
     # disks
@@ -38,12 +57,20 @@ _RULES: tuple[Rule, ...] = (
     Rule("power", "power", "Shuts down, reboots or halts the machine.", True),
     Rule("fork_bomb", "process", "A fork bomb: it multiplies processes until the machine stops responding.", True),
     Rule("kill_all", "process", "Kills every process the user can signal.", True),
-    Rule("kill_broad", "process", "Kills a broad set of processes (a whole user, or every process matching a catch-all pattern)."),
+    Rule(
+        "kill_broad",
+        "process",
+        "Kills a broad set of processes (a whole user, or every process matching a catch-all pattern).",
+    ),
     # services
     Rule("service_stop", "service", "Stops, disables or masks a system service."),
     # system writes and persistence
     Rule("system_write", "system", "Writes into a system path (/etc, /usr, /bin, /boot, /sys, /proc...)."),
-    Rule("persistence_write", "system", "Writes a shell startup file, authorized_keys, a crontab or sudoers: a persistence point."),
+    Rule(
+        "persistence_write",
+        "system",
+        "Writes a shell startup file, authorized_keys, a crontab or sudoers: a persistence point.",
+    ),
     Rule("boot_write", "system", "Rewrites the boot loader, its configuration or the initramfs."),
     Rule("chmod_recursive_system", "system", "Recursively changes permissions or ownership of a system path."),
     Rule("chmod_setuid", "system", "Sets a setuid or setgid bit, so the program runs with its owner's privileges."),

@@ -69,14 +69,23 @@ def measure(name: str, rows: list[tuple[str, str]], repeat: int) -> list[dict]:
                 total[expect] += 1
                 flagged[expect] += verdict.decision is not Decision.ALLOW
     latency = {
-        "metric": "gate_check_ms", "corpus": name, "samples": len(times), "p50": round(percentile(times, 0.5), 4),
-        "p99": round(percentile(times, 0.99), 4), "mean": round(statistics.fmean(times), 4), "max": round(max(times), 3),
+        "metric": "gate_check_ms",
+        "corpus": name,
+        "samples": len(times),
+        "p50": round(percentile(times, 0.5), 4),
+        "p99": round(percentile(times, 0.99), 4),
+        "mean": round(statistics.fmean(times), 4),
+        "max": round(max(times), 3),
     }
     quality = {
-        "metric": "gate_quality", "corpus": name,
+        "metric": "gate_quality",
+        "corpus": name,
         "recall": round(flagged["block"] / total["block"], 4) if total["block"] else None,
         "false_positive_rate": round(flagged["allow"] / total["allow"], 5) if total["allow"] else None,
-        "block_rows": total["block"], "allow_rows": total["allow"], "flagged_block": flagged["block"], "flagged_allow": flagged["allow"],
+        "block_rows": total["block"],
+        "allow_rows": total["allow"],
+        "flagged_block": flagged["block"],
+        "flagged_allow": flagged["allow"],
     }
     return [latency, quality]
 
@@ -90,15 +99,23 @@ def main() -> None:
         rows += measure("shared-everyday", load_shared(), 1)
     else:
         print(f"(shared corpus not found at {SHARED}; skipped)")
-    meta = {"host": platform.node() or "unknown", "cpus": os.cpu_count(), "python": platform.python_version(),
-            "when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    meta = {
+        "host": platform.node() or "unknown",
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
     for r in rows:
         if r["metric"] == "gate_check_ms":
-            print(f"{r['corpus']:16} latency  p50 {r['p50']:.3f} ms  p99 {r['p99']:.3f} ms  mean {r['mean']:.3f} ms  "
-                  f"max {r['max']:.1f} ms  (n={r['samples']})")
+            print(
+                f"{r['corpus']:16} latency  p50 {r['p50']:.3f} ms  p99 {r['p99']:.3f} ms  mean {r['mean']:.3f} ms  "
+                f"max {r['max']:.1f} ms  (n={r['samples']})"
+            )
         else:
-            print(f"{r['corpus']:16} quality  recall {r['recall']}  false positives {r['false_positive_rate']}  "
-                  f"({r['flagged_block']}/{r['block_rows']} block, {r['flagged_allow']}/{r['allow_rows']} allow flagged)")
+            print(
+                f"{r['corpus']:16} quality  recall {r['recall']}  false positives {r['false_positive_rate']}  "
+                f"({r['flagged_block']}/{r['block_rows']} block, {r['flagged_allow']}/{r['allow_rows']} allow flagged)"
+            )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps([{**r, **meta} for r in rows], indent=1) + "\n")
     print(f"wrote {RESULTS}")

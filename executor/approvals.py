@@ -225,8 +225,16 @@ class Approvals:
             return
         decision = "allow" if answer.decision.approves else "deny"
         self._record(
-            p.task_id, p.backend, p.command, slot.verdict, decision, answer.by, "",
-            approval_id=pid, approval=answer.decision.value, approver_reason=answer.reason,
+            p.task_id,
+            p.backend,
+            p.command,
+            slot.verdict,
+            decision,
+            answer.by,
+            "",
+            approval_id=pid,
+            approval=answer.decision.value,
+            approver_reason=answer.reason,
         )
         self._notify(PendingEvent(p, resolved=True, decision=answer.decision))
         if not slot.future.done():
@@ -266,7 +274,9 @@ class Approvals:
             p = slot.pending
             again = self.check(p.command, task_id=p.task_id, backend=p.backend, interactive_pty=slot.key[2])
             if again.decision is Decision.ALLOW:
-                self._finish(slot, _Answer(ApprovalDecision.APPROVE_ONCE, by or "approver", "covered by a broader approval"))
+                self._finish(
+                    slot, _Answer(ApprovalDecision.APPROVE_ONCE, by or "approver", "covered by a broader approval")
+                )
 
     def pending(self, task_id: str | None = None) -> list[Pending]:
         """The approvals waiting right now (optionally of one task)."""
@@ -309,11 +319,27 @@ class Approvals:
     # -- audit ---------------------------------------------------------------------------
 
     def _record(
-        self, task_id: str, backend: str, command: str, verdict: Verdict, decision: str, by: str, caller: str, **extra: object
+        self,
+        task_id: str,
+        backend: str,
+        command: str,
+        verdict: Verdict,
+        decision: str,
+        by: str,
+        caller: str,
+        **extra: object,
     ) -> None:
         self._audit.record(
-            task=task_id, backend=backend, command=command, rule=verdict.rule, reason=verdict.reason,
-            segment=verdict.segment, decision=decision, decided_by=by, caller=caller, **extra,
+            task=task_id,
+            backend=backend,
+            command=command,
+            rule=verdict.rule,
+            reason=verdict.reason,
+            segment=verdict.segment,
+            decision=decision,
+            decided_by=by,
+            caller=caller,
+            **extra,
         )
 
 

@@ -38,7 +38,9 @@ async def test_allow_and_hardline_deny(tmp_path: pathlib.Path) -> None:
     assert not no.allowed and no.verdict.hardline and "hardline" in no.message and not called
     records = audit(tmp_path)
     assert [r["decision"] for r in records] == ["allow", "deny"]
-    assert records[1]["rule"] == "rm_recursive_root" and records[1]["task"] == "t1" and records[1]["command"] == "rm -rf /"
+    assert (
+        records[1]["rule"] == "rm_recursive_root" and records[1]["task"] == "t1" and records[1]["command"] == "rm -rf /"
+    )
     assert stat.S_IMODE((tmp_path / "audit.jsonl").stat().st_mode) == 0o600
     a.close()
 
@@ -51,10 +53,14 @@ async def test_ask_then_approve_once_via_watch(tmp_path: pathlib.Path) -> None:
     async def on_pending(p: Pending) -> None:
         pendings.append(p)
 
-    job = asyncio.create_task(a.authorize("git push --force", task_id="t1", backend="docker", caller="agent", on_pending=on_pending))
+    job = asyncio.create_task(
+        a.authorize("git push --force", task_id="t1", backend="docker", caller="agent", on_pending=on_pending)
+    )
     ev = await next_event(watcher)
     assert not ev.resolved and ev.pending.rule == "git_force_push" and ev.pending.backend == "docker"
-    assert ev.pending.segment == "git push --force" and ev.pending.expires_at - ev.pending.created_at == pytest.approx(300)
+    assert ev.pending.segment == "git push --force" and ev.pending.expires_at - ev.pending.created_at == pytest.approx(
+        300
+    )
     assert a.check("git push --force", task_id="t1").decision is Decision.ASK
     a.resolve(ev.pending.approval_id, ApprovalDecision.APPROVE_ONCE, by="alice")
     result = await asyncio.wait_for(job, 5)
@@ -104,7 +110,9 @@ async def test_always_is_persisted_atomically_and_survives_restart(tmp_path: pat
     async def approve_always(p: Pending) -> None:
         a.resolve(p.approval_id, ApprovalDecision.APPROVE_ALWAYS, by="alice", reason="CI resets often")
 
-    assert (await a.authorize("git reset --hard origin/main", task_id="t1", backend="local", on_pending=approve_always)).allowed
+    assert (
+        await a.authorize("git reset --hard origin/main", task_id="t1", backend="local", on_pending=approve_always)
+    ).allowed
     path = tmp_path / "approvals.json"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert "git_reset_hard" in json.loads(path.read_text())["always"]

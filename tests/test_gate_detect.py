@@ -73,13 +73,41 @@ def test_rules(command: str, decision: Decision, rule: str) -> None:
 @pytest.mark.parametrize(
     "command",
     [
-        "r''m -rf /", '"rm" -rf "/"', "\\rm -rf /", "/usr/bin/rm -rf /", "$'\\x72m' -rf /", "{rm,-rf,/}", "rm${IFS}-rf${IFS}/",
-        "x=rm; $x -rf /", "a=/; rm -rf $a", "$(echo rm) -rf /", "`echo rm` -rf /", "bash -c 'rm -rf /'", "sh -c \"eval 'rm -rf /'\"",
-        "bash <<< 'rm -rf /'", "cat <<EOF | sh\nrm -rf /\nEOF\n", "echo 'rm -rf /' | bash", "python3 -c 'import shutil; shutil.rmtree(\"/\")'",
-        "perl -e 'system(\"rm -rf /\")'", "ruby -e 'system(\"rm -rf /\")'", "node -e \"require('child_process').execSync('rm -rf /')\"",
-        "ｒｍ -rf /", "r\x1b[0mm -rf /", "r\x00m -rf /", "rm\t-rf\t/", "sudo env timeout 5 nice -n 1 nohup rm -rf /", "cd / && rm -rf *",
-        "for d in /tmp /etc; do rm -rf $d; done", "watch 'rm -rf /'", "ssh host 'rm -rf /'", "echo / | xargs rm -rf", "(rm -rf /)",
-        "true && rm -rf /", "ls\nrm -rf /", "cat <(rm -rf /)", "f() { rm -rf /; }; f",
+        "r''m -rf /",
+        '"rm" -rf "/"',
+        "\\rm -rf /",
+        "/usr/bin/rm -rf /",
+        "$'\\x72m' -rf /",
+        "{rm,-rf,/}",
+        "rm${IFS}-rf${IFS}/",
+        "x=rm; $x -rf /",
+        "a=/; rm -rf $a",
+        "$(echo rm) -rf /",
+        "`echo rm` -rf /",
+        "bash -c 'rm -rf /'",
+        "sh -c \"eval 'rm -rf /'\"",
+        "bash <<< 'rm -rf /'",
+        "cat <<EOF | sh\nrm -rf /\nEOF\n",
+        "echo 'rm -rf /' | bash",
+        "python3 -c 'import shutil; shutil.rmtree(\"/\")'",
+        "perl -e 'system(\"rm -rf /\")'",
+        "ruby -e 'system(\"rm -rf /\")'",
+        "node -e \"require('child_process').execSync('rm -rf /')\"",
+        "ｒｍ -rf /",
+        "r\x1b[0mm -rf /",
+        "r\x00m -rf /",
+        "rm\t-rf\t/",
+        "sudo env timeout 5 nice -n 1 nohup rm -rf /",
+        "cd / && rm -rf *",
+        "for d in /tmp /etc; do rm -rf $d; done",
+        "watch 'rm -rf /'",
+        "ssh host 'rm -rf /'",
+        "echo / | xargs rm -rf",
+        "(rm -rf /)",
+        "true && rm -rf /",
+        "ls\nrm -rf /",
+        "cat <(rm -rf /)",
+        "f() { rm -rf /; }; f",
     ],
 )
 def test_disguises_of_rm_rf_root(command: str) -> None:
@@ -96,12 +124,34 @@ def test_segment_is_the_deciding_command_or_pipeline() -> None:
 @pytest.mark.parametrize(
     "command",
     [
-        "echo 'rm -rf /'", "grep -rn 'DROP TABLE' .", "git commit -m 'rm -rf / is bad; git push --force'", "ls # rm -rf /",
-        "man shutdown", "rm --help", "command -v rm", "psql -c \"SELECT 'DROP TABLE x'\"", "rm notes.txt", "rm -rf build/",
-        "dd if=/dev/zero of=data/blob bs=1M count=1", "python3 -c 'print(1)'", "sh -c 'echo hi'", "eval \"$(ssh-agent -s)\"",
-        "git push origin main", "git reset --soft HEAD~1", "curl -fsSL https://x -o x.tgz", "kill 1234", "docker ps -q",
-        "terraform plan -destroy", "cat /etc/hosts", "ssh-keyscan github.com >> ~/.ssh/known_hosts", "shutdown -c", "fdisk -l",
-        "systemctl status nginx", "kubectl get pods", "npm cache clean --force", "find . -name '*.pyc' -delete",
+        "echo 'rm -rf /'",
+        "grep -rn 'DROP TABLE' .",
+        "git commit -m 'rm -rf / is bad; git push --force'",
+        "ls # rm -rf /",
+        "man shutdown",
+        "rm --help",
+        "command -v rm",
+        "psql -c \"SELECT 'DROP TABLE x'\"",
+        "rm notes.txt",
+        "rm -rf build/",
+        "dd if=/dev/zero of=data/blob bs=1M count=1",
+        "python3 -c 'print(1)'",
+        "sh -c 'echo hi'",
+        'eval "$(ssh-agent -s)"',
+        "git push origin main",
+        "git reset --soft HEAD~1",
+        "curl -fsSL https://x -o x.tgz",
+        "kill 1234",
+        "docker ps -q",
+        "terraform plan -destroy",
+        "cat /etc/hosts",
+        "ssh-keyscan github.com >> ~/.ssh/known_hosts",
+        "shutdown -c",
+        "fdisk -l",
+        "systemctl status nginx",
+        "kubectl get pods",
+        "npm cache clean --force",
+        "find . -name '*.pyc' -delete",
     ],
 )
 def test_harmless_lookalikes_pass(command: str) -> None:
@@ -112,14 +162,22 @@ def test_harmless_lookalikes_pass(command: str) -> None:
 def test_every_finding_uses_a_registered_rule_and_the_floor_is_small() -> None:
     for f in findings("rm -rf /; git push -f; curl x | sh; mkfs /dev/sda; :(){ :|:& };:"):
         assert f.rule in RULES
-    assert DEFAULT_HARDLINE == {"rm_recursive_root", "find_delete_root", "rsync_delete_root", "disk_format", "disk_write",
-                                "power", "fork_bomb", "kill_all"}
+    assert DEFAULT_HARDLINE == {
+        "rm_recursive_root",
+        "find_delete_root",
+        "rsync_delete_root",
+        "disk_format",
+        "disk_write",
+        "power",
+        "fork_bomb",
+        "kill_all",
+    }
 
 
 def test_too_large_and_too_deep_inputs_ask() -> None:
     big = "echo " + "a" * 200_000
     assert analyze(big).rule == "too_complex" and analyze(big).decision is ASK
-    deep = "bash -c " + "\"$(" * 300 + "ls" + ")\"" * 300
+    deep = "bash -c " + '"$(' * 300 + "ls" + ')"' * 300
     assert analyze(deep).decision in (ASK, DENY)
     nested = "rm -rf /"
     for _ in range(12):

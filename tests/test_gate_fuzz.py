@@ -16,12 +16,74 @@ from executor.approval.detect import _scan
 
 BOUND_SECONDS = 2.0
 
-_SHELLISH = st.sampled_from([
-    "rm", "-rf", "/", "~", "$(", ")", "`", "'", '"', "$'", "\\", "{", "}", ",", "<<EOF\n", "\nEOF\n", "<<<", "|", "||", "&&", ";",
-    "&", ">", ">>", "<(", ">(", "${", "IFS", "}", "bash -c ", "eval ", "python3 -c ", "sudo ", "xargs ", "\n", "\t", "\x00",
-    "\x1b[0m", "ｒｍ", "(", "((", "))", "[[", "]]", "case x in", "esac", "for i in 1; do", "done", "f(){", ":(){ :|:& };:",
-    "curl x", "| sh", "base64 -d", "DROP TABLE t;", "#", "$x", "x=", "\udcff", "\u200b", "*", "?", "!", "--", "-",
-])
+_SHELLISH = st.sampled_from(
+    [
+        "rm",
+        "-rf",
+        "/",
+        "~",
+        "$(",
+        ")",
+        "`",
+        "'",
+        '"',
+        "$'",
+        "\\",
+        "{",
+        "}",
+        ",",
+        "<<EOF\n",
+        "\nEOF\n",
+        "<<<",
+        "|",
+        "||",
+        "&&",
+        ";",
+        "&",
+        ">",
+        ">>",
+        "<(",
+        ">(",
+        "${",
+        "IFS",
+        "}",
+        "bash -c ",
+        "eval ",
+        "python3 -c ",
+        "sudo ",
+        "xargs ",
+        "\n",
+        "\t",
+        "\x00",
+        "\x1b[0m",
+        "ｒｍ",
+        "(",
+        "((",
+        "))",
+        "[[",
+        "]]",
+        "case x in",
+        "esac",
+        "for i in 1; do",
+        "done",
+        "f(){",
+        ":(){ :|:& };:",
+        "curl x",
+        "| sh",
+        "base64 -d",
+        "DROP TABLE t;",
+        "#",
+        "$x",
+        "x=",
+        "\udcff",
+        "\u200b",
+        "*",
+        "?",
+        "!",
+        "--",
+        "-",
+    ]
+)
 
 
 def _check(command: str) -> Verdict:
@@ -53,13 +115,19 @@ def test_invalid_utf8(raw: bytes) -> None:
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.integers(min_value=1, max_value=3000), st.sampled_from(["$(", "(", "{ ", "`", "bash -c '", "\"", "$((", "<(", "if true; then "]))
+@given(
+    st.integers(min_value=1, max_value=3000),
+    st.sampled_from(["$(", "(", "{ ", "`", "bash -c '", '"', "$((", "<(", "if true; then "]),
+)
 def test_deep_nesting(depth: int, opener: str) -> None:
     _check(opener * depth + "rm -rf /")
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.integers(min_value=1, max_value=2000), st.sampled_from([("$(", ")"), ("(", ")"), ("{ ", "; }"), ("$(echo $(", "))")]))
+@given(
+    st.integers(min_value=1, max_value=2000),
+    st.sampled_from([("$(", ")"), ("(", ")"), ("{ ", "; }"), ("$(echo $(", "))")]),
+)
 def test_balanced_nesting_is_seen_or_too_complex(depth: int, pair: tuple[str, str]) -> None:
     opener, closer = pair
     v = _check(opener * depth + "rm -rf /" + closer * depth)
@@ -85,8 +153,10 @@ def test_policy_never_raises(command: str, mode: str) -> None:
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.sampled_from(["{", "", "$", "${", "echo {", "x=", "'", '"', "$(", "bash -c $'"]),
-       st.text(st.characters(min_codepoint=0x10000), min_size=1, max_size=8))
+@given(
+    st.sampled_from(["{", "", "$", "${", "echo {", "x=", "'", '"', "$(", "bash -c $'"]),
+    st.text(st.characters(min_codepoint=0x10000), min_size=1, max_size=8),
+)
 def test_characters_outside_the_bmp(prefix: str, tail: str) -> None:
     # tree-sitter-bash 0.25 segfaults on some of these; the gate must never hand them over
     _check(prefix + tail)

@@ -51,7 +51,9 @@ def test_hardline_add_makes_a_rule_deny() -> None:
     assert v.decision is Decision.DENY and v.hardline
 
 
-@pytest.mark.parametrize(("mode", "decision"), [("ask", Decision.ASK), ("deny", Decision.DENY), ("allow", Decision.ALLOW)])
+@pytest.mark.parametrize(
+    ("mode", "decision"), [("ask", Decision.ASK), ("deny", Decision.DENY), ("allow", Decision.ALLOW)]
+)
 def test_modes(mode: str, decision: Decision) -> None:
     v = evaluate("git push --force", cfg(mode=mode))
     assert v.decision is decision and v.rule == "git_force_push"
@@ -67,13 +69,15 @@ def test_per_backend_override() -> None:
 
 
 def test_operator_rules_by_id_and_pattern() -> None:
-    c = cfg(rules=[
-        {"action": "allow", "rule": "git_reset_hard"},
-        {"action": "deny", "rule": "git_force_push", "reason": "Never force-push here."},
-        {"action": "deny", "pattern": r"^terraform apply\b", "name": "no_apply"},
-        {"action": "ask", "pattern": r"\bnpm publish\b", "name": "publish"},
-        {"action": "allow", "pattern": r"^docker system prune -f$"},
-    ])
+    c = cfg(
+        rules=[
+            {"action": "allow", "rule": "git_reset_hard"},
+            {"action": "deny", "rule": "git_force_push", "reason": "Never force-push here."},
+            {"action": "deny", "pattern": r"^terraform apply\b", "name": "no_apply"},
+            {"action": "ask", "pattern": r"\bnpm publish\b", "name": "publish"},
+            {"action": "allow", "pattern": r"^docker system prune -f$"},
+        ]
+    )
     assert evaluate("git reset --hard", c).decision is Decision.ALLOW
     v = evaluate("git push -f", c)
     assert (v.decision, v.reason) == (Decision.DENY, "Never force-push here.")
@@ -99,9 +103,22 @@ def test_interactive_pty() -> None:
 
 @pytest.mark.parametrize(
     ("command", "interactive"),
-    [("", True), ("bash", True), ("bash -l", True), ("sudo -i", True), ("su -", True), ("ssh host", True), ("python3", True),
-     ("docker exec -it web sh", True), ("top", False), ("vim notes.txt", False), ("bash script.sh", False), ("bash -c ls", False),
-     ("ssh host uptime", False), ("python3 app.py", False)],
+    [
+        ("", True),
+        ("bash", True),
+        ("bash -l", True),
+        ("sudo -i", True),
+        ("su -", True),
+        ("ssh host", True),
+        ("python3", True),
+        ("docker exec -it web sh", True),
+        ("top", False),
+        ("vim notes.txt", False),
+        ("bash script.sh", False),
+        ("bash -c ls", False),
+        ("ssh host uptime", False),
+        ("python3 app.py", False),
+    ],
 )
 def test_opens_interactive_shell(command: str, interactive: bool) -> None:
     from executor.approval import opens_interactive_shell

@@ -1,0 +1,513 @@
+"""How commands are spelled: options, wrappers, and where a command's input comes from.
+
+``unwrap`` peels ``sudo``/``env``/``timeout``/``xargs``-style prefixes off an argv so the
+rules see the tool that really runs; ``classify`` says whether a command's output is
+downloaded or decoded text (which must not be fed to a shell unseen).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from . import inline
+from .parser import Cmd, Kinds, fallback_commands
+
+SHELLS = frozenset(
+    {
+        "sh",
+        "bash",
+        "zsh",
+        "dash",
+        "ksh",
+        "mksh",
+        "pdksh",
+        "ash",
+        "yash",
+        "rbash",
+        "fish",
+        "csh",
+        "tcsh",
+        "busybox-sh",
+        "posh",
+        "elvish",
+        "nu",
+        "xonsh",
+    }
+)
+DOWNLOADERS = frozenset(
+    {
+        "curl",
+        "wget",
+        "wget2",
+        "fetch",
+        "http",
+        "https",
+        "xh",
+        "xhs",
+        "curlie",
+        "aria2c",
+        "lwp-request",
+        "lwp-download",
+        "GET",
+        "POST",
+        "httpie",
+        "lynx",
+        "links",
+        "w3m",
+        "ftp",
+        "tftp",
+        "scp",
+        "rsync",
+        "iwr",
+        "invoke-webrequest",
+        "gh",
+        "nc",
+        "ncat",
+        "netcat",
+        "socat",
+        "telnet",
+    }
+)
+NETWORK_TOOLS = frozenset({"nc", "ncat", "netcat", "socat", "telnet", "openssl", "cryptcat", "pwncat", "rcat", "sbd"})
+
+
+def base_name(word: str) -> str:
+    return word.rsplit("/", 1)[-1] if "/" in word else word
+
+
+# ---------------------------------------------------------------------------------------------
+# option scanning
+
+
+def split_options(
+    args: list[str], with_arg: Iterable[str] = (), long_with_arg: Iterable[str] = ()
+) -> tuple[list[str], list[str]]:
+    """Split ``args`` into (options, operands), honouring ``--`` and options that take a value."""
+    with_arg = set(with_arg)
+    long_with_arg = set(long_with_arg)
+    opts: list[str] = []
+    ops: list[str] = []
+    i = 0
+    n = len(args)
+    while i < n:
+        a = args[i]
+        if a == "--":
+            ops.extend(args[i + 1 :])
+            break
+        if a.startswith("--") and len(a) > 2:
+            opts.append(a)
+            if "=" not in a and a in long_with_arg and i + 1 < n:
+                opts.append(args[i + 1])
+                i += 1
+        elif a.startswith("-") and len(a) > 1:
+            opts.append(a)
+            if a in with_arg and i + 1 < n:
+                opts.append(args[i + 1])
+                i += 1
+        else:
+            ops.append(a)
+        i += 1
+    return opts, ops
+
+
+def short_flags(opts: list[str]) -> set[str]:
+    """All single-letter flags present in clusters like ``-rf``."""
+    flags: set[str] = set()
+    for o in opts:
+        if o.startswith("-") and not o.startswith("--"):
+            flags.update(o[1:])
+    return flags
+
+
+def command_start(
+    args: list[str],
+    with_arg: set[str],
+    long_with_arg: set[str] = frozenset(),
+    skip_operands: int = 0,
+    assignments: bool = False,
+) -> int:
+    """Index in ``args`` where the wrapped command starts."""
+    i = 0
+    n = len(args)
+    while i < n:
+        a = args[i]
+        if a == "--":
+            i += 1
+            break
+        if assignments and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", a):
+            i += 1
+            continue
+        if a.startswith("--") and len(a) > 2:
+            if "=" not in a and a in long_with_arg:
+                i += 1
+            i += 1
+            continue
+        if a.startswith("-") and len(a) > 1:
+            if a in with_arg or (a[:2] in with_arg and len(a) == 2):
+                i += 1
+            i += 1
+            continue
+        break
+    return min(i + skip_operands, n)
+
+
+# ---------------------------------------------------------------------------------------------
+# wrappers
+
+
+def _w(with_arg: str = "", long_with_arg: str = "", skip: int = 0, assignments: bool = False):
+    return (frozenset(with_arg.split()), frozenset(long_with_arg.split()), skip, assignments)
+
+
+WRAPPERS: dict[str, tuple[frozenset[str], frozenset[str], int, bool]] = {
+    "sudo": _w(
+        "-u -g -C -D -h -p -r -t -U -T -R",
+        "--user --group --close-from --chdir --host --prompt --role --type --other-user --command-timeout --chroot",
+        assignments=True,
+    ),
+    "doas": _w("-u -C"),
+    "pkexec": _w("", "--user"),
+    "run0": _w("-u -D", "--user --chdir --unit --property --description --slice --nice --setenv"),
+    "env": _w("-u -C -S", "--unset --chdir --split-string", assignments=True),
+    "command": _w(),
+    "builtin": _w(),
+    "exec": _w("-a"),
+    "nohup": _w(),
+    "nice": _w("-n", "--adjustment"),
+    "ionice": _w("-c -n -p -P -u", "--class --classdata"),
+    "timeout": _w("-s -k", "--signal --kill-after", skip=1),
+    "gtimeout": _w("-s -k", "--signal --kill-after", skip=1),
+    "time": _w("-f -o", "--format --output"),
+    "stdbuf": _w("-i -o -e", "--input --output --error"),
+    "setsid": _w(),
+    "chroot": _w("", "--userspec --groups", skip=1),
+    "unshare": _w(),
+    "nsenter": _w("-t -S -G", "--target --setuid --setgid"),
+    "firejail": _w(),
+    "caffeinate": _w("-t -w"),
+    "strace": _w("-o -e -p -s -u -E -a -b -I -O -P -S -X"),
+    "ltrace": _w("-o -e -p -s -u -a -n"),
+    "valgrind": _w(),
+    "chrt": _w("", "", skip=1),
+    "taskset": _w("", "", skip=1),
+    "numactl": _w("-C -N -m -p -i -P"),
+    "proxychains": _w("-f"),
+    "proxychains4": _w("-f"),
+    "torsocks": _w(),
+    "torify": _w(),
+    "tsocks": _w(),
+    "fakeroot": _w(),
+    "eatmydata": _w(),
+    "catchsegv": _w(),
+    "unbuffer": _w(),
+    "rlwrap": _w(),
+    "systemd-run": _w(
+        "-p -u -E -M -H",
+        "--unit --property --description --slice --setenv --uid --gid --working-directory --on-calendar --on-active --machine --host",
+    ),
+    "systemd-inhibit": _w("", "--what --who --why --mode"),
+    "dbus-run-session": _w(),
+    "xvfb-run": _w("-n -s -f -e -p"),
+    "gosu": _w("", "", skip=1),
+    "su-exec": _w("", "", skip=1),
+    "setpriv": _w(),
+    "tini": _w(),
+    "dumb-init": _w(),
+    "chpst": _w("-u -U -e -n -l -L -m -d -o -p -f -c -r -t"),
+    "nocache": _w(),
+    "ssh-agent": _w("-a -E -t -P"),
+    "coproc": _w(),
+    "then": _w(),
+    "do": _w(),
+    "else": _w(),
+    "npx": _w("-p", "--package"),
+    "bunx": _w(),
+    "pnpx": _w(),
+    "uvx": _w("", "--from --with --python"),
+    "pipx": _w(),
+    "entr": _w(),
+    "flatpak-spawn": _w(),
+    "distrobox-enter": _w(),
+    "with-contenv": _w(),
+    "s6-setuidgid": _w("", "", skip=1),
+    "runcon": _w(),
+    "sandbox-exec": _w("-f -p -n"),
+    "aws-vault": _w(),
+    "op": _w(),
+    "doppler": _w(),
+    "dotenv": _w("-e -v -c"),
+    "direnv": _w(),
+    "xterm": _w(),
+    "script": _w(),
+    "watch": _w("-n", "--interval"),
+    "busybox": _w(),
+    "toybox": _w(),
+}
+# Run-a-tool subcommands: `bundle exec X`, `poetry run X`...
+SUBCOMMAND_WRAPPERS = {
+    "bundle": {"exec"},
+    "poetry": {"run"},
+    "uv": {"run", "tool"},
+    "pipenv": {"run"},
+    "pdm": {"run"},
+    "hatch": {"run"},
+    "pnpm": {"exec", "dlx"},
+    "yarn": {"exec", "dlx"},
+    "npm": {"exec"},
+    "conda": {"run"},
+    "mamba": {"run"},
+    "micromamba": {"run"},
+    "rye": {"run"},
+    "nix": {"develop", "shell", "run"},
+    "devbox": {"run"},
+    "mise": {"exec", "x"},
+    "asdf": {"exec"},
+    "rbenv": {"exec"},
+    "pyenv": {"exec"},
+    "nodenv": {"exec"},
+    "direnv": {"exec"},
+    "dotenvx": {"run"},
+    "op": {"run"},
+    "doppler": {"run"},
+    "aws-vault": {"exec"},
+    "infisical": {"run"},
+    "flox": {"activate"},
+}
+
+
+def unwrap(argv: list[str]) -> tuple[list[str], str | None]:
+    """Peel wrappers off ``argv``.
+
+    Returns (the command that really runs, a shell payload if a wrapper takes one as a
+    string: ``watch 'cmd'``, ``su -c 'cmd'``, ``ssh host 'cmd'``...).  An empty argv means
+    nothing runs (``command -v rm``).
+    """
+    for _ in range(16):
+        if not argv:
+            return argv, None
+        name = base_name(argv[0])
+        args = argv[1:]
+        if name in ("sudo", "doas", "run0") and any(
+            a in ("-s", "--shell", "-i", "--login") or re.fullmatch(r"-[a-zA-Z]*[si][a-zA-Z]*", a) and a[1:2] != "u"
+            for a in args[: command_start(args, WRAPPERS[name][0], WRAPPERS[name][1])]
+        ):
+            i = command_start(args, WRAPPERS[name][0], WRAPPERS[name][1])
+            rest = args[i:]
+            return (["bash", "-c", " ".join(rest)], None) if rest else (["bash", "-i"], None)
+        if name in ("sudo", "doas") and args[:1] in (["-e"], ["--edit"]):
+            return ["sudoedit", *args[1:]], None
+        if name == "command" and any(a in ("-v", "-V") for a in args[:2]):
+            return [], None
+        if name == "env":
+            split = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-S", "--split-string")), None)
+            if split is None:
+                split = next((a.split("=", 1)[1] for a in args if a.startswith("--split-string=")), None)
+            if split is not None:
+                return unwrap([w for c in fallback_commands(split) for w in c.argv])
+        if name in ("su", "runuser"):
+            payload = option_value(args, ("-c", "--command", "--session-command"))
+            if payload is not None:
+                return ["sh", "-c", payload], None
+            if name == "runuser":
+                i = command_start(
+                    args, {"-u", "-g", "-G", "-w"}, {"--user", "--group", "--supp-group", "--whitelist-environment"}
+                )
+                if "-u" in args or any(a.startswith("--user") for a in args):
+                    argv = args[i:]
+                    continue
+            return (["bash", "-i"], None)
+        if name in ("sg", "newgrp") and len(args) >= 2:
+            return ["sh", "-c", " ".join(args[1:])], None
+        if name in ("flock",):
+            payload = option_value(args, ("-c", "--command"))
+            if payload is not None:
+                return ["sh", "-c", payload], None
+            i = command_start(args, {"-w", "-E"}, {"--timeout", "--conflict-exit-code"}, skip_operands=1)
+            argv = args[i:]
+            continue
+        if name == "script":
+            payload = option_value(args, ("-c", "--command"))
+            return (["sh", "-c", payload], None) if payload is not None else ([], None)
+        if name == "watch":
+            i = command_start(args, WRAPPERS["watch"][0], WRAPPERS["watch"][1])
+            rest = args[i:]
+            if "--exec" in args[:i] or any(re.fullmatch(r"-[a-zA-Z]*x[a-zA-Z]*", a) for a in args[:i]):
+                argv = rest
+                continue
+            return (["sh", "-c", " ".join(rest)], None) if rest else ([], None)
+        if name in ("ssh", "autossh", "mosh", "gcloud-ssh"):
+            i = command_start(
+                args,
+                {
+                    "-p",
+                    "-i",
+                    "-l",
+                    "-o",
+                    "-F",
+                    "-J",
+                    "-L",
+                    "-R",
+                    "-D",
+                    "-b",
+                    "-c",
+                    "-E",
+                    "-e",
+                    "-I",
+                    "-m",
+                    "-O",
+                    "-Q",
+                    "-S",
+                    "-W",
+                    "-w",
+                    "-B",
+                    "-M",
+                },
+                skip_operands=1,
+            )
+            rest = args[i:]
+            return (["sh", "-c", " ".join(rest)], None) if rest else ([], None)
+        if name == "nix-shell":
+            payload = option_value(args, ("--run", "--command"))
+            return (["sh", "-c", payload], None) if payload is not None else ([], None)
+        if name in ("busybox", "toybox"):
+            if args and not args[0].startswith("-"):
+                argv = args
+                continue
+            return argv, None
+        if name in SUBCOMMAND_WRAPPERS and args and args[0] in SUBCOMMAND_WRAPPERS[name]:
+            rest = args[1:]
+            if name == "nix":
+                payload = option_value(rest, ("-c", "--command"))
+                if payload is None:
+                    return [], None
+                j = rest.index(payload) if payload in rest else len(rest)
+                argv = rest[j:]
+                continue
+            j = command_start(
+                rest,
+                {"-n", "-p", "--name", "--prefix", "-e", "--env", "--from", "--with", "--python", "-c", "--config"},
+            )
+            argv = rest[j:]
+            continue
+        spec = WRAPPERS.get(name)
+        if spec is None:
+            return argv, None
+        with_arg, long_with_arg, skip, assignments = spec
+        if name in ("nice",) and args and re.fullmatch(r"-\d+", args[0]):
+            args = args[1:]
+        if name in ("taskset",) and args and args[0] in ("-c", "--cpu-list"):
+            args = args[1:]
+        if name == "xargs":
+            break
+        i = command_start(args, with_arg, long_with_arg, skip, assignments)
+        argv = args[i:]
+    return argv, None
+
+
+def option_value(args: list[str], names: tuple[str, ...]) -> str | None:
+    for i, a in enumerate(args):
+        if a in names and i + 1 < len(args):
+            return args[i + 1]
+        for n in names:
+            if n.startswith("--") and a.startswith(n + "="):
+                return a.split("=", 1)[1]
+        if (
+            len(a) > 2
+            and a.startswith("-")
+            and not a.startswith("--")
+            and a[1:].isalpha()
+            and "c" in a[1:]
+            and "-c" in names
+        ):
+            # clustered short options ending in c: -lc 'cmd'
+            if a.endswith("c") and i + 1 < len(args):
+                return args[i + 1]
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# provenance: what feeds a command
+
+
+def classify(cmd: Cmd) -> Kinds:
+    """Kinds of output a command produces: downloaded code, decoded text."""
+    argv, _ = unwrap(cmd.argv)
+    if not argv:
+        return frozenset()
+    name = base_name(argv[0])
+    args = argv[1:]
+    kinds: set[str] = set()
+    if name in DOWNLOADERS and name not in ("rsync", "scp", "gh") or (name == "openssl" and "s_client" in args):
+        kinds.add("download")
+    elif name in ("base64", "base32", "basenc", "gbase64") and any(
+        a in ("-d", "--decode", "-D") or (a.startswith("-") and not a.startswith("--") and "d" in a) for a in args
+    ):
+        kinds.add("decode")
+    elif name == "xxd" and any(a.startswith("-") and "r" in a for a in args):
+        kinds.add("decode")
+    elif name == "openssl" and any(a in ("enc", "base64", "aes-256-cbc") for a in args) and "-d" in args:
+        kinds.add("decode")
+    elif name in ("uudecode", "rev", "gunzip", "zcat", "bzcat", "xzcat", "zstdcat", "lzcat", "unxz", "bunzip2") or (
+        name in ("gzip", "bzip2", "xz", "zstd") and "-d" in args
+    ):
+        kinds.add("decode")
+    elif name == "tr" and len(args) >= 2 and not any(a.startswith("-") for a in args):
+        kinds.add("decode")
+    elif interpreter_lang(name) and any(inline._DECODE.search(a) for a in args):
+        kinds.add("decode")
+    elif (
+        name in ("docker", "podman", "nerdctl")
+        and any(a in ("-q", "--quiet", "-aq", "-qa") for a in args)
+        and not any(a.startswith(("--filter", "-f")) for a in args)
+    ):
+        kinds.add("mass")
+    elif name == "ps" and not cmd.upstream:
+        kinds.add("pslist")
+    for k in cmd.kinds:
+        kinds |= k - {"procsub"}
+    return frozenset(kinds)
+
+
+def interpreter_lang(name: str) -> str | None:
+    if re.fullmatch(r"(python|pypy)[0-9.]*|ipython3?", name):
+        return "python"
+    return {
+        "perl": "perl",
+        "perl5": "perl",
+        "ruby": "ruby",
+        "irb": "ruby",
+        "node": "node",
+        "nodejs": "node",
+        "deno": "node",
+        "bun": "node",
+        "php": "php",
+        "lua": "lua",
+        "luajit": "lua",
+        "lua5.1": "lua",
+        "lua5.3": "lua",
+        "lua5.4": "lua",
+        "Rscript": "r",
+        "R": "r",
+        "osascript": "applescript",
+        "pwsh": "powershell",
+        "powershell": "powershell",
+        "powershell.exe": "powershell",
+        "jrunscript": "node",
+        "tclsh": "tcl",
+        "wish": "tcl",
+    }.get(name)
+
+
+CODE_FLAGS = {
+    "python": ({"-c"}, set()),
+    "perl": ({"-e", "-E"}, set()),
+    "ruby": ({"-e"}, set()),
+    "node": ({"-e", "-p", "--eval", "--print"}, set()),
+    "php": ({"-r"}, set()),
+    "lua": ({"-e"}, set()),
+    "r": ({"-e"}, {"--expr"}),
+    "applescript": ({"-e"}, set()),
+    "powershell": ({"-c", "-command", "-Command", "-C"}, set()),
+    "tcl": (set(), set()),
+}
