@@ -1165,7 +1165,12 @@ class DockerBackend(Backend):
     def _client(self) -> Any:
         with self._api_lock:
             if self._api is None:
-                self._api = self.new_client(self.options.api_timeout)
+                api = self.new_client(self.options.api_timeout)
+                if api.base_url.startswith(("https://", "http+docker://ssh")):
+                    api.close()
+                    raise BackendError("the docker backend streams processes over unix or plain tcp engine sockets "
+                                       "only; TLS and ssh docker_host are not supported yet", ErrorKind.FAILED_PRECONDITION)
+                self._api = api
             return self._api
 
     @property
@@ -1219,7 +1224,12 @@ class DockerBackend(Backend):
         if o.no_new_privileges:
             security_opt.append("no-new-privileges:true")
         if o.seccomp_profile:
-            security_opt.append(f"seccomp={Path(o.seccomp_profile).read_text()}")
+            try:
+                profile = Path(o.seccomp_profile).expanduser().read_text()
+            except OSError as exc:
+                raise BackendError(f"cannot read the seccomp profile {o.seccomp_profile}: {exc.strerror}",
+                                   ErrorKind.FAILED_PRECONDITION) from exc
+            security_opt.append(f"seccomp={profile}")
         kwargs: dict[str, Any] = dict(
             init=o.init, read_only=o.read_only, tmpfs=dict(o.tmpfs), mounts=mounts,
             cap_drop=["ALL"] if o.cap_drop_all else None, cap_add=list(o.cap_add) or None,
