@@ -236,6 +236,7 @@ class _Walker:
         self.func = ""
         self.forever = False
         self.extra_args: list[str] = []
+        self.arrays: dict[str, list[str]] = {}
         self.stdin_kinds: Kinds = _NOKINDS
 
     # ---- statements
@@ -450,12 +451,34 @@ class _Walker:
         self.cmds.append(cmd)
         if argv and argv[0] in ("cd", "pushd"):
             self.change_dir(argv[1:])
+        elif argv[:2] == ["printf", "-v"] and len(argv) >= 4:
+            self.env[argv[2]] = _printf(argv[3], argv[4:])
+        elif argv[:1] == ["read"] and stdin is not None:
+            self.read_into(argv[1:], stdin)
         elif argv[:2] == ["set", "--"]:
             for n, v in enumerate(argv[2:], 1):
                 self.env[str(n)] = v
             self.env["@"] = self.env["*"] = " ".join(argv[2:])
         for c in after:
             self.stmt(c, depth + 1)
+
+    def read_into(self, args: list[str], text: str) -> None:
+        """``read -r a b <<< "..."``: the variables get the words of the first line."""
+        names: list[str] = []
+        skip = False
+        for a in args:
+            if skip:
+                skip = False
+            elif a in ("-p", "-d", "-t", "-n", "-N", "-u", "-i", "-a"):
+                skip = a != "-a"
+            elif not a.startswith("-"):
+                names.append(a)
+        line = text.split("\n", 1)[0]
+        if not names:
+            names = ["REPLY"]
+        words = line.split(None, len(names) - 1)
+        for i, n in enumerate(names):
+            self.env[n] = words[i] if i < len(words) else ""
 
     def change_dir(self, args: list[str]) -> None:
         operands = [a for a in args if not a.startswith("-") or a == "-"]
@@ -493,6 +516,8 @@ class _Walker:
             self.env_kinds.pop(name, None)
             return
         pieces = self.pieces(value_node, depth + 1, quoted=True)
+        if value_node.type == "array":
+            self.arrays[name] = [w for c in value_node.children if c.is_named for w, _ in self.word(c, depth + 1)]
         value = "".join(p.text for p in pieces)
         # a value that keeps doubling (``a=$a$a``) must not eat memory: past a cap it is unknown
         self.env[name] = value if len(value) <= MAX_VALUE else UNKNOWN
@@ -707,6 +732,7 @@ class _Walker:
     def expansion(self, node: Node, depth: int, quoted: bool) -> _Piece:
         name = ""
         op = ""
+        subscript = ""
         arg_nodes: list[Node] = []
         length = False
         for c in node.children:
@@ -716,7 +742,8 @@ class _Walker:
             if ct in ("variable_name", "special_variable_name") and not name:
                 name = self.text(c)
             elif ct == "subscript" and not name:
-                name = self.text(c).split("[", 1)[0]
+                name, _, rest = self.text(c).partition("[")
+                subscript = rest.rstrip("]")
             elif ct == "#" and not name:
                 length = True
             elif not name:
@@ -727,6 +754,12 @@ class _Walker:
                 arg_nodes.append(c)
         value = self.env.get(name)
         kinds = self.env_kinds.get(name, _NOKINDS)
+        if subscript in ("@", "*"):
+            return _Piece(value if value is not None else UNKNOWN, split=True, kinds=kinds)
+        if subscript and subscript.isdigit() and name in self.arrays:
+            items = self.arrays[name]
+            i = int(subscript)
+            return _Piece(items[i] if i < len(items) else "", split=not quoted, kinds=kinds)
         if length:
             return _Piece(str(len(value)) if value is not None and UNKNOWN not in value else UNKNOWN)
         arg = "".join(p.text for n in arg_nodes for p in self.pieces(n, depth + 1, True)) if arg_nodes else ""

@@ -1229,7 +1229,10 @@ def _h_systemctl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cm
     if verb in ("poweroff", "reboot", "halt", "kexec", "soft-reboot", "emergency", "rescue", "exit", "switch-root"):
         d.add(ctx, "power", cmd.text, f"systemctl {verb} takes the machine down.")
     elif verb == "default" or (
-        verb == "isolate" and ops[1:2] and ops[1] in ("poweroff.target", "reboot.target", "halt.target")
+        verb in ("isolate", "start", "restart")
+        and any(
+            u in ("poweroff.target", "reboot.target", "halt.target", "kexec.target", "rescue.target") for u in ops[1:]
+        )
     ):
         d.add(ctx, "power", cmd.text)
     elif (
