@@ -5,7 +5,7 @@ HPC sites that forbid Docker usually have Apptainer. Each task gets its own
 to this backend's state dir so that two daemons never touch each other's
 instances), with the task's host directory bound inside at ``workdir``. Every
 process is an ``apptainer exec instance://NAME ...``: the persistent shell the
-core keeps per task makes the ~43 ms an exec costs irrelevant after the first.
+core keeps per task makes the ~0.1 s an exec costs here irrelevant after the first.
 
 The commands are built with spython (``init_command`` and spython's argument
 conventions) and run here as asyncio subprocesses: spython itself always runs

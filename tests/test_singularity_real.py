@@ -254,3 +254,24 @@ async def test_reopening_a_closed_task_right_away(backend):
     assert (code, out) == (0, b"kept\n")
     await again.release(remove_files=True)
     assert not again.host_dir.exists()
+
+
+@pytest.mark.parametrize("overlay, persists", [("image", True), ("dir", True), ("writable_tmpfs", False)])
+async def test_overlays(tmp_path, overlay, persists):
+    backend = make_backend(tmp_path / "backends" / "sing", overlay=overlay, overlay_size_mb=64)
+    sb = await backend.sandbox("ov")
+    code, out, err = await run(sb, "echo written > /opt/outside-workdir && cat /opt/outside-workdir")
+    assert (code, out) == (0, b"written\n"), err
+    await sb.release()
+    again = await backend.sandbox("ov")
+    try:
+        code, out, _ = await run(again, "cat /opt/outside-workdir 2>/dev/null")
+        assert (code == 0 and out == b"written\n") is persists
+    finally:
+        await again.release(remove_files=True)
+    assert not backend._overlay_path("ov").exists()
+
+
+async def test_read_only_image_without_overlay(sandbox):
+    code, _, err = await run(sandbox, "touch /opt/nope")
+    assert code != 0 and b"Read-only file system" in err
