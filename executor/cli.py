@@ -39,6 +39,83 @@ def _default_target() -> str:
     return default_target()
 
 
+def _exec_pty(args: argparse.Namespace, command: str) -> int:
+    """An interactive terminal through the Pty RPC: raw local tty, resize on SIGWINCH, exit mirrored."""
+    import queue
+    import shutil
+    import signal
+    import termios
+    import threading
+    import tty
+
+    from executor.client import Client
+    from executor.v1 import executor_pb2 as pb
+
+    inputs: queue.Queue = queue.Queue()
+    cols, rows = shutil.get_terminal_size()
+    inputs.put(pb.PtyInput(open=pb.PtyOpen(task_id=args.task, command=command, backend=args.backend,
+                                           size=pb.PtySize(rows=rows, cols=cols), workdir=args.workdir)))
+
+    def requests():
+        while True:
+            item = inputs.get()
+            if item is None:
+                return
+            yield item
+
+    def on_resize(*_):
+        c, r = shutil.get_terminal_size()
+        inputs.put(pb.PtyInput(resize=pb.PtySize(rows=r, cols=c)))
+
+    def pump_stdin():
+        fd = sys.stdin.fileno()
+        while True:
+            try:
+                data = os.read(fd, 4096)
+            except OSError:
+                return
+            if not data:
+                return
+            inputs.put(pb.PtyInput(data=data))
+
+    interactive = sys.stdin.isatty()
+    saved = termios.tcgetattr(sys.stdin.fileno()) if interactive else None
+    code = 125
+    try:
+        if interactive:
+            tty.setraw(sys.stdin.fileno())
+            signal.signal(signal.SIGWINCH, on_resize)
+        threading.Thread(target=pump_stdin, daemon=True).start()
+        with Client(args.target or _default_target(), token=args.token) as client:
+            for out in client.pty(requests()):
+                kind = out.WhichOneof("output")
+                if kind == "data":
+                    sys.stdout.buffer.write(out.data)
+                    sys.stdout.buffer.flush()
+                elif kind == "approval_required":
+                    a = out.approval_required
+                    sys.stderr.write(f"executor: waiting for approval {a.approval_id} ({a.rule}: {a.reason})\r\n")
+                elif kind == "exit":
+                    code = _exit_code(out.exit)
+                    break
+    finally:
+        inputs.put(None)
+        if saved is not None:
+            termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
+    return code
+
+
+def _exit_code(e) -> int:
+    """The command's exit code as a shell would see it; 124 timeout, 126 denied, 125 other failures."""
+    from executor.v1 import executor_pb2 as pb
+
+    if e.message and e.status != pb.EXIT_STATUS_COMPLETED:
+        print(f"executor: {e.message}", file=sys.stderr)
+    if e.status == pb.EXIT_STATUS_COMPLETED:
+        return e.exit_code if e.exit_code >= 0 else 128 - e.exit_code
+    return {pb.EXIT_STATUS_TIMED_OUT: 124, pb.EXIT_STATUS_DENIED: 126}.get(e.status, 125)
+
+
 def _exec(args: argparse.Namespace) -> int:
     from executor.client import Client, ExecutorError
 
@@ -49,6 +126,8 @@ def _exec(args: argparse.Namespace) -> int:
         print("executor exec: give a command after --", file=sys.stderr)
         return 2
     text = command[0] if len(command) == 1 else " ".join(command)
+    if args.pty:
+        return _exec_pty(args, "" if text == "-" else text)
     stdin = sys.stdin.buffer.read() if args.stdin else b""
     try:
         with Client(args.target or _default_target(), token=args.token) as client:
@@ -66,19 +145,7 @@ def _exec(args: argparse.Namespace) -> int:
                     a = event.approval_required
                     print(f"executor: waiting for approval {a.approval_id} ({a.rule}: {a.reason})", file=sys.stderr)
                 elif kind == "exit":
-                    e = event.exit
-                    if e.message:
-                        print(f"executor: {e.message}", file=sys.stderr)
-                    from executor.v1 import executor_pb2 as pb
-
-                    if e.status == pb.EXIT_STATUS_COMPLETED:
-                        code = e.exit_code if e.exit_code >= 0 else 128 - e.exit_code
-                    elif e.status == pb.EXIT_STATUS_TIMED_OUT:
-                        code = 124
-                    elif e.status == pb.EXIT_STATUS_DENIED:
-                        code = 126
-                    else:
-                        code = 125
+                    code = _exit_code(event.exit)
             return 125 if code is None else code
     except ExecutorError as exc:
         print(f"executor: {exc}", file=sys.stderr)
@@ -97,9 +164,32 @@ def _health(args: argparse.Namespace) -> int:
     return health(args.target or _default_target(), args.timeout)
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    from executor.mcp_server import serve
+
+    return serve(target=args.target, token=args.token, task_id=args.task, backend=args.backend, http=args.http)
+
+
+def _tool_schema(args: argparse.Namespace) -> int:
+    import json
+
+    from executor.tool import TOOLS
+
+    print(json.dumps(TOOLS, indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="executor", description="A sandboxed execution backend for AI agents.")
     sub = parser.add_subparsers(dest="cmd", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--target", default=os.environ.get("EXECUTOR_TARGET"), help="daemon address (EXECUTOR_TARGET)")
+    common.add_argument("--token", default=os.environ.get("EXECUTOR_TOKEN"), help="bearer token (EXECUTOR_TOKEN)")
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument("--deadline", type=float, default=60.0, help="seconds for each call")
+    from executor.cli_commands import add_commands
+
+    add_commands(sub, common)
 
     s = sub.add_parser("serve", help="run the daemon")
     s.add_argument("--config", help="YAML config file (also EXECUTOR_CONFIG)")
@@ -119,6 +209,17 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--timeout", type=float, default=5.0)
     h.set_defaults(func=_health)
 
+    m = sub.add_parser("mcp", help="serve the terminal and process tools over MCP (stdio, or --http)")
+    m.add_argument("--target", default=os.environ.get("EXECUTOR_TARGET"), help="daemon address (EXECUTOR_TARGET)")
+    m.add_argument("--token", default=os.environ.get("EXECUTOR_TOKEN"), help="bearer token (EXECUTOR_TOKEN)")
+    m.add_argument("--task", default=os.environ.get("EXECUTOR_TASK", "mcp"), help="task id for the session")
+    m.add_argument("--backend", default="", help="backend name (default: the daemon's default)")
+    m.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
+    m.set_defaults(func=_mcp)
+
+    ts = sub.add_parser("tool-schema", help="print the model-facing tool schemas (OpenAI function format)")
+    ts.set_defaults(func=_tool_schema)
+
     e = sub.add_parser("exec", help="run one command in a task and stream its output")
     e.add_argument("--target", default=os.environ.get("EXECUTOR_TARGET"), help="daemon address (EXECUTOR_TARGET)")
     e.add_argument("--token", default=os.environ.get("EXECUTOR_TOKEN"), help="bearer token (EXECUTOR_TOKEN)")
@@ -127,11 +228,22 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--timeout", type=float, default=0.0, help="seconds (0 = the daemon's default)")
     e.add_argument("--workdir", default="", help="working directory for this call, inside the task")
     e.add_argument("--stdin", action="store_true", help="send this process's stdin to the command")
+    e.add_argument("--pty", action="store_true", help="an interactive terminal (`-- -` for the task's shell)")
     e.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND...")
     e.set_defaults(func=_exec)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    from executor.client import ExecutorError
+
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except ExecutorError as exc:
+        print(f"executor: {exc.message}", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0

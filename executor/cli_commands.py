@@ -1,0 +1,208 @@
+"""The human CLI's commands over the client: tables for people, `--json` for scripts.
+
+Exit codes: 0 success; 1 the thing asked about is not OK (a gate verdict other than allow, an
+unavailable backend); 2 bad usage; 3 the daemon refused or failed the call (its message on stderr)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from executor.client import PROCESS_STATES, Client, ExecutorError
+from executor.v1 import executor_pb2 as pb
+
+GATE = {pb.GATE_DECISION_ALLOW: "allow", pb.GATE_DECISION_ASK: "ask", pb.GATE_DECISION_DENY: "deny"}
+
+
+def _colour(text: str, code: str) -> str:
+    if sys.stdout.isatty() and not os.environ.get("NO_COLOR"):
+        return f"\x1b[{code}m{text}\x1b[0m"
+    return text
+
+
+def table(rows: list[list[Any]], headers: list[str]) -> str:
+    cells = [headers] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    lines[0] = _colour(lines[0], "1")
+    return "\n".join(lines)
+
+
+def _out(args, data: Any, text: str) -> None:
+    print(json.dumps(data, indent=2, default=str) if args.json else text)
+
+
+def _proc_dict(p) -> dict:
+    return {"process_id": p.process_id, "task_id": p.task_id, "command": p.command,
+            "state": PROCESS_STATES.get(p.state), "exit_code": p.exit_code, "signal": p.signal,
+            "started_at": p.started_at, "ended_at": p.ended_at}
+
+
+def client(args) -> Client:
+    return Client(args.target or None, token=args.token, deadline=args.deadline)
+
+
+def cmd_ps(args) -> int:
+    with client(args) as c:
+        procs = [_proc_dict(p) for p in c.list_processes(args.task or "").processes]
+    rows = [[p["process_id"], p["task_id"], p["state"], p["exit_code"] if p["state"] != "running" else "",
+             time.strftime("%H:%M:%S", time.localtime(p["started_at"])), p["command"][:60]] for p in procs]
+    _out(args, procs, table(rows, ["ID", "TASK", "STATE", "EXIT", "STARTED", "COMMAND"]) if procs else "no processes")
+    return 0
+
+
+def cmd_logs(args) -> int:
+    with client(args) as c:
+        if args.follow:
+            for chunk in c.follow_output(args.process_id, offset=args.offset, stream=args.stream):
+                sys.stdout.buffer.write(chunk.data)
+                sys.stdout.buffer.flush()
+            return 0
+        r = c.read_output(args.process_id, offset=args.offset, stream=args.stream)
+        if args.json:
+            _out(args, {"data": r.data.decode("utf-8", "replace"), "offset": r.offset, "next_offset": r.next_offset,
+                        "eof": r.eof, "rotated": r.rotated}, "")
+        else:
+            sys.stdout.buffer.write(r.data)
+    return 0
+
+
+def cmd_kill(args) -> int:
+    with client(args) as c:
+        p = c.signal_process(args.process_id, args.signal)
+    _out(args, _proc_dict(p), f"{p.process_id}: {PROCESS_STATES.get(p.state)}")
+    return 0
+
+
+def cmd_tasks(args) -> int:
+    with client(args) as c:
+        resp = c.list_tasks()
+    tasks = [{"task_id": t.task_id, "backend": t.backend, "cwd": t.cwd, "busy": t.busy,
+              "running_processes": t.running_processes, "commands_run": t.commands_run,
+              "last_used_at": t.last_used_at} for t in resp.tasks]
+    rows = [[t["task_id"], t["backend"], "busy" if t["busy"] else "idle", t["running_processes"],
+             t["commands_run"], t["cwd"]] for t in tasks]
+    _out(args, {"tasks": tasks, "idle_reaped": resp.idle_reaped},
+         table(rows, ["TASK", "BACKEND", "STATE", "PROCS", "CMDS", "CWD"]) if tasks else "no tasks")
+    return 0
+
+
+def cmd_close(args) -> int:
+    with client(args) as c:
+        r = c.close_task(args.task_id, remove_files=args.remove_files)
+    _out(args, {"existed": r.existed, "processes_ended": r.processes_ended},
+         f"{args.task_id}: {'closed' if r.existed else 'was not open'}, {r.processes_ended} processes ended")
+    return 0
+
+
+def cmd_backends(args) -> int:
+    with client(args) as c:
+        resp = c.list_backends()
+    data = []
+    rows = []
+    for b in resp.backends:
+        caps = b.capabilities
+        names = [n for n in ("pty", "resize", "signals", "stdin", "background", "persistent_shell",
+                             "file_transfer", "streaming") if getattr(caps, n)]
+        data.append({"name": b.name, "kind": b.kind, "available": b.available, "reason": b.reason,
+                     "default": b.is_default, "capabilities": names, "network": caps.network_policy,
+                     "policy": dict(b.policy)})
+        state = _colour("available", "32") if b.available else _colour("unavailable", "31")
+        rows.append([b.name + (" *" if b.is_default else ""), b.kind, state, ",".join(names), b.reason])
+    _out(args, data, table(rows, ["NAME", "KIND", "STATE", "CAPABILITIES", "REASON"]))
+    return 0 if all(b["available"] for b in data) else 1
+
+
+def cmd_check(args) -> int:
+    with client(args) as c:
+        v = c.check_command(args.command, task_id=args.task or "", backend=args.backend)
+    decision = GATE.get(v.decision, "unknown")
+    data = {"decision": decision, "rule": v.rule, "reason": v.reason, "segment": v.segment}
+    colour = {"allow": "32", "ask": "33", "deny": "31"}.get(decision, "0")
+    text = _colour(decision, colour) + (f"  [{v.rule}] {v.reason}\n  segment: {v.segment}" if v.rule else "")
+    _out(args, data, text)
+    return 0 if decision == "allow" else 1
+
+
+def cmd_approvals(args) -> int:
+    """Watch pending approvals live; with a terminal, ask for each decision."""
+    interactive = sys.stdin.isatty() and not args.json
+    with client(args) as c:
+        for p in c.watch_approvals(args.task or ""):
+            if args.json:
+                print(json.dumps({"approval_id": p.approval_id, "task_id": p.task_id, "command": p.command,
+                                  "rule": p.rule, "reason": p.reason, "segment": p.segment, "resolved": p.resolved}),
+                      flush=True)
+                continue
+            if p.resolved:
+                print(f"  {p.approval_id}: no longer pending", flush=True)
+                continue
+            left = max(0, p.expires_at - time.time())
+            print(_colour(f"\n{p.approval_id}", "1") + f"  task {p.task_id} on {p.backend}  ({left:.0f} s left)")
+            print(f"  command: {p.command}\n  rule:    {p.rule}: {p.reason}\n  segment: {p.segment}", flush=True)
+            if not interactive:
+                continue
+            answer = input("  [o]nce, [s]ession, [a]lways, [d]eny, [enter] skip? ").strip().lower()[:1]
+            decision = {"o": "once", "s": "session", "a": "always", "d": "deny"}.get(answer)
+            if decision:
+                try:
+                    c.resolve_approval(p.approval_id, decision, reason="decided in executor approvals")
+                    print(f"  {decision}", flush=True)
+                except ExecutorError as exc:
+                    print(f"  not recorded: {exc.message}", file=sys.stderr)
+    return 0
+
+
+def cmd_approve(args) -> int:
+    with client(args) as c:
+        c.resolve_approval(args.approval_id, args.decision, reason=args.reason)
+    _out(args, {"approval_id": args.approval_id, "decision": args.decision}, f"{args.approval_id}: {args.decision}")
+    return 0
+
+
+def add_commands(sub, common) -> None:
+    p = sub.add_parser("ps", parents=[common], help="list background processes")
+    p.add_argument("--task", help="only this task's")
+    p.set_defaults(func=cmd_ps)
+
+    p = sub.add_parser("logs", parents=[common], help="a background process's output")
+    p.add_argument("process_id")
+    p.add_argument("-f", "--follow", action="store_true", help="follow until the process exits")
+    p.add_argument("--offset", type=int, default=0)
+    p.add_argument("--stream", choices=["", "stdout", "stderr"], default="")
+    p.set_defaults(func=cmd_logs)
+
+    p = sub.add_parser("kill", parents=[common], help="signal a background process (its whole group)")
+    p.add_argument("process_id")
+    p.add_argument("-s", "--signal", default="SIGTERM")
+    p.set_defaults(func=cmd_kill)
+
+    p = sub.add_parser("tasks", parents=[common], help="list tasks")
+    p.set_defaults(func=cmd_tasks)
+
+    p = sub.add_parser("close", parents=[common], help="close a task (end its processes, release its sandbox)")
+    p.add_argument("task_id")
+    p.add_argument("--remove-files", action="store_true")
+    p.set_defaults(func=cmd_close)
+
+    p = sub.add_parser("backends", parents=[common], help="backends: availability, reason, capabilities")
+    p.set_defaults(func=cmd_backends)
+
+    p = sub.add_parser("check", parents=[common], help="the gate's verdict on a command, and why")
+    p.add_argument("command")
+    p.add_argument("--task", default="")
+    p.add_argument("--backend", default="")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("approvals", parents=[common], help="watch pending approvals; approve or deny them")
+    p.add_argument("--task", default="")
+    p.set_defaults(func=cmd_approvals)
+
+    p = sub.add_parser("approve", parents=[common], help="resolve one approval")
+    p.add_argument("approval_id")
+    p.add_argument("decision", choices=["once", "session", "always", "deny"])
+    p.add_argument("--reason", default="")
+    p.set_defaults(func=cmd_approve)

