@@ -228,3 +228,23 @@ def test_cli_approvals_watch_json(daemon):
         assert result["r"]["status"] == "denied"
     finally:
         proc.kill()
+
+
+def test_agent_loop_example_runs(daemon):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "agent_loop.py"
+    env = {"EXECUTOR_TOKEN": AGENT, "PATH": "/usr/bin:/bin"}
+    import os
+
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    # the handlers read the token from the call; the example passes none, so use an open daemon
+    open_daemon = DaemonProcess({"backend": "local", "backends": {"local": {"kind": "local"}}},
+                                state_dir=daemon.state_dir.parent / "open").start()
+    try:
+        r = subprocess.run([sys.executable, str(example), "--target", open_daemon.target], capture_output=True,
+                           text=True, timeout=120, env=env)
+        assert r.returncode == 0, r.stderr
+        assert "'output': '42\\n'" in r.stdout and "'process_id'" in r.stdout
+    finally:
+        open_daemon.kill()
