@@ -176,11 +176,14 @@ def build_spawn_command(
     if forget:
         parts.append("rm -f -- " + " ".join(shlex.quote(path) for path in forget) + " 2>/dev/null")
     parts.append(f"cd -- {shlex.quote(cwd)} 2>/dev/null || {{ printf '\\000EXECUTOR:err:cwd\\n'; exit 126; }}")
-    # Field 22 of /proc/PID/stat (start time) guards against recycled pids at cleanup.
+    # sshd starts each command in a new session (OpenSSH and dropbear call setsid()): check it,
+    # since signal_session relies on it. Field 22 of /proc/PID/stat (start time) guards the
+    # registry against recycled pids at cleanup.
     parts.append(
-        'read -r _s </proc/$$/stat && _s=${_s##*) } && set -- $_s && '
-        f'echo "${{20}}" >{reg}/$$ 2>/dev/null'
+        'read -r _s </proc/$$/stat 2>/dev/null && _s=${_s##*) } && set -- $_s && [ "$4" = "$$" ] || '
+        "{ printf '\\000EXECUTOR:err:session\\n'; exit 126; }"
     )
+    parts.append(f'echo "${{20}}" >{reg}/$$ 2>/dev/null')
     parts.append("printf '\\000EXECUTOR:ok:%s\\n' $$")
     assignments = [shlex.quote(f"{k}={v}") for k, v in env.items()]
     program = [*argv]
@@ -1073,6 +1076,10 @@ class SSHBackend(Backend):
             if "err:cwd" in exc.message:
                 raise BackendError(f"cannot start {argv[0]!r}: the directory {cwd} does not exist on "
                                    f"{conn.label}", ErrorKind.NOT_FOUND) from None
+            if "err:session" in exc.message:
+                raise BackendError(f"{conn.label} cannot run commands for this backend: it needs Linux's /proc "
+                                   "and an sshd that starts each command in a new session (OpenSSH does)",
+                                   ErrorKind.FAILED_PRECONDITION) from None
             if exc.kind is ErrorKind.FAILED_PRECONDITION and proc.stderr is not None:
                 detail = bytes(proc.stderr._buf).decode(errors="replace").strip()
                 if detail:
