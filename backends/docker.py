@@ -226,7 +226,7 @@ class _Stream:
         self.size = 0
         self._eof = False
         self._exc: BaseException | None = None
-        self._waiter: asyncio.Future[None] | None = None
+        self._waiters: list[asyncio.Future[None]] = []
         self._on_drain = on_drain
 
     def feed(self, data: bytes) -> None:
@@ -242,9 +242,10 @@ class _Stream:
             self._wake()
 
     def _wake(self) -> None:
-        waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def read(self) -> bytes:
         while not self._chunks:
@@ -252,8 +253,9 @@ class _Stream:
                 raise self._exc
             if self._eof:
                 return b""
-            self._waiter = asyncio.get_running_loop().create_future()
-            await self._waiter
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
         if len(self._chunks) == 1:
             data = self._chunks.popleft()
         else:
