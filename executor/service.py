@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from executor.approvals import Approvals, ApprovalDecision, Pending, PendingEvent
+from executor.approvals import Approvals, ApprovalDecision, Authorization, Pending, PendingEvent
 from executor.approval import Verdict
 from executor.backends import backend_class
 from executor.backends.base import Backend, BackendError, Health
@@ -238,6 +238,34 @@ class Executor:
         async for event in self._exec(p, caller, deadline, timeout, backend_name):
             yield event
 
+    async def gate(self, command: str, *, task_id: str, backend: str, caller: Caller,
+                   interactive_pty: bool = False) -> AsyncIterator[ApprovalNeeded | Authorization]:
+        """Authorize a command: yields ApprovalNeeded while a human is asked, then the Authorization.
+
+        Cancelling the consumer withdraws the pending approval."""
+        pending: asyncio.Queue[Pending] = asyncio.Queue()
+
+        async def on_pending(item: Pending) -> None:
+            pending.put_nowait(item)
+
+        authorize = asyncio.ensure_future(self.approvals.authorize(
+            command, task_id=task_id, backend=backend, caller=caller.name, on_pending=on_pending,
+            interactive_pty=interactive_pty))
+        try:
+            while not authorize.done():
+                getter = asyncio.ensure_future(pending.get())
+                await asyncio.wait({authorize, getter}, return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
+                    item = getter.result()
+                    yield ApprovalNeeded(item.approval_id, item.rule, item.reason, item.segment,
+                                         max(0.0, item.expires_at - time.time()))
+                else:
+                    getter.cancel()
+        except BaseException:
+            authorize.cancel()
+            raise
+        yield authorize.result()
+
     def _publish(self, p: ExecParams, backend: str, info: ExitInfo, gate: str, caller: Caller) -> None:
         record = ExecRecord(p.task_id, backend, info, gate, caller.name)
         for listener in self.listeners:
@@ -256,27 +284,12 @@ class Executor:
         yield Started(exec_id, backend_name, p.task_id)
 
         # The gate: every command passes it before it reaches a backend.
-        pending_events: asyncio.Queue[Pending] = asyncio.Queue()
-
-        async def on_pending(pending: Pending) -> None:
-            pending_events.put_nowait(pending)
-
-        authorize = asyncio.ensure_future(self.approvals.authorize(
-            p.command, task_id=p.task_id, backend=backend_name, caller=caller.name, on_pending=on_pending))
-        try:
-            while not authorize.done():
-                getter = asyncio.ensure_future(pending_events.get())
-                await asyncio.wait({authorize, getter}, return_when=asyncio.FIRST_COMPLETED)
-                if getter.done():
-                    pend = getter.result()
-                    yield ApprovalNeeded(pend.approval_id, pend.rule, pend.reason, pend.segment,
-                                         max(0.0, pend.expires_at - time.time()))
-                else:
-                    getter.cancel()
-        except BaseException:
-            authorize.cancel()
-            raise
-        auth = authorize.result()
+        auth = None
+        async for item in self.gate(p.command, task_id=p.task_id, backend=backend_name, caller=caller):
+            if isinstance(item, ApprovalNeeded):
+                yield item
+            else:
+                auth = item
         timings.gate = time.monotonic() - t0
         if auth.approval_id:
             timings.approval = timings.gate
