@@ -12,13 +12,14 @@ layer (policy.py) turns findings into a verdict.
 from __future__ import annotations
 
 import functools
+import logging
 
 from . import inline
 from .commands import NETWORK_TOOLS, SHELLS, base_name, classify, interpreter_lang, unwrap
 from .normalize import normalize
 from .parser import UNKNOWN, Cmd, Kinds, TooComplex, echo_output, parse
 from .paths import write_class
-from .rules import RULES
+from .rules import RULES, reason_for
 from .tools import (
     DRY_RUN,
     HANDLERS,
@@ -31,6 +32,8 @@ from .tools import (
     pattern_handler,
 )
 from .verdict import Decision, Verdict
+
+_log = logging.getLogger("executor.approval")
 
 MAX_INPUT = 128 * 1024  # characters
 MAX_NESTING = 8  # shell-in-shell payload depth
@@ -255,6 +258,9 @@ def _scan(command: str) -> tuple[Verdict, ...]:
                 text[:200],
             ),
         )
+    except Exception:  # a bug in a rule must never let a command through or crash the daemon
+        _log.exception("approval gate: analysis failed for %r", text[:200])
+        return (Verdict(Decision.ASK, "analysis_error", reason_for("analysis_error"), text[:200]),)
     return tuple(_to_verdicts(found))
 
 

@@ -107,6 +107,7 @@ _RULES: tuple[Rule, ...] = (
     # shells
     Rule("interactive_shell", "pty", "Opens an interactive shell; the gate cannot see what will be typed into it."),
     Rule("too_complex", "limits", "The command is too large or too deeply nested for the gate to analyse."),
+    Rule("analysis_error", "limits", "The gate failed to analyse the command, so it asks instead of guessing."),
 )
 
 RULES: dict[str, Rule] = {r.id: r for r in _RULES}

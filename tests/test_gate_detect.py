@@ -191,3 +191,18 @@ def _quote(s: str) -> str:
 
 def test_split_segments() -> None:
     assert split_segments("a | b; c && d") == ["a", "a | b", "b", "c", "d"]
+
+
+def test_a_failing_rule_asks_instead_of_crashing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from executor.approval import detect, tools
+
+    def broken(*args: object) -> None:
+        raise IndexError("boom")
+
+    monkeypatch.setitem(tools.HANDLERS, "git", broken)
+    detect._scan.cache_clear()
+    try:
+        v = analyze("git status")
+    finally:
+        detect._scan.cache_clear()
+    assert (v.decision, v.rule) == (ASK, "analysis_error")
