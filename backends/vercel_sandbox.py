@@ -180,7 +180,7 @@ def _transient(exc: BaseException) -> bool:
     if _is_transport_error(exc):
         return True
     if isinstance(exc, sdk.SandboxApiError):
-        return exc.status_code in (429, 502, 503, 504) or exc.status_code >= 500
+        return exc.status_code == 429 or exc.status_code >= 500
     return False
 
 

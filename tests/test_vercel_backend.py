@@ -8,6 +8,7 @@ SDK sends for it.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import io
 import os
 import re
@@ -117,7 +118,7 @@ async def test_create_and_spawn_send_exact_requests(fake, tmp_path):
     assert (code, out) == (0, b"hi\n")
 
     lookup, create = fake.recorded("GET", "/v2/sandboxes/")[0], fake.recorded("POST", "/v3/sandboxes")[0]
-    name = f"executor-{b.daemon_id()}-task-a-" + __import__("hashlib").sha256(b"task-A").hexdigest()[:10]
+    name = f"executor-{b.daemon_id()}-task-a-" + hashlib.sha256(b"task-A").hexdigest()[:10]
     assert lookup["path"] == f"/v2/sandboxes/{name}"
     assert lookup["query"] == {"teamId": TEAM, "projectId": PROJECT, "resume": "true"}
     assert create["headers"]["authorization"] == f"Bearer {TOKEN}"
@@ -230,8 +231,6 @@ async def test_large_stdin_and_output_arrive_whole(backend):
     await proc.close_stdin()
     out, _ = await drain(proc)
     assert await proc.wait() == 0
-    import hashlib
-
     assert out == hashlib.sha256(payload).hexdigest().encode() + b"  -\n" + b"x" * 200_000
 
 
@@ -348,8 +347,6 @@ async def test_files_round_trip_byte_exact(fake, backend):
     await sb.put_archive(sb.root + "/in", chunks(tar_single_file("blob.bin", blob, 0o755)))
     assert fake.recorded("POST", "/fs/write"), "the upload goes through the file API"
     code, out, _ = await run(sb, "stat -c %a in/blob.bin; sha256sum < in/blob.bin")
-    import hashlib
-
     assert out.split() == [b"755", hashlib.sha256(blob).hexdigest().encode(), b"-"]
 
     data = b"".join([c async for c in sb.get_archive(sb.root + "/in")])
