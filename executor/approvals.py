@@ -86,6 +86,7 @@ class _Slot:
     verdict: Verdict
     key: tuple[str, str, bool]
     future: asyncio.Future[_Answer]
+    deadline: float = 0.0  # time.monotonic(): wall-clock jumps neither shorten nor extend the wait
     waiters: int = 0
     callers: list[str] = field(default_factory=list)
 
@@ -163,7 +164,7 @@ class Approvals:
         try:
             if on_pending is not None:
                 await on_pending(slot.pending)
-            remaining = max(0.0, slot.pending.expires_at - time.time())
+            remaining = max(0.0, slot.deadline - time.monotonic())
             try:
                 answer = await asyncio.wait_for(asyncio.shield(slot.future), timeout=remaining)
             except TimeoutError:
@@ -204,6 +205,7 @@ class Approvals:
             expires_at=now + self.config.timeout_seconds,
         )
         slot = _Slot(pending, verdict, key, asyncio.get_running_loop().create_future())
+        slot.deadline = time.monotonic() + self.config.timeout_seconds
         self._pending[pending.approval_id] = slot
         self._by_key[key] = pending.approval_id
         self._record(task_id, backend, command, verdict, "ask", "gate", "", approval_id=pending.approval_id)
@@ -255,7 +257,7 @@ class Approvals:
     def resolve(self, approval_id: str, decision: ApprovalDecision, *, reason: str = "", by: str = "") -> None:
         """Decide a pending approval. Raises KeyError for an unknown, decided or expired id."""
         slot = self._pending.get(approval_id)
-        if slot is None or slot.future.done() or slot.pending.expires_at <= time.time():
+        if slot is None or slot.future.done() or slot.deadline <= time.monotonic():
             raise KeyError(f"no pending approval {approval_id!r}: unknown, already decided or expired")
         rule = slot.verdict.rule
         if decision is ApprovalDecision.APPROVE_SESSION:
