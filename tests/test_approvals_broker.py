@@ -8,8 +8,8 @@ import pathlib
 import stat
 
 import pytest
-
 from executor.approval import Decision, GateConfig
+
 from executor.approvals import ApprovalDecision, Approvals, Pending, PendingEvent
 
 

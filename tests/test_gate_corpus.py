@@ -6,7 +6,6 @@ import csv
 import pathlib
 
 import pytest
-
 from executor.approval import Decision, analyze
 
 REPO = pathlib.Path(__file__).resolve().parents[1]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from executor.approval import DEFAULT_HARDLINE, RULES, Decision, analyze, findings, split_segments
 
 DENY, ASK, ALLOW = Decision.DENY, Decision.ASK, Decision.ALLOW

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import time
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from executor.approval import Decision, GateConfig, Verdict, analyze, evaluate
 from executor.approval.detect import _scan
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 BOUND_SECONDS = 2.0
 
