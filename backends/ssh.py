@@ -113,6 +113,18 @@ class SSHOptions(Options):
             raise ValueError("remote_root must be absolute or start with ~/")
         return value.rstrip("/") or "/"
 
+    @field_validator("jump_host")
+    @classmethod
+    def _jump_parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                _, host, port = parse_jump(value, "")
+            except ValueError:
+                host, port = "", 0
+            if not host or not 0 < port < 65536:
+                raise ValueError("jump_host must be [user@]host[:port]")
+        return value
+
 
 # ---------------------------------------------------------------------------
 # Small pure helpers
@@ -476,7 +488,7 @@ class _Connector:
             except paramiko.PasswordRequiredException as exc:
                 raise BackendError(f"ssh: the key {path} is encrypted: load it into an ssh-agent and leave "
                                    "key_file unset", ErrorKind.FAILED_PRECONDITION) from exc
-            except (OSError, paramiko.SSHException, ValueError) as exc:
+            except Exception as exc:  # OSError, ValueError, SSHException, UnknownKeyType, ...
                 raise BackendError(f"ssh: cannot load the key {path}: {exc}", ErrorKind.FAILED_PRECONDITION) from exc
         if os.environ.get("SSH_AUTH_SOCK"):
             try:

@@ -495,3 +495,12 @@ async def test_no_credentials_is_a_config_error(make_backend, monkeypatch):
         await b.sandbox("x")
     assert info.value.kind is ErrorKind.FAILED_PRECONDITION and "no credentials" in info.value.message
     assert not (await b.health()).available
+
+
+async def test_unreadable_key_file_is_a_config_error(make_backend, tmp_path):
+    garbage = tmp_path / "not-a-key"
+    garbage.write_text("garbage\n")
+    for path in (garbage, tmp_path / "missing-key"):
+        with pytest.raises(BackendError) as info:
+            await make_backend(key_file=str(path)).sandbox("x")
+        assert info.value.kind is ErrorKind.FAILED_PRECONDITION and str(path) in info.value.message
