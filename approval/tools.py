@@ -446,7 +446,10 @@ def generic_semantics(d: Detector, name: str, args: list[str], cmd: Cmd, ctx: Ct
         and name not in READ_ONLY_DEVICE
         and not name.startswith(("ls", "mount.", "fsck", "e2fsck", "dm"))
         and not (low[:1] and low[0] in _READ_VERBS)
-        and not any(a in ("-n", "-h", "--no-act") or re.fullmatch(r"-[a-zA-Z]*n[a-zA-Z]*", a) for a in args)
+        and not any(
+            a in ("-n", "-h", "--no-act", "-l", "--list") or re.fullmatch(r"-[a-zA-Z]*n[a-zA-Z]*", a) for a in args
+        )
+        and (name != "debugfs" or "-w" in args)  # debugfs opens read-only unless -w
     ):
         prev = ""
         for a in args:
