@@ -460,7 +460,8 @@ async def test_container_killed_under_a_command_restarts(make_backend):
 async def test_killed_process_is_not_mistaken_for_a_lost_container(shared):
     """pkill also hits the container's own `sleep infinity` if it ran as the user; it does not."""
     sb = await shared.sandbox("life2")
-    proc = await sb.spawn(["sleep", "300"], cwd=sb.root, env=ENV)
+    proc = await sb.spawn(["bash", "-c", "echo up; exec sleep 300"], cwd=sb.root, env=ENV)
+    await read_until(proc.stdout, b"up\n")  # an exec's process starts after exec_start returns
     code, _, _ = await run(sb, "pkill -KILL -x sleep")
     assert code == 0
     assert await asyncio.wait_for(proc.wait(), 10) == -signal.SIGKILL
@@ -555,7 +556,8 @@ async def test_user_cannot_stop_the_container(make_backend):
     backend = make_backend()
     sb = await backend.sandbox("killall")
     cid = sb.container.id
-    sleeper = await sb.spawn(["sleep", "300"], cwd=sb.root, env=ENV)
+    sleeper = await sb.spawn(["bash", "-c", "echo up; exec sleep 300"], cwd=sb.root, env=ENV)
+    await read_until(sleeper.stdout, b"up\n")
     code, out, _ = await run(sb, "kill -9 -1; echo survived")  # bash's kill -1 spares bash itself
     assert (code, out) == (0, "survived\n")
     assert await asyncio.wait_for(sleeper.wait(), 10) == -signal.SIGKILL
