@@ -316,7 +316,7 @@ class _Connection:
         return self.transport.is_active() and not self.closing
 
     def loss_reason(self) -> str:
-        if self.closing:
+        if self.close_reason:
             return self.close_reason
         exc = self.transport.get_exception()
         if exc is None or isinstance(exc, EOFError):
@@ -331,7 +331,8 @@ class _Connection:
     def close(self, reason: str = "the backend closed the connection") -> None:
         if not self.closing:
             self.closing = True
-            self.close_reason = reason
+            if self.transport.is_active():  # else keep the reason the transport died of
+                self.close_reason = reason
         if self.pinger is not None:
             self.pinger.cancel()
         self.transport.close()
@@ -844,6 +845,7 @@ class SSHBackend(Backend):
         self._instance = self._instance_id(state_dir)
         self.orphans_ended = 0
         self.reconnects = 0
+        self.last_loss = ""  # why the last connection was lost (shown by health)
 
     @staticmethod
     def _instance_id(state_dir: Path) -> str:
@@ -902,6 +904,7 @@ class SSHBackend(Backend):
                 self._bury(conn)
                 self._conn = None
                 self.reconnects += 1
+                self.last_loss = conn.loss_reason()
             self._conn = await self._connect()
             return self._conn
 
@@ -1121,8 +1124,11 @@ class SSHBackend(Backend):
             return Health(False, f"ssh: {conn.label} does not answer")
         except BackendError:
             return Health(False, f"ssh: {conn.loss_reason()}")
-        return Health(True, details={"host": conn.label, "remote_root": conn.root, "rtt_ms": f"{rtt:.2f}",
-                                     "reconnects": str(self.reconnects)})
+        details = {"host": conn.label, "remote_root": conn.root, "rtt_ms": f"{rtt:.2f}",
+                   "connections": str(1 + len(self._extra)), "reconnects": str(self.reconnects)}
+        if self.last_loss:
+            details["last_loss"] = self.last_loss
+        return Health(True, details=details)
 
     async def sandbox(self, task_id: str) -> SSHSandbox:
         if not task_id or "/" in task_id or task_id in (".", "..") or task_id == SESSIONS_DIR or "\x00" in task_id:

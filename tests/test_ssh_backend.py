@@ -320,6 +320,7 @@ async def test_connection_drop_gives_lost_then_reconnects(make_backend, facts):
     # The next use reconnects, and the sessions of the lost connection are ended (no orphans).
     sb = await b.sandbox("drop")
     assert b.reconnects == 1 and b.orphans_ended >= 1
+    assert "server closed the connection" in (await b.health()).details["last_loss"]
     code, out, _ = await run(sb, ["/bin/sh", "-c", GONE.format(pid=bg)])
     assert out == b"gone\n"
     assert (await b.health()).available
