@@ -169,7 +169,7 @@ class Approvals:
                 answer = await asyncio.wait_for(asyncio.shield(slot.future), timeout=remaining)
             except TimeoutError:
                 answer = self._expire(slot)
-        except asyncio.CancelledError:
+        except BaseException:  # cancelled, or on_pending failed: nobody waits for this caller any more
             slot.waiters -= 1
             if slot.waiters == 0 and not slot.future.done():
                 self._withdraw(slot, caller)

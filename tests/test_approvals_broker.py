@@ -226,3 +226,15 @@ def test_corrupt_always_file_is_a_clear_error(tmp_path: pathlib.Path) -> None:
     (tmp_path / "approvals.json").write_text("{not json")
     with pytest.raises(ValueError, match="corrupt"):
         make(tmp_path)
+
+
+async def test_failing_on_pending_withdraws(tmp_path: pathlib.Path) -> None:
+    a = make(tmp_path)
+
+    async def broken(p: Pending) -> None:
+        raise ConnectionError("stream gone")
+
+    with pytest.raises(ConnectionError):
+        await a.authorize("git push -f", task_id="t", backend="local", on_pending=broken)
+    assert a.pending() == []
+    a.close()
