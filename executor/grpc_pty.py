@@ -55,7 +55,7 @@ class PtyServicer:
         o = first.open
         session = self.core.pty.open(PtyOpenParams(task_id=o.task_id, command=o.command, backend=o.backend,
                                                    rows=o.size.rows, cols=o.size.cols, env=dict(o.env),
-                                                   workdir=o.workdir), caller.name)
+                                                   workdir=o.workdir), caller)
         feeder = asyncio.ensure_future(_feed(session, requests))
         # The input side fails when the call ends (cancelled, deadline): that is not news.
         feeder.add_done_callback(lambda f: f.cancelled() or f.exception())

@@ -21,7 +21,6 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 
-from executor.approvals import Pending
 from executor.backends.base import BackendError, PtySize, Sandbox
 from executor.errors import CoreError, from_backend, invalid, precondition
 from executor.events import ApprovalNeeded, ExitInfo, Finished, Output, Timings
@@ -180,10 +179,10 @@ class PtySession:
 
     Input (``write``/``resize``/``signal``) waits until the program runs (``ready``)."""
 
-    def __init__(self, manager: "PtyManager", params: PtyOpenParams, caller_name: str) -> None:
+    def __init__(self, manager: "PtyManager", params: PtyOpenParams, caller) -> None:
         self.manager = manager
         self.params = params
-        self.caller_name = caller_name
+        self.caller = caller  # executor.service.Caller
         self.ready = asyncio.Event()
         self.term: Terminal | None = None
         self.task: Task | None = None
@@ -203,28 +202,13 @@ class PtySession:
             raise precondition(f"backend {backend_name!r} has no terminal support; use Exec without pty")
         size = pty_size(p.rows, p.cols)
 
-        pending: asyncio.Queue[Pending] = asyncio.Queue()
-
-        async def on_pending(item: Pending) -> None:
-            pending.put_nowait(item)
-
-        authorize = asyncio.ensure_future(core.approvals.authorize(
-            p.command, task_id=p.task_id, backend=backend_name, caller=self.caller_name, on_pending=on_pending,
-            interactive_pty=not p.command))
-        try:
-            while not authorize.done():
-                getter = asyncio.ensure_future(pending.get())
-                await asyncio.wait({authorize, getter}, return_when=asyncio.FIRST_COMPLETED)
-                if getter.done():
-                    pend = getter.result()
-                    yield ApprovalNeeded(pend.approval_id, pend.rule, pend.reason, pend.segment,
-                                         max(0.0, pend.expires_at - time.time()))
-                else:
-                    getter.cancel()
-        except BaseException:
-            authorize.cancel()
-            raise
-        auth = authorize.result()
+        auth = None
+        async for item in core.gate(p.command, task_id=p.task_id, backend=backend_name, caller=self.caller,
+                                    interactive_pty=not p.command):
+            if isinstance(item, ApprovalNeeded):
+                yield item
+            else:
+                auth = item
         timings.gate = timings.approval = time.monotonic() - t0
         if not auth.allowed:
             yield Finished(ExitInfo(0, "denied", duration=time.monotonic() - t0, message=auth.message,
@@ -320,8 +304,8 @@ class PtyManager:
     def active_tasks(self) -> set[str]:
         return {s.task.id for s in self.sessions if s.task is not None}
 
-    def open(self, params: PtyOpenParams, caller_name: str) -> PtySession:
-        return PtySession(self, params, caller_name)
+    def open(self, params: PtyOpenParams, caller) -> PtySession:
+        return PtySession(self, params, caller)
 
     async def exec(self, task: Task, spec: CommandSpec, deadline: float) -> AsyncIterator[tuple[str, bytes] | CommandResult]:
         """Exec with pty=true (the caller holds the task's lock): the terminal stream as
