@@ -122,7 +122,7 @@ class Detector:
         if handler is not None:
             handler(self, name, args, kinds[1:] if kinds else [], cmd, ctx)
         if name not in NO_GENERIC:
-            generic_semantics(self, name, args, cmd, ctx, handled=handler is not None)
+            generic_semantics(self, name, args, cmd, ctx, handled=handler is not None, path=argv[0])
         lower = name.lower()
         if lower in ("drop", "truncate", "delete", "update", "alter", "flushall", "flushdb") and not cmd.fallback:
             text = " ".join(argv)

@@ -80,6 +80,61 @@ _SERVICE_NOUNS = frozenset(
 _DAEMONISH = re.compile(
     r"(?:ctl|ctrl|adm|admin|cli|-server|server|daemon|d|-service|service|console|mgr|manager|supervisor)$"
 )
+# Task runners and local dev environments: their "stop" stops the developer's own stack.
+_DEV_RUNNERS = frozenset(
+    {
+        "make",
+        "just",
+        "task",
+        "mage",
+        "invoke",
+        "gulp",
+        "grunt",
+        "sail",
+        "ddev",
+        "supabase",
+        "tilt",
+        "skaffold",
+        "devcontainer",
+        "docker-machine",
+        "lima",
+        "colima",
+        "orb",
+        "vagrant",
+        "ngrok",
+        "expo",
+        "turbo",
+        "nx",
+        "lerna",
+        "foreman",
+        "overmind",
+        "honcho",
+        "hivemind",
+        "procfile",
+        "devenv",
+        "devbox",
+        "flox",
+        "garden",
+        "okteto",
+        "telepresence",
+        "mutagen",
+        "earthly",
+        "forever",
+        "nodemon",
+        "pm2-dev",
+        "localstack",
+        "lando",
+        "warden",
+        "docksal",
+        "minikube-dev",
+        "firebase",
+        "netlify",
+        "vercel",
+        "wrangler",
+        "miniflare",
+        "act",
+    }
+)
 _NOT_DAEMONS = frozenset(
     {
         "npm",
@@ -434,7 +489,9 @@ _FS_TOOL = re.compile(
 )
 
 
-def generic_semantics(d: Detector, name: str, args: list[str], cmd: Cmd, ctx: Ctx, handled: bool = False) -> None:
+def generic_semantics(
+    d: Detector, name: str, args: list[str], cmd: Cmd, ctx: Ctx, handled: bool = False, path: str = ""
+) -> None:
     """Semantics that hold across tools: stop verbs on daemons, power verbs, drops, block devices."""
     ops = _plain_operands(args)
     low = [o.lower() for o in ops[:4]]
@@ -465,8 +522,10 @@ def generic_semantics(d: Detector, name: str, args: list[str], cmd: Cmd, ctx: Ct
             prev = a
     if _FS_TOOL.search(name) and any(w in ("format", "mkfs", "wipe", "erase") for w in low[:2]):
         d.add(ctx, "disk_format", cmd.text, f"{name} formats a filesystem.")
-    # daemons told to stop
-    if handled and name in HANDLERS and HANDLERS[name] in (_h_daemon_stop, _h_service):
+    # daemons told to stop (not task runners and dev environments, not the project's own scripts)
+    if handled and name in HANDLERS and HANDLERS[name] in (_h_daemon_stop, _h_service) or name in _DEV_RUNNERS:
+        pass
+    elif "/" in path and not path.startswith("/"):
         pass
     elif (
         re.search(r"(?:^|[-_])stop(?:[-_.]|$)", name) and name not in _NOT_DAEMONS and not name.startswith("stopwatch")
@@ -483,6 +542,8 @@ def generic_semantics(d: Detector, name: str, args: list[str], cmd: Cmd, ctx: Ct
     if (
         not handled
         and name not in _NOT_DAEMONS
+        and name not in _DEV_RUNNERS
+        and not ("/" in path and not path.startswith("/"))
         and (
             any(w in _POWER_WORDS for w in low[:2])
             or any(a in ("--reboot", "--poweroff", "--shutdown", "--halt") for a in args)
