@@ -1,0 +1,261 @@
+"""executor's own figures, measured through gRPC against a real daemon process.
+
+One daemon is started with every backend that could be provisioned on this machine (named after
+its kind), so all backends are measured by the same process in the same run; each request names
+its backend. Latency uses the blocking gRPC stub (what ``executor.client.Client`` uses); bulk
+streaming and concurrency use ``grpc.aio``, as the brief asks, with a large receive limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from bench.common import Row, latency_rows, percentile, say
+from executor.v1 import executor_pb2 as pb
+from executor.v1 import executor_pb2_grpc as pb_grpc
+from tests.daemon import DaemonProcess
+
+STAGES = ("gate", "queue", "spawn", "first_byte", "run")
+_BIG = [("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 64 << 20)]
+
+
+def start_daemon(backends: dict[str, dict[str, Any]], default: str = "local", **extra: Any) -> DaemonProcess:
+    """A daemon process with the given ``backends:``; logging at warning so the per-command log line
+    (which is the daemon's default ``info``) does not fill the disk over 100k calls."""
+    config = {"backend": default, "backends": backends, "logging": {"level": "warning"},
+              "limits": {"max_tasks": 4096, "max_concurrent_execs": 512}, **extra}
+    state = Path(tempfile.mkdtemp(prefix="executor-bench-")) / "state"
+    return DaemonProcess(config, state_dir=state).start(timeout=300)
+
+
+class SyncExec:
+    """Exec calls on one blocking channel; returns the Exit of each call."""
+
+    def __init__(self, target: str) -> None:
+        self.channel = grpc.insecure_channel(target, options=_BIG)
+        self.stub = pb_grpc.ExecutorStub(self.channel)
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def exec(self, task: str, command: str, backend: str, timeout: float = 120) -> pb.Exit:
+        exit_ = None
+        for event in self.stub.Exec(pb.ExecRequest(task_id=task, command=command, backend=backend), timeout=timeout):
+            if event.WhichOneof("event") == "exit":
+                exit_ = event.exit
+        if exit_ is None:
+            raise RuntimeError(f"Exec of {command!r} on {backend} ended without an exit event")
+        if exit_.status != pb.EXIT_STATUS_COMPLETED or exit_.exit_code != 0:
+            raise RuntimeError(f"Exec of {command!r} on {backend} failed: status {exit_.status}, "
+                               f"code {exit_.exit_code}, {exit_.message}")
+        return exit_
+
+
+def exec_latency(target: str, backend: str, label: str, n: int) -> list[Row]:
+    """``true`` and ``echo hi`` on a warm task: p50/p95/p99, plus the p50 of each daemon stage."""
+    client = SyncExec(target)
+    rows: list[Row] = []
+    try:
+        task = f"bench-lat-{backend}"
+        client.exec(task, "true", backend, timeout=600)  # creates the task's sandbox and shell
+        for name, command in (("true", "true"), ("echo", "echo hi")):
+            for _ in range(10):
+                client.exec(task, command, backend)
+            samples, stages = [], {s: [] for s in STAGES}
+            for _ in range(n):
+                t0 = time.perf_counter()
+                exit_ = client.exec(task, command, backend)
+                samples.append((time.perf_counter() - t0) * 1000)
+                for s in STAGES:
+                    stages[s].append(getattr(exit_.timings, f"{s}_seconds") * 1000)
+            rows += latency_rows("executor", label, f"exec_{name}", samples)
+            if name == "true":
+                rows += [Row("executor", label, f"stage_{s}_p50_ms", round(statistics.median(v), 4), "ms", n,
+                             "Exit.timings of `true`") for s, v in stages.items()]
+            say(f"    {label:28} executor {command:8} p50 {percentile(samples, .5):7.3f} ms  p99 {percentile(samples, .99):7.3f} ms")
+        client.exec(task, "true", backend)
+        client.stub.CloseTask(pb.CloseTaskRequest(task_id=task, remove_files=True), timeout=120)
+    finally:
+        client.close()
+    return rows
+
+
+async def _stream_once(stub: pb_grpc.ExecutorStub, task: str, backend: str, nbytes: int) -> tuple[int, float]:
+    got = 0
+    t0 = time.perf_counter()
+    async for event in stub.Exec(pb.ExecRequest(task_id=task, command=f"head -c {nbytes} /dev/zero",
+                                                backend=backend), timeout=600):
+        kind = event.WhichOneof("event")
+        if kind == "stdout":
+            got += len(event.stdout)
+        elif kind == "exit" and event.exit.status != pb.EXIT_STATUS_COMPLETED:
+            raise RuntimeError(f"stream on {backend} ended with status {event.exit.status}: {event.exit.message}")
+    return got, time.perf_counter() - t0
+
+
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def stream_throughput(target: str, daemon_pid: int, backend: str, label: str, nbytes: int, repeats: int) -> list[Row]:
+    """MB/s (10^6 bytes) of ``head -c N /dev/zero`` through Exec to an asyncio client; median and best.
+
+    Also the CPU seconds the daemon and this client spent per stream: on a shared 2-core machine a
+    low rate with low CPU means the processes waited for a core (load), not that they were slow; the
+    ``cpu_bound_MBps`` row is the rate the busier of the two would allow if it had a core to itself.
+    """
+
+    async def run() -> list[tuple[float, float, float]]:
+        async with grpc.aio.insecure_channel(target, options=_BIG) as channel:
+            stub = pb_grpc.ExecutorStub(channel)
+            task = f"bench-stream-{backend}"
+            await _stream_once(stub, task, backend, min(nbytes, 20_000_000))  # warm: shell, buffers, pipes
+            out = []
+            for _ in range(repeats):
+                d0, c0 = _cpu_seconds(daemon_pid), time.process_time()
+                got, seconds = await _stream_once(stub, task, backend, nbytes)
+                if got != nbytes:
+                    raise RuntimeError(f"stream on {backend}: got {got} bytes of {nbytes}")
+                out.append((got / seconds / 1e6, _cpu_seconds(daemon_pid) - d0, time.process_time() - c0))
+            await stub.CloseTask(pb.CloseTaskRequest(task_id=task, remove_files=True), timeout=120)
+            return out
+
+    results = asyncio.run(run())
+    rates = [r for r, _, _ in results]
+    daemon_cpu = statistics.median(d for _, d, _ in results)
+    client_cpu = statistics.median(c for _, _, c in results)
+    ceiling = nbytes / 1e6 / max(daemon_cpu, client_cpu, 1e-3)
+    say(f"    {label:28} stream {nbytes / 1e6:.0f} MB: median {statistics.median(rates):7.1f} MB/s  best {max(rates):7.1f}"
+        f"  (CPU per stream: daemon {daemon_cpu:.2f} s, client {client_cpu:.2f} s)")
+    note = f"head -c {nbytes} /dev/zero, grpc.aio client"
+    return [Row("executor", label, "stream_MBps", round(statistics.median(rates), 1), "MB/s", len(rates), note + ", median"),
+            Row("executor", label, "stream_best_MBps", round(max(rates), 1), "MB/s", len(rates), note + ", best"),
+            Row("executor", label, "stream_daemon_cpu_s", round(daemon_cpu, 3), "s", len(rates),
+                "CPU seconds of the daemon process per stream (median); the backend's own processes not included"),
+            Row("executor", label, "stream_client_cpu_s", round(client_cpu, 3), "s", len(rates), "CPU seconds of the client per stream"),
+            Row("executor", label, "stream_cpu_bound_MBps", round(ceiling, 1), "MB/s", len(rates),
+                "bytes / max(daemon CPU, client CPU): the rate with a free core each")]
+
+
+def concurrency(target: str, backend: str, label: str, levels: list[int], calls: int) -> list[Row]:
+    """Exec latency with N tasks each running ``true`` back to back at the same time.
+
+    Every task is warmed first (its shell exists), then all N run ``calls`` Execs each; the rows
+    give the per-call p50/p99 and the aggregate Execs per second at each level.
+    """
+
+    async def level(stub: pb_grpc.ExecutorStub, n: int) -> tuple[list[float], float]:
+        tasks = [f"bench-conc-{backend}-{n}-{i}" for i in range(n)]
+
+        async def one(task: str) -> float:
+            t0 = time.perf_counter()
+            async for event in stub.Exec(pb.ExecRequest(task_id=task, command="true", backend=backend), timeout=600):
+                if event.WhichOneof("event") == "exit" and event.exit.status != pb.EXIT_STATUS_COMPLETED:
+                    raise RuntimeError(f"{task}: {event.exit.message}")
+            return (time.perf_counter() - t0) * 1000
+
+        async def worker(task: str) -> list[float]:
+            return [await one(task) for _ in range(calls)]
+
+        for i in range(0, n, 25):  # warm: create sandboxes/shells a few at a time
+            await asyncio.gather(*(one(t) for t in tasks[i:i + 25]))
+        t0 = time.perf_counter()
+        results = await asyncio.gather(*(worker(t) for t in tasks))
+        wall = time.perf_counter() - t0
+        for i in range(0, n, 50):
+            await asyncio.gather(*(stub.CloseTask(pb.CloseTaskRequest(task_id=t, remove_files=True), timeout=120)
+                                   for t in tasks[i:i + 50]))
+        return [x for r in results for x in r], n * calls / wall
+
+    async def run() -> list[Row]:
+        rows: list[Row] = []
+        async with grpc.aio.insecure_channel(target, options=_BIG) as channel:
+            stub = pb_grpc.ExecutorStub(channel)
+            for n in levels:
+                samples, rate = await level(stub, n)
+                note = f"{n} tasks x {calls} `true` each, concurrently"
+                rows += [Row("executor", label, f"conc{n}_exec_p50_ms", round(percentile(samples, .5), 3), "ms", len(samples), note),
+                         Row("executor", label, f"conc{n}_exec_p99_ms", round(percentile(samples, .99), 3), "ms", len(samples), note),
+                         Row("executor", label, f"conc{n}_execs_per_s", round(rate, 1), "1/s", len(samples), note)]
+                say(f"    {label:28} {n:4d} tasks: p50 {percentile(samples, .5):8.2f} ms  p99 {percentile(samples, .99):8.2f} ms"
+                    f"  {rate:7.1f} Execs/s")
+        return rows
+
+    return asyncio.run(run())
+
+
+def _tree_rss_kb(pid: int) -> tuple[int, int, int]:
+    """(the process's own RSS, RSS of it and all descendants, number of descendants), from /proc."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            status = Path(f"/proc/{entry}/status").read_text()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        rss[int(entry)] = next((int(l.split()[1]) for l in status.splitlines() if l.startswith("VmRSS:")), 0)
+    todo, total, count = [pid], 0, -1
+    while todo:
+        p = todo.pop()
+        total += rss.get(p, 0)
+        count += 1
+        todo += children.get(p, [])
+    return rss.get(pid, 0), total, count
+
+
+def idle_tasks(target: str, daemon_pid: int, backend: str, label: str, counts: list[int]) -> list[Row]:
+    """How many idle tasks (each with its live shell) one daemon holds, and the memory per task.
+
+    Tasks are created by one ``true`` each and left idle; the daemon's RSS and that of its whole
+    process tree (the shells are its children on local) are read at each checkpoint.
+    """
+
+    async def run() -> list[Row]:
+        rows: list[Row] = []
+        base_own, base_tree, _ = _tree_rss_kb(daemon_pid)
+        created = 0
+        async with grpc.aio.insecure_channel(target, options=_BIG) as channel:
+            stub = pb_grpc.ExecutorStub(channel)
+
+            async def make(i: int) -> None:
+                async for _ in stub.Exec(pb.ExecRequest(task_id=f"bench-idle-{i}", command="true", backend=backend),
+                                         timeout=600):
+                    pass
+
+            for target_count in counts:
+                t0 = time.perf_counter()
+                while created < target_count:
+                    batch = range(created, min(target_count, created + 50))
+                    await asyncio.gather(*(make(i) for i in batch))
+                    created = batch[-1] + 1
+                await asyncio.sleep(1.0)
+                own, tree, procs = _tree_rss_kb(daemon_pid)
+                listed = len((await stub.ListTasks(pb.ListTasksRequest(), timeout=60)).tasks)
+                note = f"{target_count} idle tasks (ListTasks shows {listed}), {procs} processes under the daemon"
+                rows += [Row("executor", label, f"idle{target_count}_daemon_rss_MB", round(own / 1024, 1), "MB", target_count, note),
+                         Row("executor", label, f"idle{target_count}_rss_per_task_kB", round((own - base_own) / target_count, 1), "kB", target_count,
+                             note + "; daemon process only"),
+                         Row("executor", label, f"idle{target_count}_tree_rss_per_task_kB", round((tree - base_tree) / target_count, 1), "kB",
+                             target_count, note + "; daemon + its shells")]
+                say(f"    {label:28} {target_count:5d} idle tasks: daemon RSS {own / 1024:7.1f} MB, with shells "
+                    f"{tree / 1024:7.1f} MB ({procs} procs), made in {time.perf_counter() - t0:.1f} s")
+            for i in range(0, created, 100):
+                await asyncio.gather(*(stub.CloseTask(pb.CloseTaskRequest(task_id=f"bench-idle-{j}", remove_files=True),
+                                                      timeout=120) for j in range(i, min(created, i + 100))))
+        return rows
+
+    return asyncio.run(run())
