@@ -123,6 +123,7 @@ _SOCKET = re.compile(
 )
 _SHELLISH = re.compile(
     r"/bin/(?:ba|z|da|k)?sh\b|\b(?:sh|bash)\s+-i\b|pty\.spawn|dup2|\bexec\b|subprocess|spawn|popen|cmd\.exe|powershell"
+    r"|passthru|shell_exec|proc_open|os\.execute|\bsystem\s*\(|\b(?:ba)?sh\s+<&"
 )
 _NET_READ = re.compile(
     r"(?i)['\"]https?://|urlopen|urllib|requests\.(?:get|post)|http\.client|https?\.get\s*\(|\bfetch\s*\(|Net::HTTP|open-uri|LWP::|HTTP::Tiny|file_get_contents\s*\(\s*['\"]https?:|DownloadString|Invoke-WebRequest|\biwr\b|Invoke-RestMethod|\birm\b|WebClient|curl|wget"
@@ -134,7 +135,7 @@ _EVAL = re.compile(
     r"(?i)\b(?:exec|eval|Function|Invoke-Expression|iex|instance_eval|class_eval)\b\s*\(?|\|\s*(?:sh|bash)\b|\bsystem\s*\("
 )
 _FORK = re.compile(r"\bfork\b")
-_LOOP = re.compile(r"\b(?:while|loop|until)\b|for\s*\(\s*;\s*;\s*\)|\bfork\s+while\b")
+_LOOP = re.compile(r"\b(?:while|loop|until|for)\b|\bfork\s+while\b")
 _WRITE = re.compile(
     r"(?i)open\s*\([^)]*['\"][wa+]|write_text|write_bytes|writeFileSync|appendFileSync|writeFile|appendFile|File\.(?:write|open)|file_put_contents|Set-Content|Add-Content|Out-File|\bprint\s*\{|>>?\s*['\"]?/"
 )
