@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from executor.backends.base import BackendError, ErrorKind, PtySize, drain, tar_single_file
-from executor.backends.daytona import DaytonaBackend, DaytonaOptions, LogDecoder, encode_input
+from executor.backends.daytona import DaytonaBackend, DaytonaOptions, LogDecoder, encode_input, kill_sessions_command
 from tests.infra import daytona as infra
 
 pytestmark = pytest.mark.backend("daytona")
@@ -105,6 +105,16 @@ def test_encode_input_is_base64_lines():
     big = os.urandom(100_000)
     lines = encode_input(big).splitlines()
     assert len(lines) == 3 and b"".join(base64.b64decode(line[1:]) for line in lines) == big
+
+
+def test_helper_commands_survive_the_toolbox_argument_splitting():
+    """process.execute is not a shell: it splits on spaces and quotes only (tests/fakes does
+    the same); the commands we send through it must come out as the argv we meant."""
+    from tests.fakes.daytona_server import split_command
+
+    assert split_command(kill_sessions_command([12, 34], 9))[:2] == ["/bin/sh", "-c"]
+    script = split_command(kill_sessions_command([12, 34], 9))[2]
+    assert script.startswith("for p in 12 34; do") and "pkill -9 -s" in script
 
 
 def test_options_reject_contradictions():

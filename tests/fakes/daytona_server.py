@@ -391,14 +391,29 @@ class FakeDaytona:
         return web.json_response({"dir": str(self._sandbox(request).home)})
 
     async def execute(self, request: web.Request) -> web.Response:
+        """Like the toolbox: NO shell. The command is split on spaces with '...'/"..." quoting
+        (no escapes, empty words dropped) and exec'd in its own process group; output combined."""
         sb = self._sandbox(request)
         body = await request.json()
-        env = {**self._shell_env(sb), **(body.get("envs") or {})}
-        proc = await asyncio.create_subprocess_exec(
-            "/bin/sh", "-c", body["command"], cwd=body.get("cwd") or str(sb.home), env=env,
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-        out, _ = await proc.communicate()
-        return web.json_response({"exitCode": proc.returncode, "result": out.decode(errors="replace")})
+        argv = split_command(body.get("command") or "")
+        if not argv:
+            return _error(400, "empty command")
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, cwd=body.get("cwd") or str(sb.home), env=self._shell_env(sb), process_group=0,
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        except OSError as exc:
+            return web.json_response({"exitCode": -1, "result": str(exc)})
+        timeout = body.get("timeout") or None
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+        except asyncio.TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            return _error(408, f"Command execution timed out after {timeout} seconds.")
+        code = proc.returncode if proc.returncode >= 0 else -1  # Go's ExitCode(): -1 when signalled
+        return web.json_response({"exitCode": code, "result": out.decode(errors="replace")})
 
     async def create_session(self, request: web.Request) -> web.Response:
         sb = self._sandbox(request)
@@ -675,6 +690,32 @@ class FakeDaytona:
         await resp.write(f"--{boundary}--\r\n".encode())
         await resp.write_eof()
         return resp
+
+
+def split_command(command: str) -> list[str]:
+    """The toolbox's ``/process/execute`` argument splitting (not a shell): spaces separate
+    words outside quotes; a quote char starts/ends a quoted run unless inside the other kind;
+    no escapes; empty words vanish."""
+    args: list[str] = []
+    current: list[str] = []
+    quote = ""
+    for ch in command:
+        if ch in "'\"":
+            if not quote:
+                quote = ch
+            elif quote == ch:
+                quote = ""
+            else:
+                current.append(ch)
+        elif ch == " " and not quote:
+            if current:
+                args.append("".join(current))
+                current = []
+        else:
+            current.append(ch)
+    if current:
+        args.append("".join(current))
+    return args
 
 
 def _write_fifo(path: Path, data: bytes) -> None:
