@@ -11,7 +11,9 @@ The server runs every command for real, in a directory per sandbox; no cloud is 
 
 from __future__ import annotations
 
+import hashlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -39,22 +41,42 @@ def _answers(api_url: str) -> bool:
         return False
 
 
+def _code_hash() -> str:
+    return hashlib.sha256((REPO / "tests" / "fakes" / "daytona_server.py").read_bytes()).hexdigest()
+
+
+def _stop_old() -> None:
+    """End a server started from other code (its pid is on file), so tests see the current fake."""
+    try:
+        pid = int((STATE / "server.pid").read_text())
+        os.killpg(pid, signal.SIGTERM)
+    except (FileNotFoundError, ValueError, ProcessLookupError, PermissionError):
+        pass
+
+
 def provision() -> dict[str, Any]:
     """Start (or reuse) the background server; the options for ``backends.daytona``."""
     STATE.mkdir(parents=True, exist_ok=True)
-    url_file = STATE / "url"
-    if url_file.exists() and _answers(url := url_file.read_text().strip()):
+    url_file, code_file = STATE / "url", STATE / "server.code"
+    code = _code_hash()
+    if url_file.exists() and code_file.exists() and code_file.read_text() == code \
+            and _answers(url := url_file.read_text().strip()):
         return options(url)
+    _stop_old()
     url_file.unlink(missing_ok=True)
     log = open(STATE / "server.log", "ab")
-    subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, str(REPO / "tests" / "fakes" / "daytona_server.py"), "--url-file", str(url_file),
          "--root", str(STATE / "sandboxes"), "--api-key", API_KEY],
         cwd=str(STATE), stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    (STATE / "server.pid").write_text(str(proc.pid))
+    code_file.write_text(code)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         if url_file.exists() and _answers(url := url_file.read_text().strip()):
             return options(url)
+        if proc.poll() is not None:
+            break
         time.sleep(0.05)
     raise RuntimeError(f"the fake Daytona server did not start; see {STATE / 'server.log'}")
 
