@@ -15,6 +15,7 @@ import signal
 import struct
 import subprocess
 import termios
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -47,19 +48,48 @@ def _proc_stat(pid: int) -> list[str] | None:
     return raw[raw.rfind(b")") + 2 :].decode().split()
 
 
+class _Sessions:
+    """Which processes belong to which session, from one walk of /proc.
+
+    Ending many processes at once (CloseTask, shutdown) signals many sessions within
+    milliseconds; one walk serves the calls of the next ``MAX_AGE`` seconds instead of a walk
+    each. A process forked after the walk is caught by the process-group signal sent first,
+    or by the KILL that follows the grace (by then the index is fresh again)."""
+
+    MAX_AGE = 0.05
+
+    def __init__(self) -> None:
+        self._at = -1.0
+        self._index: dict[str, list[int]] = {}
+
+    def members(self, sid: int) -> list[int]:
+        now = time.monotonic()
+        if now - self._at > self.MAX_AGE:
+            index: dict[str, list[int]] = {}
+            for entry in os.listdir("/proc"):
+                if entry.isdigit():
+                    fields = _proc_stat(int(entry))
+                    if fields is not None:
+                        index.setdefault(fields[3], []).append(int(entry))
+            self._index, self._at = index, now
+        return self._index.get(str(sid), [])
+
+
+_sessions = _Sessions()
+
+
 def session_members(sid: int) -> list[int]:
-    members = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            fields = _proc_stat(int(entry))
-            if fields is not None and fields[3] == str(sid):
-                members.append(int(entry))
-    return members
+    return _sessions.members(sid)
 
 
 def kill_session(sid: int, sig: int) -> int:
     """Signal every process of session ``sid``; returns how many were signalled."""
     n = 0
+    try:
+        os.killpg(sid, sig)  # the leader's group: most of a session, at once
+        n += 1
+    except (ProcessLookupError, PermissionError):
+        pass
     for pid in session_members(sid):
         try:
             os.kill(pid, sig)

@@ -626,10 +626,20 @@ class PersistentShell(ShellBase):
         return self.state
 
     async def terminate(self) -> None:
+        """End the shell: an idle one gets EOF and exits at once (bash reading its input runs no
+        trap until the grace is over); then nothing of its session may survive."""
         if self.proc is None:
             return
+        if not self._dead and self._running is None:
+            try:
+                await self.proc.close_stdin()
+                await asyncio.wait_for(self._wait_dead(), 0.5)
+            except (asyncio.TimeoutError, BackendError):
+                pass
         if not self._dead:
             await self._kill_tree(term_first=True)
+        else:
+            await self._signal(signal.SIGKILL)  # what the shell left in its session (`cmd &`)
         await self._discard()
 
     async def _discard(self) -> None:
