@@ -25,8 +25,11 @@ serve: venv
 proto: venv
 	$(PY) scripts/gen_proto.py
 
+# Tests run in parallel groups (one per backend's conformance run, one per other module): most of
+# their time is spent waiting on commands, not on the CPU. TEST_WORKERS=0 runs them in one process.
+TEST_WORKERS ?= 4
 test: venv test-infra
-	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
+	$(PY) -m pytest -q -ra $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
 
 test-unit: venv
 	$(PY) -m pytest -q -ra -m 'not slow' $(PYTEST_ARGS)

@@ -21,6 +21,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 
+from executor.approval import opens_interactive_shell
 from executor.backends.base import BackendError, PtySize, Sandbox
 from executor.errors import CoreError, from_backend, invalid, precondition
 from executor.events import ApprovalNeeded, ExitInfo, Finished, Output, Timings
@@ -204,7 +205,7 @@ class PtySession:
 
         auth = None
         async for item in core.gate(p.command, task_id=p.task_id, backend=backend_name, caller=self.caller,
-                                    interactive_pty=not p.command):
+                                    interactive_pty=opens_interactive_shell(p.command)):
             if isinstance(item, ApprovalNeeded):
                 yield item
             else:

@@ -25,3 +25,14 @@ def local_daemon(tmp_path):
                            state_dir=tmp_path / "state").start()
     yield daemon
     daemon.kill()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Grouping for pytest-xdist (`-n N --dist loadgroup`, as `make test` runs): one backend's
+    conformance tests share a worker (its daemon starts once), and every other module stays on one
+    worker (its module-scoped daemons and ordered checks stay together). Groups run in parallel."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        kind = callspec.params.get("daemon") if callspec else None
+        group = f"backend-{kind}" if isinstance(kind, str) else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(name=group))

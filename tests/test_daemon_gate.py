@@ -169,6 +169,9 @@ def test_check_command_dry_run(gated):
 
 
 def test_audit_log_records_decisions(gated):
+    with Client(gated.target, token=EXEC_TOKEN) as agent:
+        assert agent.run("audited", "rm -rf / --no-preserve-root").exit.status == pb.EXIT_STATUS_DENIED
+        assert agent.run("audited", "echo fine").exit.status == pb.EXIT_STATUS_COMPLETED
     log = (gated.state_dir / "audit.jsonl")
     assert log.exists()
     assert (log.stat().st_mode & 0o777) == 0o600

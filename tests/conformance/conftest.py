@@ -81,3 +81,4 @@ def require(client, daemon, capability: str) -> None:
     caps = capabilities(client, daemon.kind)
     if not getattr(caps, capability):
         pytest.skip(f"backend {daemon.kind} does not claim the {capability!r} capability")
+
