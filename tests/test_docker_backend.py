@@ -286,6 +286,25 @@ async def test_signal_session_while_busy_and_term(shared):
     assert await asyncio.wait_for(proc.wait(), 10) == 3
 
 
+async def test_sigint_right_after_start_is_not_lost(shared):
+    """A signal that lands while bash forks its child must reach the child too (one group
+    kill, not a pid-by-pid walk that misses the child; bash then ignores its own SIGINT)."""
+    sb = await shared.sandbox("proc")
+    survivors = 0
+    for _ in range(20):
+        proc = await sb.spawn(["bash", "-c", "echo $$; sleep 60; true"], cwd=sb.root, env=ENV)
+        sid = int((await read_until(proc.stdout, b"\n")).strip())
+        await sb.signal_session(sid, signal.SIGINT)
+        try:
+            await asyncio.wait_for(proc.wait(), 5)
+        except asyncio.TimeoutError:
+            survivors += 1
+            await sb.signal_session(sid, signal.SIGKILL)
+            await proc.wait()
+        await proc.detach()
+    assert survivors == 0
+
+
 async def test_spawn_missing_program_and_bad_env(shared):
     sb = await shared.sandbox("proc")
     proc = await sb.spawn(["/no/such/program"], cwd=sb.root, env=ENV)
