@@ -575,6 +575,11 @@ class DaytonaSandbox(Sandbox):
         self.root = root
         #: signals we delivered, by session id, so wait() can tell a kill from an exit code.
         self.signalled: dict[int, int] = {}
+        self._notice_seen, _ = backend.notice_since(key, 0)
+
+    def take_notice(self) -> str | None:
+        self._notice_seen, note = self._backend.notice_since(self._key, self._notice_seen)
+        return note
 
     async def _remote(self) -> Any:
         remote = await self._backend.attach(self._key, self.task_id)
@@ -783,6 +788,9 @@ class DaytonaBackend(Backend):
         self.adopted = 0
         self.orphans_ended = 0
         self.registry = PidRegistry(state_dir / "pids")
+        #: key -> (generation, note) about the sandbox's life (vanished and recreated, restarted).
+        self._notices: dict[str, tuple[int, str]] = {}
+        self._notice_seq = 0
 
     # -- configuration --------------------------------------------------------------------
     @property
@@ -924,6 +932,15 @@ class DaytonaBackend(Backend):
         await sb._remote()
         return sb
 
+    def _notify(self, key: str, note: str) -> None:
+        self._notice_seq += 1
+        self._notices[key] = (self._notice_seq, note)
+
+    def notice_since(self, key: str, seen: int) -> tuple[int, str | None]:
+        """The note for ``key`` newer than generation ``seen``, if any."""
+        gen, note = self._notices.get(key, (0, ""))
+        return (gen, note) if gen > seen else (seen, None)
+
     def cached(self, key: str) -> _Remote | None:
         return self._remotes.get(key)
 
@@ -1006,14 +1023,20 @@ class DaytonaBackend(Backend):
             if err.kind is not ErrorKind.NOT_FOUND:
                 return
             self._remotes.pop(key, None)
+            self._notify(key, f"daytona sandbox {sandbox.id} had vanished (deleted or reaped); a new one was "
+                              "created: files and shell state from before are gone")
             raise BackendError(f"daytona: sandbox {sandbox.id} vanished (deleted or reaped); "
                                "a new one is created on the next command", ErrorKind.LOST) from err
         if _state(sandbox) in _GONE_STATES:
             self._remotes.pop(key, None)
+            self._notify(key, f"daytona sandbox {sandbox.id} was {_state(sandbox)}; a new one was created: "
+                              "files and shell state from before are gone")
             raise BackendError(f"daytona: sandbox {sandbox.id} is {_state(sandbox)}; "
                                "a new one is created on the next command", ErrorKind.LOST)
         if _state(sandbox) in _STOPPED_STATES:
             await self._adopt(sandbox)
+            self._notify(key, f"daytona sandbox {sandbox.id} had been stopped (idle) and was started again: "
+                              "files kept, running processes gone")
             raise BackendError(f"daytona: sandbox {sandbox.id} had been stopped (idle); it was started again, "
                                "its processes are gone", ErrorKind.LOST)
 

@@ -349,7 +349,24 @@ async def test_vanished_sandbox_is_lost_then_recreated(fake, make_backend):
     assert err.value.kind is ErrorKind.LOST
     code, out, _ = await run(sb, "echo recreated")  # the same Sandbox object keeps working
     assert (code, out) == (0, b"recreated\n")
+    assert "vanished" in sb.take_notice() and sb.take_notice() is None
     assert len(fake.requests_to("POST", "/api/sandbox")) == 2
+
+
+async def test_sandbox_stopped_by_daytona_is_started_again(fake, make_backend):
+    backend = make_backend()
+    sb = await backend.sandbox("t")
+    Path(sb.root, "kept").write_text("yes")
+    [fake_sb] = fake.sandboxes.values()
+    await fake._kill_all(fake_sb)  # what an idle auto-stop does
+    fake_sb.dto["state"] = "stopped"
+    with pytest.raises(BackendError) as err:
+        await run(sb, "true")
+    assert err.value.kind is ErrorKind.LOST
+    assert fake_sb.dto["state"] == "started"
+    assert (await run(sb, "cat kept"))[1] == b"yes"  # same sandbox, files kept
+    assert "stopped (idle)" in sb.take_notice()
+    assert len(fake.requests_to("POST", "/api/sandbox")) == 1
 
 
 async def test_missing_credentials_is_a_clear_precondition(make_backend, monkeypatch):
