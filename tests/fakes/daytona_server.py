@@ -349,10 +349,11 @@ class FakeDaytona:
         for pid in doomed:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-        for s in sb.sessions.values():
-            with contextlib.suppress(ProcessLookupError):
-                await asyncio.wait_for(s.proc.wait(), 5)
+        sessions = list(sb.sessions.values())  # a concurrent DELETE of a session may change the dict
         sb.sessions.clear()
+        for s in sessions:
+            with contextlib.suppress(ProcessLookupError, asyncio.TimeoutError):
+                await asyncio.wait_for(s.proc.wait(), 5)
         for p in list(sb.ptys.values()):
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(p.done.wait(), 5)
@@ -439,6 +440,7 @@ class FakeDaytona:
 
     async def delete_session(self, request: web.Request) -> web.Response:
         sb, sess = self._session(request)
+        sb.sessions.pop(sess.id, None)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(sess.proc.pid, signal.SIGTERM)
         try:
