@@ -1,9 +1,10 @@
 """The benchmark suite: ``make bench`` (= ``.venv/bin/python -m bench``); ``BENCH_QUICK=1`` for a short run.
 
-One run, one machine, side by side, backend by backend: the floor, hermes-agent 0.19 and executor
-(through gRPC to one real daemon process configured with every backend that could be provisioned)
-are measured one right after the other, so the three see the same machine load. Then streaming,
-concurrency, capacity and the gate. Writes bench/results/latest.{json,md,png}; see bench/README.md.
+One run, one machine, side by side, backend by backend: the backend is provisioned, then the floor,
+hermes-agent 0.19 and executor (through gRPC to a real daemon process started for that backend:
+latency, streaming, concurrency) are measured one right after the other, so the three see the same
+machine load. Then, on a fresh local daemon, the gate and idle-task capacity; last, the gate's and
+the process owners' scripts. Writes bench/results/latest.{json,md,png}; see bench/README.md.
 
 A part that cannot run here (no Docker, no Apptainer, a hermes environment that fails) gives a row
 with no value and the reason; the rest of the run goes on.
@@ -53,29 +54,21 @@ class Settings:
         self.bg_processes = 100 if quick else 1000
 
 
-def provision_all() -> tuple[dict[str, dict[str, Any]], list[Row]]:
-    """Each backend's options (its kind as its name), or a row saying why it is not available here."""
-    options: dict[str, dict[str, Any]] = {}
-    missing: list[Row] = []
-    for kind in ("local", "docker", "ssh", "singularity", *CLOUD):
-        try:
-            if kind == "docker":
-                # Not tests.infra.docker.provision(): that sweeps the conformance suite's containers,
-                # which other engineers' runs may be using right now. Ours carry their own label.
-                importlib.import_module("tests.infra.docker").engine()
-                options[kind] = {"kind": "docker", "image": IMAGE, "labels": {floors.BENCH_LABEL: "daemon"}}
-            else:
-                options[kind] = importlib.import_module(f"tests.infra.{kind}").provision()
-            say(f"  {kind}: ready")
-        except (Exception, SystemExit) as exc:
-            missing.append(skipped("executor", label(kind), "exec_true_p50_ms", f"{type(exc).__name__}: {exc}"))
-            say(f"  {kind}: NOT available: {exc}")
-        except BaseException as exc:  # pytest.skip(...) from an infra module: not an Exception
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            missing.append(skipped("executor", label(kind), "exec_true_p50_ms", str(exc)))
-            say(f"  {kind}: skipped: {exc}")
-    return options, missing
+def provision(kind: str) -> tuple[dict[str, Any] | None, Row | None]:
+    """A backend's options, or a row saying why it is not available here. Called right before the
+    backend is measured: the shared fake servers may have been restarted by another test run."""
+    try:
+        if kind == "docker":
+            # Not tests.infra.docker.provision(): that sweeps the conformance suite's containers,
+            # which other engineers' runs may be using right now. Ours carry their own label.
+            importlib.import_module("tests.infra.docker").engine()
+            return {"kind": "docker", "image": IMAGE, "labels": {floors.BENCH_LABEL: "daemon"}}, None
+        return importlib.import_module(f"tests.infra.{kind}").provision(), None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # also pytest.skip(...) from an infra module, which is no Exception
+        say(f"  {kind}: NOT available: {exc}")
+        return None, skipped("executor", label(kind), "exec_true_p50_ms", f"{type(exc).__name__}: {exc}")
 
 
 def label(kind: str) -> str:
@@ -103,40 +96,69 @@ def sweep_bench_containers() -> None:
         subprocess.run(["docker", "volume", "rm", *vols], capture_output=True)
 
 
-def per_backend(rows: list[Row], s: Settings, options: dict[str, dict[str, Any]], target: str) -> None:
-    """Latency, backend by backend: floor, then hermes-agent, then executor, back to back."""
+def floor_and_hermes(rows: list[Row], s: Settings, kind: str, hermes_python: Path | None) -> None:
+    """The floor and hermes-agent for one backend (those that have them)."""
+    if kind == "local":
+        guarded(rows, "exec_true_p50_ms", "floor", "local", lambda: floors.bare_spawn(s.n))
+        if hermes_python:
+            guarded(rows, "exec_true_p50_ms", "hermes-agent", "local", lambda: hermes.run_environment(
+                hermes_python, "local", {"env": "local", "cwd": "/tmp", "n": s.n_hermes}, 900))
+    elif kind == "docker":
+        guarded(rows, "exec_true_p50_ms", "floor", "docker", lambda: floors.docker_floors(IMAGE, s.n_slow))
+        if hermes_python:
+            guarded(rows, "exec_true_p50_ms", "hermes-agent", "docker", lambda: hermes.run_environment(
+                hermes_python, "docker", {"env": "docker", "image": IMAGE, "task_id": "executor-bench",
+                                          "n": s.n_slow}, 1800))
+            hermes.sweep_containers()
+    elif kind == "ssh":
+        facts = importlib.import_module("tests.infra.ssh").facts()
+        guarded(rows, "exec_true_p50_ms", "floor", "ssh", lambda: floors.ssh_floor(facts, s.n))
+        if hermes_python:
+            spec = {"env": "ssh", "n": s.n_hermes, **{k: facts[k] for k in ("host", "user", "port", "key_file", "known_hosts")}}
+            guarded(rows, "exec_true_p50_ms", "hermes-agent", "ssh",
+                    lambda: hermes.run_environment(hermes_python, "ssh", spec, 900))
+    elif kind == "singularity":
+        facts = importlib.import_module("tests.infra.singularity").facts()
+        guarded(rows, "exec_true_p50_ms", "floor", "singularity", lambda: floors.apptainer_floor(facts, s.n_slow))
+
+
+def per_backend(rows: list[Row], s: Settings) -> None:
+    """Backend by backend: provision, the floor, hermes-agent, then executor through a daemon of its
+    own (latency, stream; concurrency on local and docker), all back to back under the same load."""
     try:
         hermes_python: Path | None = hermes.ensure_venv()
     except Exception as exc:  # noqa: BLE001
         hermes_python = None
         say(f"  hermes-agent venv FAILED: {exc}")
         rows.append(skipped("hermes-agent", "local", "exec_true_p50_ms", f"no hermes-agent venv: {exc}"))
-    ssh_facts = importlib.import_module("tests.infra.ssh").facts() if "ssh" in options else {}
-    for kind in options:
+    for kind in ("local", "docker", "ssh", "singularity", *CLOUD):
         name = label(kind)
         say(f"  [{name}]")
-        if kind == "local":
-            guarded(rows, "exec_true_p50_ms", "floor", "local", lambda: floors.bare_spawn(s.n))
-            if hermes_python:
-                guarded(rows, "exec_true_p50_ms", "hermes-agent", "local", lambda: hermes.run_environment(
-                    hermes_python, "local", {"env": "local", "cwd": "/tmp", "n": s.n_hermes}, 900))
-        elif kind == "docker":
-            guarded(rows, "exec_true_p50_ms", "floor", "docker", lambda: floors.docker_floors(IMAGE, s.n_slow))
-            if hermes_python:
-                guarded(rows, "exec_true_p50_ms", "hermes-agent", "docker", lambda: hermes.run_environment(
-                    hermes_python, "docker", {"env": "docker", "image": IMAGE, "task_id": "executor-bench",
-                                              "n": s.n_slow}, 1800))
-                hermes.sweep_containers()
-        elif kind == "ssh":
-            guarded(rows, "exec_true_p50_ms", "floor", "ssh", lambda: floors.ssh_floor(ssh_facts, s.n))
-            if hermes_python:
-                spec = {"env": "ssh", "n": s.n_hermes, **{k: ssh_facts[k] for k in ("host", "user", "port", "key_file", "known_hosts")}}
-                guarded(rows, "exec_true_p50_ms", "hermes-agent", "ssh",
-                        lambda: hermes.run_environment(hermes_python, "ssh", spec, 900))
-        elif kind == "singularity":
-            facts = importlib.import_module("tests.infra.singularity").facts()
-            guarded(rows, "exec_true_p50_ms", "floor", "singularity", lambda: floors.apptainer_floor(facts, s.n_slow))
-        guarded(rows, "exec_true_p50_ms", "executor", name, lambda: executor_exec.exec_latency(target, kind, name, s.n))
+        options, missing = provision(kind)
+        if options is None:
+            rows.append(missing)
+            continue
+        floor_and_hermes(rows, s, kind, hermes_python)
+        try:
+            daemon = executor_exec.start_daemon({kind: options}, default=kind)
+        except Exception as exc:  # noqa: BLE001
+            say(f"    the daemon did not start with {kind}: {exc}")
+            rows.append(skipped("executor", name, "exec_true_p50_ms", f"the daemon did not start: {str(exc)[:400]}"))
+            continue
+        try:
+            target, pid = daemon.target, daemon.proc.pid
+            guarded(rows, "exec_true_p50_ms", "executor", name, lambda: executor_exec.exec_latency(target, kind, name, s.n))
+            size = s.stream_bytes_cloud if kind in CLOUD else s.stream_bytes
+            guarded(rows, "stream_MBps", "executor", name,
+                    lambda: executor_exec.stream_throughput(target, pid, kind, name, size, s.stream_repeats))
+            levels = {"local": s.conc_levels, "docker": s.conc_levels_docker}.get(kind)
+            if levels:
+                guarded(rows, "conc_exec_p50_ms", "executor", name,
+                        lambda: executor_exec.concurrency(target, pid, kind, name, levels, s.conc_calls))
+        finally:
+            daemon.stop(timeout=180)
+            if kind == "docker":
+                sweep_bench_containers()
     if hermes_python:
         rows.append(skipped("hermes-agent", "singularity", "exec_true_p50_ms",
                             "not run: the brief compares hermes on local, docker and ssh only"))
@@ -158,39 +180,21 @@ def main() -> None:
             f"{s.bg_processes} background processes; slow parts trimmed. Figures are indicative only.")
     say(f"machine: {machine['cpus']} CPUs, load average {machine['loadavg_start']}")
     rows: list[Row] = []
-    say("provisioning backends")
-    options, missing = provision_all()
-    rows += missing
     say("the raw gRPC floor")
     guarded(rows, "rtt_p50_ms", "floor", "grpc (unary-stream)",
             lambda: floors.grpc_floor(max(s.n, 200), s.stream_bytes, s.stream_repeats))
-    say(f"starting one daemon with {', '.join(options)}")
-    daemon = executor_exec.start_daemon(options)
+    say("backend by backend: floor, hermes-agent, executor (latency, stream, concurrency)")
+    per_backend(rows, s)
+    say("a fresh local daemon: the gate through gRPC, idle tasks")
+    daemon = executor_exec.start_daemon({"local": {"kind": "local"}})
     try:
         target, pid = daemon.target, daemon.proc.pid
-        say("Exec latency, backend by backend (floor, hermes-agent, executor)")
-        per_backend(rows, s, options, target)
-        say("streaming throughput")
-        for kind in options:
-            size = s.stream_bytes_cloud if kind in CLOUD else s.stream_bytes
-            guarded(rows, "stream_MBps", "executor", label(kind),
-                    lambda: executor_exec.stream_throughput(target, pid, kind, label(kind), size, s.stream_repeats))
-        say("gate through gRPC (CheckCommand)")
         guarded(rows, "check_p50_ms", "executor", "gate (gRPC CheckCommand)",
                 lambda: gate_rpc.check_command_latency(target, s.gate_limit))
-        say("concurrency")
-        guarded(rows, "conc_exec_p50_ms", "executor", "local",
-                lambda: executor_exec.concurrency(target, "local", "local", s.conc_levels, s.conc_calls))
-        if "docker" in options and s.conc_levels_docker:
-            guarded(rows, "conc_exec_p50_ms", "executor", "docker",
-                    lambda: executor_exec.concurrency(target, "docker", "docker", s.conc_levels_docker, s.conc_calls))
-        say("idle tasks held by one daemon")
         guarded(rows, "idle_daemon_rss_MB", "executor", "local",
                 lambda: executor_exec.idle_tasks(target, pid, "local", "local", s.idle_counts))
     finally:
         daemon.stop(timeout=180)
-        if "docker" in options:
-            sweep_bench_containers()
     say("bench/gate.py (in-process gate latency, corpus scores)")
     rows += gate_rpc.gate_script(s.gate_repeat)
     say("bench/pty_processes.py (PTY round trip, idle background processes)")

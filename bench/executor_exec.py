@@ -69,17 +69,19 @@ def exec_latency(target: str, backend: str, label: str, n: int) -> list[Row]:
         for name, command in (("true", "true"), ("echo", "echo hi")):
             for _ in range(10):
                 client.exec(task, command, backend)
-            samples, stages = [], {s: [] for s in STAGES}
+            samples, stages = [], {s: [] for s in (*STAGES, "daemon_total")}
             for _ in range(n):
                 t0 = time.perf_counter()
                 exit_ = client.exec(task, command, backend)
                 samples.append((time.perf_counter() - t0) * 1000)
                 for s in STAGES:
                     stages[s].append(getattr(exit_.timings, f"{s}_seconds") * 1000)
+                stages["daemon_total"].append(exit_.duration_seconds * 1000)
             rows += latency_rows("executor", label, f"exec_{name}", samples)
             if name == "true":
                 rows += [Row("executor", label, f"stage_{s}_p50_ms", round(statistics.median(v), 4), "ms", n,
-                             "Exit.timings of `true`") for s, v in stages.items()]
+                             "Exit.duration_seconds of `true` (the core, from request to exit)" if s == "daemon_total"
+                             else "Exit.timings of `true`") for s, v in stages.items()]
             say(f"    {label:28} executor {command:8} p50 {percentile(samples, .5):7.3f} ms  p99 {percentile(samples, .99):7.3f} ms")
         client.exec(task, "true", backend)
         client.stub.CloseTask(pb.CloseTaskRequest(task_id=task, remove_files=True), timeout=120)
@@ -147,14 +149,14 @@ def stream_throughput(target: str, daemon_pid: int, backend: str, label: str, nb
                 "bytes / max(daemon CPU, client CPU): the rate with a free core each")]
 
 
-def concurrency(target: str, backend: str, label: str, levels: list[int], calls: int) -> list[Row]:
+def concurrency(target: str, daemon_pid: int, backend: str, label: str, levels: list[int], calls: int) -> list[Row]:
     """Exec latency with N tasks each running ``true`` back to back at the same time.
 
     Every task is warmed first (its shell exists), then all N run ``calls`` Execs each; the rows
     give the per-call p50/p99 and the aggregate Execs per second at each level.
     """
 
-    async def level(stub: pb_grpc.ExecutorStub, n: int) -> tuple[list[float], float]:
+    async def level(stub: pb_grpc.ExecutorStub, n: int) -> tuple[list[float], float, float]:
         tasks = [f"bench-conc-{backend}-{n}-{i}" for i in range(n)]
 
         async def one(task: str) -> float:
@@ -169,26 +171,28 @@ def concurrency(target: str, backend: str, label: str, levels: list[int], calls:
 
         for i in range(0, n, 25):  # warm: create sandboxes/shells a few at a time
             await asyncio.gather(*(one(t) for t in tasks[i:i + 25]))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu_seconds(daemon_pid)
         results = await asyncio.gather(*(worker(t) for t in tasks))
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, _cpu_seconds(daemon_pid) - c0
         for i in range(0, n, 50):
             await asyncio.gather(*(stub.CloseTask(pb.CloseTaskRequest(task_id=t, remove_files=True), timeout=120)
                                    for t in tasks[i:i + 50]))
-        return [x for r in results for x in r], n * calls / wall
+        return [x for r in results for x in r], n * calls / wall, cpu * 1000 / (n * calls)
 
     async def run() -> list[Row]:
         rows: list[Row] = []
         async with grpc.aio.insecure_channel(target, options=_BIG) as channel:
             stub = pb_grpc.ExecutorStub(channel)
             for n in levels:
-                samples, rate = await level(stub, n)
+                samples, rate, cpu_ms = await level(stub, n)
                 note = f"{n} tasks x {calls} `true` each, concurrently"
                 rows += [Row("executor", label, f"conc{n}_exec_p50_ms", round(percentile(samples, .5), 3), "ms", len(samples), note),
                          Row("executor", label, f"conc{n}_exec_p99_ms", round(percentile(samples, .99), 3), "ms", len(samples), note),
-                         Row("executor", label, f"conc{n}_execs_per_s", round(rate, 1), "1/s", len(samples), note)]
+                         Row("executor", label, f"conc{n}_execs_per_s", round(rate, 1), "1/s", len(samples), note),
+                         Row("executor", label, f"conc{n}_daemon_cpu_ms_per_exec", round(cpu_ms, 3), "ms", len(samples),
+                             note + "; daemon process CPU time / Execs")]
                 say(f"    {label:28} {n:4d} tasks: p50 {percentile(samples, .5):8.2f} ms  p99 {percentile(samples, .99):8.2f} ms"
-                    f"  {rate:7.1f} Execs/s")
+                    f"  {rate:7.1f} Execs/s  daemon CPU {cpu_ms:.2f} ms/Exec")
         return rows
 
     return asyncio.run(run())

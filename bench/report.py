@@ -133,9 +133,11 @@ def markdown(rows: list[Row], machine: dict[str, Any], targets: list[dict[str, A
             lines.append(f"| {b} | " + " | ".join(_fmt(idx.get(EX, b, m), d) for m, d in (
                 ("stream_MBps", 0), ("stream_best_MBps", 0), ("stream_daemon_cpu_s", 2), ("stream_client_cpu_s", 2),
                 ("stream_cpu_bound_MBps", 0))) + " |")
-    stages = [(s, idx.get(EX, "local", f"stage_{s}_p50_ms")) for s in ("gate", "queue", "spawn", "first_byte", "run")]
+    stages = [(s, idx.get(EX, "local", f"stage_{s}_p50_ms"))
+              for s in ("gate", "queue", "spawn", "first_byte", "run", "daemon_total")]
     if any(v is not None for _, v in stages):
-        lines += ["", "**Per-stage p50 of one Exec of `true`** (ms, from `Exit.timings`):", "",
+        lines += ["", "**Per-stage p50 of one Exec of `true`** (ms, from `Exit.timings`; daemon_total is `Exit.duration_seconds`, "
+                  "the core's time from request to exit; the client-side p50 minus it is gRPC + the server adapter):", "",
                   "| backend | " + " | ".join(s for s, _ in stages) + " |", "|---|" + "---|" * len(stages)]
         for b in ORDER:
             vals = [idx.get(EX, b, f"stage_{s}_p50_ms") for s, _ in stages]
@@ -143,14 +145,16 @@ def markdown(rows: list[Row], machine: dict[str, Any], targets: list[dict[str, A
                 lines.append(f"| {b} | " + " | ".join(_fmt(v, 3) for v in vals) + " |")
     conc = sorted({int(r.metric[4:].split("_")[0]) for r in rows if r.metric.startswith("conc") and r.system == EX})
     if conc:
-        lines += ["", "**Concurrency** (N tasks running `true` back to back at once; per-call p50 / p99 ms, Execs/s):", "",
+        lines += ["", "**Concurrency** (N tasks running `true` back to back at once; per-call p50 / p99 ms, Execs/s, "
+                  "daemon CPU ms per Exec):", "",
                   "| backend | " + " | ".join(f"{n} tasks" for n in conc) + " |", "|---|" + "---|" * len(conc)]
         for b in ORDER:
             cells = []
             for n in conc:
                 p50 = idx.get(EX, b, f"conc{n}_exec_p50_ms")
                 cells.append("–" if p50 is None else
-                             f"{_fmt(p50)} / {_fmt(idx.get(EX, b, f'conc{n}_exec_p99_ms'))}, {_fmt(idx.get(EX, b, f'conc{n}_execs_per_s'), 0)}/s")
+                             f"{_fmt(p50)} / {_fmt(idx.get(EX, b, f'conc{n}_exec_p99_ms'))}, {_fmt(idx.get(EX, b, f'conc{n}_execs_per_s'), 0)}/s, "
+                             f"{_fmt(idx.get(EX, b, f'conc{n}_daemon_cpu_ms_per_exec'))} ms")
             if any(c != "–" for c in cells):
                 lines.append(f"| {b} | " + " | ".join(cells) + " |")
     idle = [r for r in rows if r.metric.endswith("_daemon_rss_MB") and r.metric.startswith("idle")]
@@ -196,7 +200,7 @@ def plot(rows: list[Row], path: Path, machine: dict[str, Any]) -> None:
     backends = [b for b in ORDER if any(idx.get(s, b, P50) for s in (EX, "hermes-agent", "floor"))]
     systems = [(EX, "executor (gRPC, daemon)", "#1f77b4"), ("hermes-agent", "hermes-agent 0.19", "#d62728"),
                ("floor", "floor (bare spawn / docker exec / ssh -S / apptainer exec)", "#7f7f7f")]
-    fig, ax = plt.subplots(figsize=(11, 5.2))
+    fig, ax = plt.subplots(figsize=(11, 6))
     width = 0.27
     for i, (system, label, color) in enumerate(systems):
         xs, p50s, errs = [], [], []
@@ -219,7 +223,7 @@ def plot(rows: list[Row], path: Path, machine: dict[str, Any]) -> None:
     ax.set_ylabel("Exec of `true`, p50 ms (whisker: p99), log scale")
     ax.set_title(f"Exec latency per backend, {machine['when']} ({machine['cpus']} CPUs, load {machine['loadavg_start'][0]})"
                  + (" [BENCH_QUICK]" if machine["quick"] else ""), fontsize=10)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)
     ax.grid(axis="y", which="both", alpha=0.25)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
