@@ -165,6 +165,9 @@ class DockerOptions(Options):
     env_program: str = "/usr/bin/env"
     #: Extra labels on the containers and volumes.
     labels: dict[str, str] = {}
+    #: Remove this daemon's containers at an orderly shutdown (volumes, so files, are kept).
+    #: For ephemeral daemons such as test runs; a crashed daemon's container still stays.
+    remove_on_close: bool = False
 
     @field_validator("user")
     @classmethod
@@ -1403,11 +1406,30 @@ class DockerBackend(Backend):
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None
+        if self.options.remove_on_close:
+            await self._remove_all_containers()
         with self._api_lock:
             api, self._api = self._api, None
         if api is not None:
             await asyncio.to_thread(api.close)
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _remove_all_containers(self) -> None:
+        import docker.errors
+
+        def run(api: Any) -> None:
+            for c in api.containers(all=True, filters={"label": [f"{LABEL_DAEMON}={self.instance_id}",
+                                                                 f"{LABEL_BACKEND}={self.name}"]}):
+                try:
+                    api.remove_container(c["Id"], force=True)
+                except docker.errors.NotFound:
+                    pass
+            (self.state_dir / "containers.json").unlink(missing_ok=True)
+
+        try:
+            await self.call(run, "removing this daemon's containers")
+        except BackendError:
+            pass  # shutting down: an unreachable engine keeps them; the next start reattaches
 
     # archives ----------------------------------------------------------------
     async def _stat(self, cid: str, path: str) -> dict[str, Any] | None:

@@ -624,3 +624,17 @@ async def test_memory_limit_kills_the_process_not_the_container(make_backend):
     assert state["Running"]
     assert await run(sb, "echo alive") == (0, "alive\n", "")
     assert sb.take_notice() is None
+
+
+async def test_remove_on_close_keeps_the_files(make_backend, tmp_path):
+    state = tmp_path / "daemon"
+    first = make_backend(state_dir=state, remove_on_close=True)
+    sb = await first.sandbox("roc")
+    await run(sb, "echo still > f")
+    cid = sb.container.id
+    await first.close()
+    second = make_backend(state_dir=state, remove_on_close=True)
+    assert await _container_call(second, lambda api: api.containers(all=True, filters={"id": cid})) == []
+    sb2 = await second.sandbox("roc")
+    assert await run(sb2, "cat f") == (0, "still\n", "")
+    assert sb2.take_notice() is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,9 @@ def sweep(purpose: str, older_than: float = 900.0) -> None:
             if now - c["Created"] > older_than:
                 api.remove_container(c["Id"], force=True)
         for v in api.volumes(filters={"label": f"{TEST_LABEL}={purpose}"}).get("Volumes") or []:
+            created = datetime.fromisoformat(v["CreatedAt"].replace("Z", "+00:00")).timestamp()
+            if now - created <= older_than:
+                continue  # a running test's: between two containers, or about to get one
             try:
                 api.remove_volume(v["Name"])
             except docker.errors.APIError:
@@ -52,4 +56,4 @@ def provision() -> dict:
     """Options for ``backends.docker`` against the local engine, with the default hardening."""
     engine()
     sweep("conformance")
-    return {"kind": "docker", "labels": {TEST_LABEL: "conformance"}}
+    return {"kind": "docker", "labels": {TEST_LABEL: "conformance"}, "remove_on_close": True}
