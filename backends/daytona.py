@@ -3,16 +3,17 @@
 How a process runs (read ``docs/backends/daytona.md`` for the why):
 
 * ``spawn`` opens one toolbox *session* per process and runs one ``runAsync`` command in it: a
-  small POSIX-sh launcher that starts ``argv`` with ``setsid -w env -i ...`` (a new session
-  leader with exactly ``env``, so ``$$`` is the session id ``signal_session`` needs).
+  small POSIX-sh launcher that starts ``argv`` with ``setsid -w sh -c '... exec env -i ...'``
+  (a new session leader with exactly ``env``, so ``$$`` is the session id ``signal_session``
+  needs), in the foreground so its signals keep their defaults.
 * Output streams over the command's log websocket while it runs. The toolbox labels each stream
   *line by line* (a partial line waits for its newline, a last one gets a newline added, some
   invalid UTF-8 is mangled), so the launcher re-frames every chunk of the process's output as a
-  ``Z<base64 of gzip>`` line, reports the pid as ``S<pid>``, and we undo that here: the bytes come back
-  exactly, as they are produced.
-* Stdin goes through ``send_session_command_input``, which only carries text lines, so we send
-  complete lines framed as ``D<line>``, and ``P<tail>`` / ``E`` for the end of input: the
-  launcher's reader turns those back into bytes and a real EOF. Input is delivered line by line.
+  ``Z<base64 of gzip>`` line, reports the pid as ``S<pid>``, and we undo that here: the bytes
+  come back exactly, as they are produced.
+* Stdin goes through ``send_session_command_input``, which carries text and appends a newline,
+  so each write travels as ``B<base64>`` lines and the end of input as ``E``: the launcher's
+  reader turns those back into the exact bytes, at once, and a real EOF.
 * Files move through the toolbox's file API (a tar uploaded/downloaded as one file), one-shot
   helpers (tar, the /proc walk that signals a session) through ``process.exec``.
 
@@ -172,13 +173,18 @@ def _translate(exc: BaseException, action: str, *, key_hint: str = "") -> Backen
     return BackendError(message, ErrorKind.INTERNAL)
 
 
+#: Default bound (s) for one idempotent API call; backends pass their ``request_timeout``.
+_CALL_TIMEOUT = 30.0
+
+
 async def _retrying(action: str, make: Callable[[], Awaitable[T]], *, attempts: int = 2,
-                    key_hint: str = "") -> T:
-    """Run an idempotent call, retrying with backoff while the API is unavailable."""
+                    key_hint: str = "", timeout: float | None = None) -> T:
+    """Run an idempotent call (bounded by ``timeout``), retrying with backoff while the API is
+    unavailable."""
     delay = 0.2
     for attempt in range(attempts):
         try:
-            return await make()
+            return await asyncio.wait_for(make(), timeout or _CALL_TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - translated below
             err = _translate(exc, action, key_hint=key_hint)
             if err.kind is not ErrorKind.UNAVAILABLE or attempt == attempts - 1:
@@ -188,10 +194,11 @@ async def _retrying(action: str, make: Callable[[], Awaitable[T]], *, attempts: 
     raise AssertionError("unreachable")
 
 
-async def _once(action: str, aw: Awaitable[T], key_hint: str = "") -> T:
-    """Run a call that is not safe to retry (it may have happened), translating its errors."""
+async def _once(action: str, aw: Awaitable[T], key_hint: str = "", timeout: float | None = None) -> T:
+    """Run a call that is not safe to retry (it may have happened), translating its errors;
+    bounded by ``timeout`` (None: the SDK's own limits, for long transfers)."""
     try:
-        return await aw
+        return await (asyncio.wait_for(aw, timeout) if timeout else aw)
     except Exception as exc:  # noqa: BLE001 - translated
         raise _translate(exc, action, key_hint=key_hint) from exc
 
@@ -390,7 +397,8 @@ class DaytonaProcess(Process):
 
     async def _send(self, text: str) -> None:
         try:
-            await self._remote.process.send_session_command_input(self.session_id, self.cmd_id, text)
+            await asyncio.wait_for(self._remote.process.send_session_command_input(
+                self.session_id, self.cmd_id, text), self._sandbox.request_timeout)
         except Exception as exc:  # noqa: BLE001
             err = _translate(exc, "writing to stdin")
             if getattr(exc, "status_code", None) == 410 or err.kind is ErrorKind.NOT_FOUND:
@@ -577,6 +585,10 @@ class DaytonaSandbox(Sandbox):
         self.signalled: dict[int, int] = {}
         self._notice_seen, _ = backend.notice_since(key, 0)
 
+    @property
+    def request_timeout(self) -> float:
+        return self._backend.options.request_timeout
+
     def take_notice(self) -> str | None:
         self._notice_seen, note = self._backend.notice_since(self._key, self._notice_seen)
         return note
@@ -584,7 +596,8 @@ class DaytonaSandbox(Sandbox):
     async def _remote(self) -> Any:
         remote = await self._backend.attach(self._key, self.task_id)
         if self.root not in remote.roots:
-            await _once("creating the task directory", remote.sandbox.fs.create_folder(self.root, "755"))
+            await _once("creating the task directory", remote.sandbox.fs.create_folder(self.root, "755"),
+                        timeout=self._backend.options.request_timeout)
             remote.roots.add(self.root)
         return remote.sandbox
 
@@ -592,10 +605,13 @@ class DaytonaSandbox(Sandbox):
         """After a failure: LOST if the sandbox is gone (it is recreated on next use)."""
         await self._backend.check_alive(self._key)
 
-    async def _guard(self, action: str, aw: Awaitable[T]) -> T:
-        """Run a toolbox call; a failure that turns out to be a vanished sandbox is LOST."""
+    async def _guard(self, action: str, aw: Awaitable[T], timeout: float | None = -1.0) -> T:
+        """Run a toolbox call (bounded by ``request_timeout`` unless told otherwise); a failure
+        that turns out to be a vanished or stopped sandbox is LOST."""
+        if timeout is not None and timeout < 0:
+            timeout = self._backend.options.request_timeout
         try:
-            return await _once(action, aw)
+            return await _once(action, aw, timeout=timeout)
         except BackendError as err:
             if err.kind in (ErrorKind.NOT_FOUND, ErrorKind.FAILED_PRECONDITION, ErrorKind.UNAVAILABLE):
                 await self.check_alive()
@@ -621,7 +637,11 @@ class DaytonaSandbox(Sandbox):
             self._backend.background(remote.process.delete_session(session_id))
             raise
         proc = DaytonaProcess(self, remote, session_id, resp.cmd_id, ws)
-        await proc.started(self._backend.options.request_timeout)
+        try:
+            await proc.started(self._backend.options.request_timeout)
+        except BaseException:
+            self._backend.background(remote.process.delete_session(session_id))
+            raise
         return proc
 
     async def _spawn_pty(self, remote: Any, argv: Sequence[str], cwd: str, env: Mapping[str, str],
@@ -660,7 +680,8 @@ class DaytonaSandbox(Sandbox):
     async def run(self, command: str, action: str, timeout: int = 120) -> tuple[int, str]:
         """A one-shot helper command (``process.exec``): exit code and combined output."""
         remote = await self._remote()
-        resp = await self._guard(action, remote.process.exec(command, cwd="/", timeout=timeout))
+        resp = await self._guard(action, remote.process.exec(command, cwd="/", timeout=timeout),
+                                 timeout=timeout + self._backend.options.request_timeout)
         return int(resp.exit_code), resp.result or ""
 
     async def signal_session(self, pid: int, sig: int) -> None:
@@ -672,7 +693,7 @@ class DaytonaSandbox(Sandbox):
     async def put_archive(self, path: str, data: AsyncIterator[bytes]) -> None:
         remote = await self._remote()
         tmp = f"/tmp/.executor-put-{uuid.uuid4().hex}.tar"
-        await self._guard(f"uploading into {path}", remote.fs.upload_file_stream(data, tmp))
+        await self._guard(f"uploading into {path}", remote.fs.upload_file_stream(data, tmp), timeout=None)
         code, out = await self.run(
             shlex.join(["/bin/sh", "-c", 'mkdir -p -- "$1" && tar -x -f "$2" -C "$1"; c=$?; rm -f -- "$2"; exit $c',
                         "put", path, tmp]), f"unpacking into {path}")
@@ -692,7 +713,7 @@ class DaytonaSandbox(Sandbox):
                 message = out.strip() or f"tar exited {code}"
                 raise BackendError(f"reading {path} failed: {message}",
                                    ErrorKind.NOT_FOUND if "No such file" in message else ErrorKind.FAILED_PRECONDITION)
-            stream = await self._guard(f"downloading {path}", remote.fs.download_file_stream(tmp))
+            stream = await self._guard(f"downloading {path}", remote.fs.download_file_stream(tmp), timeout=None)
             try:
                 async for chunk in stream:
                     yield chunk
@@ -923,7 +944,8 @@ class DaytonaBackend(Backend):
 
         async def fetch() -> list[Any]:
             return [sb async for sb in client.list(ListSandboxesQuery(labels=labels))]
-        return await _retrying("listing sandboxes", fetch, key_hint=self._key_hint)
+        return await _retrying("listing sandboxes", fetch, key_hint=self._key_hint,
+                               timeout=self.options.request_timeout)
 
     async def sandbox(self, task_id: str) -> DaytonaSandbox:
         key = "daemon" if self.options.sandbox_per == "daemon" else task_id
@@ -956,7 +978,8 @@ class DaytonaBackend(Backend):
             labels = self._labels(key, task_id)
             found = [sb for sb in await self._list(labels) if _state(sb) not in _GONE_STATES]
             sandbox = await self._adopt(found[0]) if found else await self._create(labels)
-            home = await _retrying("reading the work directory", sandbox.get_work_dir)
+            home = await _retrying("reading the work directory", sandbox.get_work_dir,
+                                   timeout=self.options.request_timeout)
             remote = _Remote(sandbox, home or "/home/daytona")
             self._remotes[key] = remote
             return remote
@@ -1018,7 +1041,7 @@ class DaytonaBackend(Backend):
             return
         sandbox = remote.sandbox
         try:
-            await _retrying("checking the sandbox", sandbox.refresh_data)
+            await _retrying("checking the sandbox", sandbox.refresh_data, timeout=self.options.request_timeout)
         except BackendError as err:
             if err.kind is not ErrorKind.NOT_FOUND:
                 return
@@ -1055,7 +1078,8 @@ class DaytonaBackend(Backend):
         sandbox = remote.sandbox
         if self.options.on_close == "delete":
             try:
-                await _retrying(f"deleting sandbox {sandbox.id}", lambda: sandbox.delete())
+                await _retrying(f"deleting sandbox {sandbox.id}", lambda: sandbox.delete(),
+                                timeout=self.options.create_timeout)
             except BackendError as err:
                 if err.kind is not ErrorKind.NOT_FOUND:
                     raise
