@@ -992,6 +992,7 @@ class _EventWatcher:
         import docker
 
         while not self._stop.is_set():
+            api = None
             try:
                 api = self._backend.new_client(timeout=None)
                 self._stream = api.events(decode=True, filters={
@@ -1000,8 +1001,11 @@ class _EventWatcher:
                     if self._stop.is_set():
                         break
                     self._loop.call_soon_threadsafe(self._backend.on_event, event)
-            except (docker.errors.DockerException, OSError, Exception):  # noqa: BLE001 - reconnect below
-                pass
+            except (docker.errors.DockerException, OSError, RuntimeError, Exception):  # noqa: BLE001 - reconnect
+                pass  # the engine went away (or the loop closed): try again in a second
+            finally:
+                if api is not None:
+                    api.close()
             self._stop.wait(1.0)
 
     def stop(self) -> None:
