@@ -19,10 +19,10 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ._host import ChunkReader, PtyReader
 from .base import (
     Backend,
     BackendError,
-    ByteQueue,
     Capabilities,
     ErrorKind,
     Health,
@@ -117,25 +117,13 @@ def _widen_pipes(proc: asyncio.subprocess.Process) -> None:
                 pass  # over pipe-max-size for an unprivileged user, or already closed: keep it as it is
 
 
-class _ChunkReader:
-    """asyncio.StreamReader.read() with no size reads to EOF; the interface wants chunks."""
-
-    __slots__ = ("_reader",)
-
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        self._reader = reader
-
-    async def read(self) -> bytes:
-        return await self._reader.read(1 << 18)
-
-
 class _PipeProcess(Process):
     def __init__(self, proc: asyncio.subprocess.Process, registry: "_PidRegistry") -> None:
         self._proc = proc
         self._registry = registry
         self.pid = proc.pid
-        self.stdout = _ChunkReader(proc.stdout)
-        self.stderr = _ChunkReader(proc.stderr)
+        self.stdout = ChunkReader(proc.stdout)
+        self.stderr = ChunkReader(proc.stderr)
 
     async def write(self, data: bytes) -> None:
         stdin = self._proc.stdin
@@ -158,45 +146,13 @@ class _PipeProcess(Process):
         return code
 
 
-class _PtyReader:
-    """Reads a pty master without blocking the loop; EIO (slave closed) is EOF."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._q = ByteQueue()
-        self._loop = asyncio.get_running_loop()
-        self._loop.add_reader(fd, self._on_readable)
-        self._open = True
-
-    def _on_readable(self) -> None:
-        try:
-            data = os.read(self._fd, 65536)
-        except OSError as exc:
-            if exc.errno in (errno.EAGAIN, errno.EINTR):
-                return
-            data = b""
-        if data:
-            self._q.feed(data)
-        else:
-            self.stop()
-            self._q.feed_eof()
-
-    def stop(self) -> None:
-        if self._open:
-            self._open = False
-            self._loop.remove_reader(self._fd)
-
-    async def read(self) -> bytes:
-        return await self._q.read()
-
-
 class _PtyProcess(Process):
     def __init__(self, proc: subprocess.Popen, master: int, registry: "_PidRegistry") -> None:
         self._proc = proc
         self._master = master
         self._registry = registry
         self.pid = proc.pid
-        self.stdout = _PtyReader(master)
+        self.stdout = PtyReader(master)
         self.stderr = None
         self._closed = False
 

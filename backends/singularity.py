@@ -42,10 +42,10 @@ from typing import Literal
 
 from pydantic import field_validator
 
+from ._host import ChunkReader, PtyReader
 from .base import (
     Backend,
     BackendError,
-    ByteQueue,
     Capabilities,
     ErrorKind,
     Health,
@@ -307,49 +307,6 @@ class Cli:
                                ErrorKind.UNAVAILABLE)
 
 
-class _Chunks:
-    """``read()`` returns the next chunk (b"" at EOF), as the core expects of Process streams."""
-
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        self._reader = reader
-
-    async def read(self, n: int = 65536) -> bytes:
-        return await self._reader.read(n)
-
-
-class _PtyReader:
-    """The pty master, read without blocking the loop; EIO (the slave side closed) is EOF."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._q = ByteQueue()
-        self._loop = asyncio.get_running_loop()
-        self._loop.add_reader(fd, self._on_readable)
-        self._open = True
-
-    def _on_readable(self) -> None:
-        try:
-            data = os.read(self._fd, 65536)
-        except OSError as exc:
-            if exc.errno in (errno.EAGAIN, errno.EINTR):
-                return
-            data = b""
-        if data:
-            self._q.feed(data)
-        else:
-            self.stop()
-            self._q.feed_eof()
-
-    def stop(self) -> None:
-        if self._open:
-            self._open = False
-            self._loop.remove_reader(self._fd)
-            self._q.feed_eof()
-
-    async def read(self) -> bytes:
-        return await self._q.read()
-
-
 class ApptainerProcess(Process):
     """One ``apptainer exec instance://...`` and the command it runs inside.
 
@@ -367,10 +324,10 @@ class ApptainerProcess(Process):
         self.pid = proc.pid  # the host-side apptainer process
         if master is None:
             assert proc.stdout is not None and proc.stderr is not None
-            self.stdout = _Chunks(proc.stdout)
-            self.stderr = _Chunks(proc.stderr)
+            self.stdout = ChunkReader(proc.stdout)
+            self.stderr = ChunkReader(proc.stderr)
         else:
-            self.stdout = _PtyReader(master)
+            self.stdout = PtyReader(master)
             self.stderr = None
 
     async def write(self, data: bytes) -> None:
@@ -419,7 +376,7 @@ class ApptainerProcess(Process):
 
     async def detach(self) -> None:
         if self._master is not None:
-            assert isinstance(self.stdout, _PtyReader)
+            assert isinstance(self.stdout, PtyReader)
             self.stdout.stop()
             os.close(self._master)
             self._master = None

@@ -30,7 +30,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 
-from executor.backends.base import BackendError, ErrorKind, Process, PtySize, Sandbox
+from executor.backends.base import BackendError, ErrorKind, Process, Sandbox
 
 BASH = ["bash", "--noprofile", "--norc"]
 RS, US = b"\x1e", b"\x1f"
@@ -721,7 +721,7 @@ def wrapped_script(secret: str, state: str, command: str | None, *, cwd: str | N
     if interactive:
         # An interactive bash that keeps the task's exported variables and functions.
         lines.append("export -f $(compgen -A function) >/dev/null 2>&1")
-        lines.append(f"exec bash --noprofile --norc -i")
+        lines.append("exec bash --noprofile --norc -i")
     else:
         lines.append("shopt -s expand_aliases")
         lines.append(f"eval {ansi_c_quote(command or '')}")

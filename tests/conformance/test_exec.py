@@ -231,6 +231,7 @@ def test_same_task_runs_one_after_another(client, task):
      grpc.StatusCode.INVALID_ARGUMENT, "env"),
 ])
 def test_bad_input_clear_status(client, kwargs, code, words):
+    kwargs = dict(kwargs)  # the parameter is shared by every backend's run of this test
     task_id = kwargs.pop("task_id")
     command = kwargs.pop("command")
     with pytest.raises(ExecutorError) as info:
