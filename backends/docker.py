@@ -669,6 +669,7 @@ class _Container:
         self.events: collections.deque[tuple[float, str]] = collections.deque(maxlen=32)
         self.killer = _Killer()
         self.changed = asyncio.Event()
+        self.cleaned = False
 
     _WORDS = {"kill": "was sent a signal by the engine (docker kill / docker rm -f)", "die": "stopped",
               "destroy": "was removed", "oom": "ran out of memory", "stop": "was stopped",
@@ -717,23 +718,32 @@ class _Container:
             if self.id is not None and self._suspect is None:
                 return self.id
             had = self.id
-            cid, started, note = await self.backend.call(self._ensure_sync, f"preparing container {self.name}")
+            cid, started, note, created = await self.backend.call(self._ensure_sync,
+                                                                  f"preparing container {self.name}")
             if had is not None and cid != had:
                 note = note or f"container {self.name} was gone and has been recreated"
             if had is not None and cid == had and started != self.started_at:
                 note = note or f"container {self.name} had stopped and has been restarted"
             if cid != had or started != self.started_at:
                 self.known_dirs.clear()
+            if had is None and not self.cleaned and not created:
+                # First attach in this daemon's life: end what a previous daemon left running
+                # (before anything of ours runs here). Done here, not only in start(), so a
+                # daemon that started while the engine was down still does it.
+                self.backend.orphans_ended += await self.backend.cleanup(cid)
+                self.cleaned = True
             self.id, self.started_at, self._suspect = cid, started, None
             if note:
                 self.generation += 1
                 self.notices.append((self.generation, note + f" (files under {self.backend.options.workspace} are kept)"))
             return cid
 
-    def _ensure_sync(self, api: Any) -> tuple[str, str, str]:
+    def _ensure_sync(self, api: Any) -> tuple[str, str, str, bool]:
+        """(id, StartedAt, a note for the tasks, whether it was created just now)."""
         import docker.errors
 
         note = ""
+        created = False
         found = api.containers(all=True, filters={"label": [f"{LABEL_DAEMON}={self.backend.instance_id}",
                                                             f"{LABEL_SCOPE}={self.scope}",
                                                             f"{LABEL_BACKEND}={self.backend.name}"]})
@@ -751,6 +761,7 @@ class _Container:
                 note = (f"container {self.name} had stopped ({_state_reason(state)}) and has been restarted")
         else:
             cid = self._create(api)
+            created = True
             if not note and self.backend.remembered(self.scope) not in (None, cid):
                 note = f"container {self.name} was gone and has been recreated"
             try:
@@ -761,7 +772,7 @@ class _Container:
         self.backend.remember(self.scope, cid)
         self._check_image_tools(api, cid)
         started = api.inspect_container(cid)["State"].get("StartedAt", "")
-        return cid, started, note
+        return cid, started, note, created
 
     def _check_image_tools(self, api: Any, cid: str) -> None:
         """The programs every spawn relies on must be in the image; say so plainly if not."""
@@ -1306,18 +1317,14 @@ class DockerBackend(Backend):
                 f"{LABEL_DAEMON}={self.instance_id}", f"{LABEL_BACKEND}={self.name}"]}), "listing containers")
         except BackendError:
             return  # unreachable: health() says so; the first use retries
-        ended = 0
         for info in found:
-            scope = info["Labels"].get(LABEL_SCOPE, SHARED)
-            container = self._container_for(scope)
             try:
-                cid = await container.ensure()
-                ended += await self._cleanup(cid)
+                await self._container_for(info["Labels"].get(LABEL_SCOPE, SHARED)).ensure()  # ends leftovers
             except BackendError:
                 continue
-        self.orphans_ended = ended
 
-    async def _cleanup(self, cid: str) -> int:
+    async def cleanup(self, cid: str) -> int:
+        """End every process in the container outside its init session; how many were ended."""
         def run(api: Any) -> bytes:
             exec_id = api.exec_create(cid, ["/bin/sh", "-c", CLEANUP_SCRIPT], user=self.options.user)["Id"]
             return api.exec_start(exec_id)
