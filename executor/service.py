@@ -326,7 +326,9 @@ class Executor:
                 if deadline is not None:
                     run_deadline = min(run_deadline, deadline)
                 if p.pty:
-                    stream = self._pty_exec(task, spec, run_deadline)
+                    if self.pty is None:
+                        raise CoreError("UNIMPLEMENTED", "terminals are not available in this daemon")
+                    stream = self.pty.exec(task, spec, run_deadline)
                 else:
                     stream = shell.run(spec, deadline=run_deadline)
                 counts = {"stdout": 0, "stderr": 0}
@@ -375,13 +377,6 @@ class Executor:
                 yield Finished(info)
         finally:
             task.lock.release()
-
-    async def _pty_exec(self, task: Task, spec: CommandSpec, deadline: float):
-        """Exec with pty=true: the command on a terminal, started with the task's state."""
-        if self.pty is None:
-            raise BackendError("PTY support is not available in this daemon")
-        async for item in self.pty.exec(task, spec, deadline):
-            yield item
 
     pty = None  # executor.pty.PtyManager, attached by the daemon
 

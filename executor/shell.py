@@ -489,8 +489,12 @@ class PersistentShell(ShellBase):
             self._running = None
             yield CommandResult(0, self.cwd, "backend_error", f"could not send the command to the task's shell: {exc.message}")
             return
-        async for item in self._follow(running, deadline):
-            yield item
+        follow = self._follow(running, deadline)
+        try:
+            async for item in follow:
+                yield item
+        finally:
+            await follow.aclose()  # at once, not at garbage collection: a closed stream kills its command
 
     async def _follow(self, running: _Running, deadline: float | None
                       ) -> AsyncIterator[Event | CommandResult]:
@@ -499,6 +503,7 @@ class PersistentShell(ShellBase):
         ends = 0  # end markers and EOFs consumed, in stream order: two means both streams are done
         interrupt: Interrupt | None = None
         first_byte = 0.0
+        settled = False  # the command has ended (or been killed): nothing left to kill
         try:
             while ends < 2:
                 item = await running.channel.get(None if deadline is None else deadline - time.monotonic())
@@ -512,6 +517,7 @@ class PersistentShell(ShellBase):
                 if kind == "eof":
                     ends += 1
                     if data is not None:  # the transport failed
+                        settled = True
                         yield CommandResult(0, self.cwd, "backend_error", str(data))
                         return
                     continue
@@ -523,8 +529,10 @@ class PersistentShell(ShellBase):
                 yield (kind, data)
             if interrupt is not None:
                 async for event in self._stop(running, interrupt):
+                    settled = settled or isinstance(event, CommandResult)
                     yield event
                 return
+            settled = True
             if running.done is None:
                 # The shell went away without reporting (exec, killed, trap removed).
                 code = await self._exit_code()
@@ -533,9 +541,11 @@ class PersistentShell(ShellBase):
                                     first_byte)
                 return
             yield CommandResult(running.done.rc, running.done.cwd, "completed", "", first_byte)
-        except asyncio.CancelledError:
-            # The caller went away (RPC cancelled): kill the command's tree, then let the cancel through.
-            await asyncio.shield(self._kill_tree())
+        except (asyncio.CancelledError, GeneratorExit):
+            # The caller went away mid-command: the RPC was cancelled (CancelledError), or the consumer
+            # closed this stream (GeneratorExit from aclose). Kill the command's tree, then let it through.
+            if not settled:
+                await asyncio.shield(self._kill_tree())
             raise
         finally:
             running.channel.close()
@@ -682,17 +692,21 @@ class OneShotShell(ShellBase):
         running = _Running(seq)
         shell._running = running
         self._current = shell
+        follow = None
         try:
             try:  # the pid, for signalling the session on timeout
                 shell.pid = await asyncio.wait_for(asyncio.shield(shell._ready), 60)
             except (asyncio.TimeoutError, BackendError):
                 shell.pid = 0
-            async for item in shell._follow(running, deadline):
+            follow = shell._follow(running, deadline)
+            async for item in follow:
                 if isinstance(item, CommandResult):
                     self.cwd = item.cwd or shell.cwd
                     self.state = shell.state or self.state
                 yield item
         finally:
+            if follow is not None:
+                await follow.aclose()
             self._current = None
             await shell._discard()
 

@@ -62,3 +62,34 @@ def test_redactor_masks_split_secrets_without_delaying_output():
     out = r.feed(b"x s3cr3t-va") + r.feed(b"lue-123 y") + r.flush()
     assert out == b"x [REDACTED] y"
     assert r.feed(b"s3c") == b"" and r.flush() == b"s3c"  # a prefix alone is released at the end
+
+
+async def test_closing_the_stream_mid_command_kills_it(tmp_path):
+    """A consumer that stops reading (aclose, as the daemon does when an RPC is cancelled) kills the
+    command in the backend, and the task's next command runs at once."""
+    import asyncio
+    import subprocess
+    import time
+
+    from executor.backends.local import LocalBackend, LocalOptions
+    from executor.shell import CommandResult, CommandSpec, OneShotShell, PersistentShell
+
+    backend = LocalBackend("local", LocalOptions(), state_dir=tmp_path / "backends" / "local")
+    await backend.start()
+    sandbox = await backend.sandbox("closing")
+    for cls in (PersistentShell, OneShotShell):
+        marker = f"closing-marker-{cls.__name__}"
+        shell = cls(sandbox, backend.base_env(sandbox), cwd=sandbox.root)
+        stream = shell.run(CommandSpec(f"echo go; exec -a {marker} sleep 300"), deadline=None)
+        async for event in stream:
+            if event[0] == "stdout":
+                break
+        await stream.aclose()
+        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        assert not [line for line in ps.splitlines() if line.startswith(marker)], cls.__name__
+        t0 = time.monotonic()
+        results = [e async for e in shell.run(CommandSpec("echo next"), deadline=time.monotonic() + 10)]
+        assert isinstance(results[-1], CommandResult) and results[-1].status == "completed"
+        assert time.monotonic() - t0 < 5
+        await shell.terminate()
+        await asyncio.sleep(0)
