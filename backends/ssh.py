@@ -42,6 +42,7 @@ import re
 import shlex
 import signal
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -49,7 +50,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import paramiko
-from paramiko.common import MSG_CHANNEL_REQUEST
+from paramiko.common import MSG_CHANNEL_CLOSE, MSG_CHANNEL_FAILURE, MSG_CHANNEL_REQUEST
 from pydantic import Field, field_validator
 
 from .base import (
@@ -281,11 +282,33 @@ def _handle_channel_request(chan: paramiko.Channel, m: paramiko.Message) -> None
             wake()
 
 
+def _serialized(handler: Callable[[paramiko.Channel, paramiko.Message], None]
+                ) -> Callable[[paramiko.Channel, paramiko.Message], None]:
+    """Run a transport-thread handler that may send on the channel under the channel's send lock.
+
+    Paramiko builds a message under the channel's lock but sends it after releasing it
+    (paramiko issue #1115). When the server closes a channel while our thread sends EOF,
+    data or a window adjust on it, our message can leave *after* paramiko's CLOSE reply;
+    OpenSSH then sees a packet for a channel it has freed and drops the whole connection,
+    every task's shell with it. Every send of ours holds the same lock (``_locked``)."""
+    def run(chan: paramiko.Channel, m: paramiko.Message) -> None:
+        lock = getattr(chan, "executor_send_lock", None)
+        if lock is None:
+            handler(chan, m)
+        else:
+            with lock:
+                handler(chan, m)
+    return run
+
+
 class _Transport(paramiko.Transport):
-    """A Transport that also understands ``exit-signal`` (killed by signal N -> -N)."""
+    """A Transport that understands ``exit-signal`` (killed by signal N -> -N) and never sends
+    on a channel after closing it (see _serialized)."""
 
     _channel_handler_table = {**paramiko.Transport._channel_handler_table,
-                              MSG_CHANNEL_REQUEST: _handle_channel_request}
+                              MSG_CHANNEL_REQUEST: _serialized(_handle_channel_request),
+                              MSG_CHANNEL_CLOSE: _serialized(paramiko.Channel._handle_close),
+                              MSG_CHANNEL_FAILURE: _serialized(paramiko.Channel._request_failed)}
 
 
 class _Refused(BackendError):
@@ -579,6 +602,7 @@ class _ChannelProcess(Process):
         self._backend = backend
         self._conn = conn
         self._chan = chan
+        self._send_lock: threading.RLock = chan.executor_send_lock
         self._pty = pty
         self._loop = asyncio.get_running_loop()
         self.pid = 0
@@ -630,7 +654,7 @@ class _ChannelProcess(Process):
                 if budget <= 0:
                     more = True
                     break
-                data = chan.recv(1 << 16)
+                data = self._locked(chan.recv, 1 << 16)  # recv may send a window adjust
                 budget -= len(data)
                 self._on_stdout(data)
             budget = TURN_BUDGET
@@ -638,7 +662,7 @@ class _ChannelProcess(Process):
                 if budget <= 0:
                     more = True
                     break
-                data = chan.recv_stderr(1 << 16)
+                data = self._locked(chan.recv_stderr, 1 << 16)
                 budget -= len(data)
                 if self.stderr is not None:  # a pty has no stderr: drop what a server sends anyway
                     self.stderr.feed(data)
@@ -679,6 +703,13 @@ class _ChannelProcess(Process):
         else:
             self._handshake.set_exception(BackendError(f"the remote wrapper reported {line!r}",
                                                        ErrorKind.FAILED_PRECONDITION))
+
+    def _locked(self, fn: Callable[..., T], *args: Any) -> T:
+        """Call a paramiko method that may send on this channel, under its send lock (see
+        _serialized). Held for microseconds; it can stall paramiko's thread only if that
+        send itself waits for a key re-exchange to finish (paramiko gives up after 30 s)."""
+        with self._send_lock:
+            return fn(*args)
 
     def _wake_from_thread(self) -> None:
         try:
@@ -734,7 +765,7 @@ class _ChannelProcess(Process):
                     raise self._conn.lost_error("a write")
                 raise BackendError("stdin is closed", ErrorKind.FAILED_PRECONDITION)
             try:
-                n = chan.send(view[:1 << 15])
+                n = self._locked(chan.send, view[:1 << 15])
             except socket.timeout:
                 # The remote window is full: the program is not reading. Poll until the
                 # window opens (paramiko offers no wakeup we could wait on).
@@ -742,7 +773,9 @@ class _ChannelProcess(Process):
                 delay = min(delay * 2, 0.02)
                 continue
             except (OSError, EOFError, paramiko.SSHException) as exc:
-                raise self._conn.lost_error("a write") from exc
+                if not self._conn.alive():
+                    raise self._conn.lost_error("a write") from exc
+                raise BackendError("stdin is closed: the process has ended", ErrorKind.FAILED_PRECONDITION) from exc
             view = view[n:]
             delay = 0.0002
             sent += n
@@ -753,7 +786,7 @@ class _ChannelProcess(Process):
     async def close_stdin(self) -> None:
         if not self._pty and not self._chan.closed:
             try:
-                self._chan.shutdown_write()
+                self._locked(self._chan.shutdown_write)
             except (OSError, EOFError, paramiko.SSHException):
                 pass
 
@@ -761,9 +794,11 @@ class _ChannelProcess(Process):
         if not self._pty:
             raise BackendError("this process has no terminal to resize", ErrorKind.FAILED_PRECONDITION)
         try:
-            self._chan.resize_pty(width=size.cols, height=size.rows)
+            self._locked(self._chan.resize_pty, size.cols, size.rows)
         except (OSError, EOFError, paramiko.SSHException) as exc:
-            raise self._conn.lost_error("a resize") from exc
+            if not self._conn.alive():
+                raise self._conn.lost_error("a resize") from exc
+            raise BackendError("the terminal is closed: the process has ended", ErrorKind.FAILED_PRECONDITION) from exc
 
     async def wait(self) -> int:
         """The exit status: woken by paramiko's thread when exit-status/exit-signal arrives,
@@ -792,7 +827,7 @@ class _ChannelProcess(Process):
         self._unwatch()
         self._done = True
         self._release_slot()
-        self._chan.close()
+        self._locked(self._chan.close)
 
 
 # ---------------------------------------------------------------------------
@@ -1022,6 +1057,7 @@ class SSHBackend(Backend):
         one more (MaxSessions)."""
         def open_channel() -> paramiko.Channel:
             chan = conn.transport.open_session(timeout=self.options.connect_timeout)
+            chan.executor_send_lock = threading.RLock()  # see _serialized
             try:
                 if pty is not None:
                     chan.get_pty(term="xterm-256color", width=pty.cols, height=pty.rows)

@@ -505,3 +505,36 @@ async def test_unreadable_key_file_is_a_config_error(make_backend, tmp_path):
         with pytest.raises(BackendError) as info:
             await make_backend(key_file=str(path)).sandbox("x")
         assert info.value.kind is ErrorKind.FAILED_PRECONDITION and str(path) in info.value.message
+
+
+async def test_closing_stdin_as_processes_exit_never_drops_the_connection(make_backend):
+    """Regression: paramiko can send an EOF after its reply to the server's CLOSE (its issue
+    #1115); OpenSSH then drops the whole connection. Hundreds of quick processes whose stdin
+    is closed just as they exit, twenty at a time, must all succeed on one connection."""
+    b = make_backend()
+    sb = await b.sandbox("close-race")
+
+    async def quick() -> int:
+        proc = await sb.spawn(["true"], cwd=sb.root, env=ENV)
+        await proc.close_stdin()
+        await drain(proc)
+        return await proc.wait()
+
+    for _ in range(15):
+        assert await asyncio.gather(*(quick() for _ in range(20))) == [0] * 20
+    assert b.reconnects == 0
+
+
+async def test_writing_to_an_ended_process_is_not_a_lost_connection(make_backend):
+    b = make_backend()
+    sb = await b.sandbox("ended")
+    proc = await sb.spawn(["true"], cwd=sb.root, env=ENV)
+    await drain(proc)
+    assert await proc.wait() == 0
+    deadline = time.monotonic() + 5
+    with pytest.raises(BackendError) as info:
+        while time.monotonic() < deadline:  # the channel closes just after the exit status
+            await proc.write(b"x")
+            await asyncio.sleep(0.01)
+    assert info.value.kind is ErrorKind.FAILED_PRECONDITION
+    assert b._conn.alive()
