@@ -39,7 +39,10 @@ def sweep(purpose: str, older_than: float = 900.0) -> None:
         now = time.time()
         for c in api.containers(all=True, filters={"label": f"{TEST_LABEL}={purpose}"}):
             if now - c["Created"] > older_than:
-                api.remove_container(c["Id"], force=True)
+                try:
+                    api.remove_container(c["Id"], force=True)
+                except docker.errors.APIError:
+                    pass  # gone already, or another test session is removing it
         for v in api.volumes(filters={"label": f"{TEST_LABEL}={purpose}"}).get("Volumes") or []:
             created = datetime.fromisoformat(v["CreatedAt"].replace("Z", "+00:00")).timestamp()
             if now - created <= older_than:
