@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import platform
-import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable

@@ -166,8 +166,10 @@ def concurrency(target: str, daemon_pid: int, backend: str, label: str, levels: 
                     raise RuntimeError(f"{task}: {event.exit.message}")
             return (time.perf_counter() - t0) * 1000
 
+        per_task = max(calls, 100 // n)  # at least 100 calls per level: CPU time is read in 10 ms ticks
+
         async def worker(task: str) -> list[float]:
-            return [await one(task) for _ in range(calls)]
+            return [await one(task) for _ in range(per_task)]
 
         for i in range(0, n, 25):  # warm: create sandboxes/shells a few at a time
             await asyncio.gather(*(one(t) for t in tasks[i:i + 25]))
@@ -177,7 +179,7 @@ def concurrency(target: str, daemon_pid: int, backend: str, label: str, levels: 
         for i in range(0, n, 50):
             await asyncio.gather(*(stub.CloseTask(pb.CloseTaskRequest(task_id=t, remove_files=True), timeout=120)
                                    for t in tasks[i:i + 50]))
-        return [x for r in results for x in r], n * calls / wall, cpu * 1000 / (n * calls)
+        return [x for r in results for x in r], n * per_task / wall, cpu * 1000 / (n * per_task)
 
     async def run() -> list[Row]:
         rows: list[Row] = []
@@ -185,7 +187,7 @@ def concurrency(target: str, daemon_pid: int, backend: str, label: str, levels: 
             stub = pb_grpc.ExecutorStub(channel)
             for n in levels:
                 samples, rate, cpu_ms = await level(stub, n)
-                note = f"{n} tasks x {calls} `true` each, concurrently"
+                note = f"{n} tasks x {max(calls, 100 // n)} `true` each, concurrently"
                 rows += [Row("executor", label, f"conc{n}_exec_p50_ms", round(percentile(samples, .5), 3), "ms", len(samples), note),
                          Row("executor", label, f"conc{n}_exec_p99_ms", round(percentile(samples, .99), 3), "ms", len(samples), note),
                          Row("executor", label, f"conc{n}_execs_per_s", round(rate, 1), "1/s", len(samples), note),
@@ -198,8 +200,20 @@ def concurrency(target: str, daemon_pid: int, backend: str, label: str, levels: 
     return asyncio.run(run())
 
 
-def _tree_rss_kb(pid: int) -> tuple[int, int, int]:
-    """(the process's own RSS, RSS of it and all descendants, number of descendants), from /proc."""
+def _pss_kb(pid: int) -> int:
+    """Proportional set size: shared pages (bash's text, libc) divided among their users."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _tree_memory_kb(pid: int) -> tuple[int, int, int]:
+    """(the process's own RSS, PSS of it and all descendants, number of descendants), from /proc.
+    PSS for the tree: summing RSS would count bash's shared pages once per shell."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     for entry in os.listdir("/proc"):
@@ -215,7 +229,7 @@ def _tree_rss_kb(pid: int) -> tuple[int, int, int]:
     todo, total, count = [pid], 0, -1
     while todo:
         p = todo.pop()
-        total += rss.get(p, 0)
+        total += _pss_kb(p)
         count += 1
         todo += children.get(p, [])
     return rss.get(pid, 0), total, count
@@ -230,7 +244,7 @@ def idle_tasks(target: str, daemon_pid: int, backend: str, label: str, counts: l
 
     async def run() -> list[Row]:
         rows: list[Row] = []
-        base_own, base_tree, _ = _tree_rss_kb(daemon_pid)
+        base_own, base_tree, _ = _tree_memory_kb(daemon_pid)
         created = 0
         async with grpc.aio.insecure_channel(target, options=_BIG) as channel:
             stub = pb_grpc.ExecutorStub(channel)
@@ -247,15 +261,15 @@ def idle_tasks(target: str, daemon_pid: int, backend: str, label: str, counts: l
                     await asyncio.gather(*(make(i) for i in batch))
                     created = batch[-1] + 1
                 await asyncio.sleep(1.0)
-                own, tree, procs = _tree_rss_kb(daemon_pid)
+                own, tree, procs = _tree_memory_kb(daemon_pid)
                 listed = len((await stub.ListTasks(pb.ListTasksRequest(), timeout=60)).tasks)
                 note = f"{target_count} idle tasks (ListTasks shows {listed}), {procs} processes under the daemon"
                 rows += [Row("executor", label, f"idle{target_count}_daemon_rss_MB", round(own / 1024, 1), "MB", target_count, note),
                          Row("executor", label, f"idle{target_count}_rss_per_task_kB", round((own - base_own) / target_count, 1), "kB", target_count,
                              note + "; daemon process only"),
-                         Row("executor", label, f"idle{target_count}_tree_rss_per_task_kB", round((tree - base_tree) / target_count, 1), "kB",
-                             target_count, note + "; daemon + its shells")]
-                say(f"    {label:28} {target_count:5d} idle tasks: daemon RSS {own / 1024:7.1f} MB, with shells "
+                         Row("executor", label, f"idle{target_count}_tree_pss_per_task_kB", round((tree - base_tree) / target_count, 1), "kB",
+                             target_count, note + "; PSS of the daemon + its shells")]
+                say(f"    {label:28} {target_count:5d} idle tasks: daemon RSS {own / 1024:7.1f} MB, PSS with shells "
                     f"{tree / 1024:7.1f} MB ({procs} procs), made in {time.perf_counter() - t0:.1f} s")
             for i in range(0, created, 100):
                 await asyncio.gather(*(stub.CloseTask(pb.CloseTaskRequest(task_id=f"bench-idle-{j}", remove_files=True),

@@ -165,7 +165,7 @@ def markdown(rows: list[Row], machine: dict[str, Any], targets: list[dict[str, A
             n = r.n
             lines.append(f"- {n} idle tasks (a live shell each): daemon RSS {_fmt(r.value, 1)} MB, "
                          f"{_fmt(idx.get(EX, r.backend, f'idle{n}_rss_per_task_kB'), 0)} kB per task in the daemon, "
-                         f"{_fmt(idx.get(EX, r.backend, f'idle{n}_tree_rss_per_task_kB'), 0)} kB per task with its shell")
+                         f"{_fmt(idx.get(EX, r.backend, f'idle{n}_tree_pss_per_task_kB'), 0)} kB per task with its shell (PSS)")
         for r in bg:
             n = r.n
             lines.append(f"- {n} idle background processes: daemon RSS {_fmt(r.value, 1)} MB, "
