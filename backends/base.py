@@ -317,9 +317,12 @@ class Backend(abc.ABC):
 # ---------------------------------------------------------------------------
 
 #: Signals every process of a session except the shell running this script.
-#: $1 = session id, $2 = signal number. POSIX sh; reads /proc (Linux).
+#: $1 = session id, $2 = signal number. POSIX sh; reads /proc (Linux). The leader's process
+#: group is signalled first, at once: a walk alone can miss a child forked while it runs
+#: (a SIGINT right after start was lost that way).
 KILL_SESSION_SCRIPT = r"""
 sid=$1; sig=$2; me=$$
+kill "-$sig" -- "-$sid" 2>/dev/null
 for d in /proc/[0-9]*; do
   pid=${d#/proc/}
   [ "$pid" = "$me" ] && continue

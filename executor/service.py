@@ -365,6 +365,9 @@ class Executor:
                 if result.first_byte_at:
                     timings.first_byte = max(0.0, result.first_byte_at - r0)
                 message = result.message
+                notice = task.sandbox.take_notice() if task.sandbox is not None else None
+                if notice:  # e.g. the container was gone and has been recreated
+                    message = f"{message}; {notice}" if message else notice
                 if result.status == "timed_out" and not message:
                     message = f"timed out after {timeout:g} s; the command's process tree was killed"
                 if result.status == "backend_error":

@@ -100,7 +100,6 @@ def test_container_removed_under_a_command_then_recreated(options, api, tmp_path
         _cleanup(api, state)
 
 
-@pytest.mark.xfail(strict=True, reason="needs the core to append Sandbox.take_notice() to Exit.message")
 def test_exit_message_reports_the_recreation(options, api, tmp_path):
     state = tmp_path / "state"
     daemon = DaemonProcess(_config(options), state_dir=state).start()
