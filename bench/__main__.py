@@ -147,7 +147,9 @@ def per_backend(rows: list[Row], s: Settings) -> None:
             continue
         try:
             target, pid = daemon.target, daemon.proc.pid
-            guarded(rows, "exec_true_p50_ms", "executor", name, lambda: executor_exec.exec_latency(target, kind, name, s.n))
+            guarded(rows, "exec_true_p50_ms", "executor", name, lambda: executor_exec.exec_latency(target, pid, kind, name, s.n))
+            if kind == "local":
+                guarded(rows, "paired_exec_true_p50_ms", "executor", name, lambda: executor_exec.paired_with_spawn(target, s.n))
             size = s.stream_bytes_cloud if kind in CLOUD else s.stream_bytes
             guarded(rows, "stream_MBps", "executor", name,
                     lambda: executor_exec.stream_throughput(target, pid, kind, name, size, s.stream_repeats))

@@ -59,8 +59,10 @@ class SyncExec:
         return exit_
 
 
-def exec_latency(target: str, backend: str, label: str, n: int) -> list[Row]:
-    """``true`` and ``echo hi`` on a warm task: p50/p95/p99, plus the p50 of each daemon stage."""
+def exec_latency(target: str, daemon_pid: int, backend: str, label: str, n: int) -> list[Row]:
+    """``true`` and ``echo hi`` on a warm task: p50/p95/p99, the p50 of each daemon stage, and the
+    CPU time the daemon and this client spend per Exec of ``true`` (where a latency goes when the
+    machine is busy: every one of those milliseconds also waits for a core)."""
     client = SyncExec(target)
     rows: list[Row] = []
     try:
@@ -70,6 +72,7 @@ def exec_latency(target: str, backend: str, label: str, n: int) -> list[Row]:
             for _ in range(10):
                 client.exec(task, command, backend)
             samples, stages = [], {s: [] for s in (*STAGES, "daemon_total")}
+            d0, c0 = _cpu_seconds(daemon_pid), time.process_time()
             for _ in range(n):
                 t0 = time.perf_counter()
                 exit_ = client.exec(task, command, backend)
@@ -77,8 +80,13 @@ def exec_latency(target: str, backend: str, label: str, n: int) -> list[Row]:
                 for s in STAGES:
                     stages[s].append(getattr(exit_.timings, f"{s}_seconds") * 1000)
                 stages["daemon_total"].append(exit_.duration_seconds * 1000)
+            daemon_cpu, client_cpu = _cpu_seconds(daemon_pid) - d0, time.process_time() - c0
             rows += latency_rows("executor", label, f"exec_{name}", samples)
             if name == "true":
+                rows += [Row("executor", label, "daemon_cpu_ms_per_exec", round(daemon_cpu * 1000 / n, 3), "ms", n,
+                             "daemon process CPU time / Execs of `true`, sequential"),
+                         Row("executor", label, "client_cpu_ms_per_exec", round(client_cpu * 1000 / n, 3), "ms", n,
+                             "this (blocking gRPC) client's CPU time / Execs of `true`")]
                 rows += [Row("executor", label, f"stage_{s}_p50_ms", round(statistics.median(v), 4), "ms", n,
                              "Exit.duration_seconds of `true` (the core, from request to exit)" if s == "daemon_total"
                              else "Exit.timings of `true`") for s, v in stages.items()]
@@ -107,6 +115,33 @@ def _cpu_seconds(pid: int) -> float:
     """utime + stime of a process, from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def paired_with_spawn(target: str, n: int) -> list[Row]:
+    """Exec of ``true`` on local and a bare ``bash -c true`` spawn, alternating call by call.
+
+    The two are close (about 2 ms each here), and the load of this shared machine drifts within
+    seconds; alternating gives both the same conditions, so their ratio is the fair one."""
+    import subprocess
+
+    client = SyncExec(target)
+    execs, spawns = [], []
+    try:
+        for i in range(n + 10):
+            t0 = time.perf_counter()
+            client.exec("bench-paired", "true", "local")
+            t1 = time.perf_counter()
+            subprocess.run(["bash", "-c", "true"], stdout=subprocess.PIPE, check=True)
+            t2 = time.perf_counter()
+            if i >= 10:
+                execs.append((t1 - t0) * 1000)
+                spawns.append((t2 - t1) * 1000)
+    finally:
+        client.close()
+    say(f"    {'local (paired)':28} executor p50 {percentile(execs, .5):7.3f} ms, bare spawn p50 {percentile(spawns, .5):7.3f} ms")
+    note = "alternating call by call: Exec `true` (local), then subprocess.run(['bash','-c','true'])"
+    return [Row("executor", "local", "paired_exec_true_p50_ms", round(percentile(execs, .5), 3), "ms", n, note),
+            Row("floor", "local", "paired_exec_true_p50_ms", round(percentile(spawns, .5), 3), "ms", n, note)]
 
 
 def stream_throughput(target: str, daemon_pid: int, backend: str, label: str, nbytes: int, repeats: int) -> list[Row]:

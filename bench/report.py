@@ -62,8 +62,10 @@ EX = "executor"
 P50 = "exec_true_p50_ms"
 TARGETS = [
     Target("local: hermes LocalEnvironment p50 / executor p50 (>= 5x)", _ratio(("hermes-agent", "local", P50), (EX, "local", P50)), 5, True, "x"),
-    Target("local: bare `bash -c true` spawn p50 / executor p50 (>= 1x: at or under the floor)",
+    Target("local: bare `bash -c true` spawn p50 / executor p50 (>= 1x: at or under the floor; separate series)",
            _ratio(("floor", "local", P50), (EX, "local", P50)), 1, True, "x"),
+    Target("local: the same, paired (calls alternating, same instant load)",
+           _ratio(("floor", "local", "paired_exec_true_p50_ms"), (EX, "local", "paired_exec_true_p50_ms")), 1, True, "x"),
     Target("docker: hermes DockerEnvironment p50 / executor p50 (>= 10x)", _ratio(("hermes-agent", "docker", P50), (EX, "docker", P50)), 10, True, "x"),
     Target("docker: `docker exec CONTAINER true` p50 / executor p50 (>= 10x)", _ratio(("floor", "docker", P50), (EX, "docker", P50)), 10, True, "x"),
     Target("ssh: hermes SSHEnvironment p50 / executor p50 (>= 5x)", _ratio(("hermes-agent", "ssh", P50), (EX, "ssh", P50)), 5, True, "x"),
@@ -135,12 +137,16 @@ def markdown(rows: list[Row], machine: dict[str, Any], targets: list[dict[str, A
                 ("stream_cpu_bound_MBps", 0))) + " |")
     stages = [(s, idx.get(EX, "local", f"stage_{s}_p50_ms"))
               for s in ("gate", "queue", "spawn", "first_byte", "run", "daemon_total")]
+    stage_metric = {s: f"stage_{s}_p50_ms" for s, _ in stages}
+    stages += [("daemon CPU/Exec", 0.0), ("client CPU/Exec", 0.0)]
+    stage_metric.update({"daemon CPU/Exec": "daemon_cpu_ms_per_exec", "client CPU/Exec": "client_cpu_ms_per_exec"})
     if any(v is not None for _, v in stages):
         lines += ["", "**Per-stage p50 of one Exec of `true`** (ms, from `Exit.timings`; daemon_total is `Exit.duration_seconds`, "
-                  "the core's time from request to exit; the client-side p50 minus it is gRPC + the server adapter):", "",
+                  "the core's time from request to exit; the client-side p50 minus it is gRPC + the server adapter; "
+                  "CPU/Exec: CPU time of the daemon and of the client per sequential Exec):", "",
                   "| backend | " + " | ".join(s for s, _ in stages) + " |", "|---|" + "---|" * len(stages)]
         for b in ORDER:
-            vals = [idx.get(EX, b, f"stage_{s}_p50_ms") for s, _ in stages]
+            vals = [idx.get(EX, b, stage_metric[s]) for s, _ in stages]
             if any(v is not None for v in vals):
                 lines.append(f"| {b} | " + " | ".join(_fmt(v, 3) for v in vals) + " |")
     conc = sorted({int(r.metric[4:].split("_")[0]) for r in rows if r.metric.startswith("conc") and r.system == EX})
