@@ -538,3 +538,17 @@ async def test_writing_to_an_ended_process_is_not_a_lost_connection(make_backend
             await asyncio.sleep(0.01)
     assert info.value.kind is ErrorKind.FAILED_PRECONDITION
     assert b._conn.alive()
+
+
+async def test_signal_session_also_gets_processes_forked_during_the_walk(make_backend):
+    """A session that keeps forking while it is killed: processes forked after a /proc walk
+    began would survive one pass (and hold the channel open); none may survive."""
+    b = make_backend()
+    sb = await b.sandbox("forking")
+    proc = await sb.spawn(SH + ["-c", "echo go; for i in $(seq 3000); do sleep 300 & done; wait"], cwd=sb.root, env=ENV)
+    await read_until(proc.stdout, b"go\n")
+    await asyncio.sleep(0.05)  # forking in full swing
+    await sb.signal_session(proc.pid, signal.SIGKILL)
+    assert await asyncio.wait_for(proc.wait(), 10) == -signal.SIGKILL
+    await asyncio.wait_for(drain(proc), 10)  # nothing of the session holds the channel open
+    assert await session_alive(sb, proc.pid) == []
