@@ -486,7 +486,8 @@ class PersistentShell(ShellBase):
         try:
             await self.proc.write(command_line(spec, seq).encode())
         except BackendError as exc:
-            self._running = None
+            if self._running is running:
+                self._running = None
             yield CommandResult(0, self.cwd, "backend_error", f"could not send the command to the task's shell: {exc.message}")
             return
         follow = self._follow(running, deadline)
@@ -549,7 +550,8 @@ class PersistentShell(ShellBase):
             raise
         finally:
             running.channel.close()
-            self._running = None
+            if self._running is running:  # never clear a newer command's routing
+                self._running = None
 
     def interrupt(self, status: str = "cancelled", message: str = "") -> bool:
         """Stop the running command from outside (task closed, daemon draining)."""
@@ -629,7 +631,8 @@ class PersistentShell(ShellBase):
             return self.state
         finally:
             running.channel.close()
-            self._running = None
+            if self._running is running:
+                self._running = None
         if running.done is not None and running.done.state is not None:
             self._dead = False  # a snapshot does not end the shell
             self.state = running.done.state
