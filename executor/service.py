@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from executor.approvals import Approvals, ApprovalDecision, Authorization, Pending, PendingEvent
-from executor.approval import Verdict
+from executor.approval import Decision, Verdict
 from executor.backends import backend_class
 from executor.backends.base import Backend, BackendError, Health
 from executor.config import Config
@@ -243,6 +243,12 @@ class Executor:
         """Authorize a command: yields ApprovalNeeded while a human is asked, then the Authorization.
 
         Cancelling the consumer withdraws the pending approval."""
+        if self.approvals.check(command, task_id=task_id, backend=backend,
+                                interactive_pty=interactive_pty).decision is not Decision.ASK:
+            # No human to wait for (the usual case): decide and record without the machinery below.
+            yield await self.approvals.authorize(command, task_id=task_id, backend=backend, caller=caller.name,
+                                                 interactive_pty=interactive_pty)
+            return
         pending: asyncio.Queue[Pending] = asyncio.Queue()
 
         async def on_pending(item: Pending) -> None:

@@ -316,9 +316,13 @@ class _Channel:
         self.items: collections.deque = collections.deque()
         self.limit = limit
         self.closed = False
-        self._readable = asyncio.Event()
+        self._reader: asyncio.Future | None = None  # the consumer, waiting for an item
         self._writable = asyncio.Event()
         self._writable.set()
+
+    def _wake(self) -> None:
+        if self._reader is not None and not self._reader.done():
+            self._reader.set_result(True)
 
     async def put_data(self, item) -> None:
         while len(self.items) >= self.limit and not self.closed:
@@ -326,25 +330,29 @@ class _Channel:
             await self._writable.wait()
         if not self.closed:
             self.items.append(item)
-            self._readable.set()
+            self._wake()
 
     def put_control(self, item) -> None:
         self.items.append(item)
-        self._readable.set()
+        self._wake()
 
     async def get(self, timeout: float | None):
-        """The next item; None when the timeout passes first."""
+        """The next item; None when the timeout passes first. (A future and a timer: this runs
+        for every command, and asyncio.wait_for would start a task per wait.)"""
         while not self.items:
-            self._readable.clear()
-            if timeout is None:
-                await self._readable.wait()
-            else:
-                if timeout <= 0:
-                    return None
-                try:
-                    await asyncio.wait_for(self._readable.wait(), timeout)
-                except asyncio.TimeoutError:
-                    return None
+            if timeout is not None and timeout <= 0:
+                return None
+            loop = asyncio.get_running_loop()
+            self._reader = loop.create_future()
+            timer = loop.call_later(timeout, self._wake) if timeout is not None else None
+            try:
+                await self._reader
+            finally:
+                self._reader = None
+                if timer is not None:
+                    timer.cancel()
+            if not self.items and timeout is not None:
+                return None  # the timer fired first
         item = self.items.popleft()
         if item[0] in ("stdout", "stderr"):
             # Coalesce what is already queued for the same stream: fewer, larger messages.
