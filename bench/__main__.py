@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import executor_exec, floors, gate_rpc, hermes, report  # noqa: E402
-from bench.common import QUICK, RESULTS, Row, machine_info, say, skipped  # noqa: E402
+from bench import executor_exec, floors, gate_rpc, hermes, report
+from bench.common import QUICK, RESULTS, Row, machine_info, say, skipped
 
 CLOUD = ("modal", "daytona", "vercel_sandbox")
 IMAGE = "executor-sandbox:latest"
@@ -43,7 +43,7 @@ class Settings:
         self.n_hermes = 30 if quick else 200
         self.stream_bytes = 50_000_000 if quick else 200_000_000
         self.stream_bytes_cloud = 5_000_000 if quick else 20_000_000
-        self.stream_repeats = 1 if quick else 3
+        self.stream_repeats = 1 if quick else 5
         self.conc_levels = [1, 10, 50] if quick else [1, 10, 50, 200]
         self.conc_levels_docker = [] if quick else [1, 10, 50]
         self.conc_calls = 3 if quick else 10
@@ -75,10 +75,11 @@ def label(kind: str) -> str:
     return f"{kind} (local fake)" if kind in CLOUD else kind
 
 
-def guarded(rows: list[Row], what: str, system: str, backend: str, fn: Callable[[], list[Row]]) -> None:
-    """Run one part; a failure becomes a row with the reason instead of ending the run."""
+def guarded(rows: list[Row], what: str, system: str, backend: str, fn: Callable[..., list[Row]], *args: Any) -> None:
+    """Run ``fn(*args)``, one part of the suite; a failure becomes a row with the reason instead of
+    ending the run."""
     try:
-        rows += fn()
+        rows += fn(*args)
     except Exception as exc:  # noqa: BLE001 - recorded, not swallowed
         say(f"    {what} FAILED: {type(exc).__name__}: {exc}")
         rows.append(skipped(system, backend, what, f"{type(exc).__name__}: {str(exc)[:400]}"))
@@ -99,27 +100,27 @@ def sweep_bench_containers() -> None:
 def floor_and_hermes(rows: list[Row], s: Settings, kind: str, hermes_python: Path | None) -> None:
     """The floor and hermes-agent for one backend (those that have them)."""
     if kind == "local":
-        guarded(rows, "exec_true_p50_ms", "floor", "local", lambda: floors.bare_spawn(s.n))
+        guarded(rows, "exec_true_p50_ms", "floor", "local", floors.bare_spawn, s.n)
         if hermes_python:
-            guarded(rows, "exec_true_p50_ms", "hermes-agent", "local", lambda: hermes.run_environment(
-                hermes_python, "local", {"env": "local", "cwd": "/tmp", "n": s.n_hermes}, 900))
+            guarded(rows, "exec_true_p50_ms", "hermes-agent", "local", hermes.run_environment,
+                    hermes_python, "local", {"env": "local", "cwd": "/tmp", "n": s.n_hermes}, 900)
     elif kind == "docker":
-        guarded(rows, "exec_true_p50_ms", "floor", "docker", lambda: floors.docker_floors(IMAGE, s.n_slow))
+        guarded(rows, "exec_true_p50_ms", "floor", "docker", floors.docker_floors, IMAGE, s.n_slow)
         if hermes_python:
-            guarded(rows, "exec_true_p50_ms", "hermes-agent", "docker", lambda: hermes.run_environment(
-                hermes_python, "docker", {"env": "docker", "image": IMAGE, "task_id": "executor-bench",
-                                          "n": s.n_slow}, 1800))
+            spec = {"env": "docker", "image": IMAGE, "task_id": "executor-bench", "n": s.n_slow}
+            guarded(rows, "exec_true_p50_ms", "hermes-agent", "docker", hermes.run_environment,
+                    hermes_python, "docker", spec, 1800)
             hermes.sweep_containers()
     elif kind == "ssh":
         facts = importlib.import_module("tests.infra.ssh").facts()
-        guarded(rows, "exec_true_p50_ms", "floor", "ssh", lambda: floors.ssh_floor(facts, s.n))
+        guarded(rows, "exec_true_p50_ms", "floor", "ssh", floors.ssh_floor, facts, s.n)
         if hermes_python:
             spec = {"env": "ssh", "n": s.n_hermes, **{k: facts[k] for k in ("host", "user", "port", "key_file", "known_hosts")}}
             guarded(rows, "exec_true_p50_ms", "hermes-agent", "ssh",
-                    lambda: hermes.run_environment(hermes_python, "ssh", spec, 900))
+                    hermes.run_environment, hermes_python, "ssh", spec, 900)
     elif kind == "singularity":
         facts = importlib.import_module("tests.infra.singularity").facts()
-        guarded(rows, "exec_true_p50_ms", "floor", "singularity", lambda: floors.apptainer_floor(facts, s.n_slow))
+        guarded(rows, "exec_true_p50_ms", "floor", "singularity", floors.apptainer_floor, facts, s.n_slow)
 
 
 def per_backend(rows: list[Row], s: Settings) -> None:
@@ -147,16 +148,16 @@ def per_backend(rows: list[Row], s: Settings) -> None:
             continue
         try:
             target, pid = daemon.target, daemon.proc.pid
-            guarded(rows, "exec_true_p50_ms", "executor", name, lambda: executor_exec.exec_latency(target, pid, kind, name, s.n))
+            guarded(rows, "exec_true_p50_ms", "executor", name, executor_exec.exec_latency, target, pid, kind, name, s.n)
             if kind == "local":
-                guarded(rows, "paired_exec_true_p50_ms", "executor", name, lambda: executor_exec.paired_with_spawn(target, s.n))
+                guarded(rows, "paired_exec_true_p50_ms", "executor", name, executor_exec.paired_with_spawn, target, s.n)
             size = s.stream_bytes_cloud if kind in CLOUD else s.stream_bytes
             guarded(rows, "stream_MBps", "executor", name,
-                    lambda: executor_exec.stream_throughput(target, pid, kind, name, size, s.stream_repeats))
+                    executor_exec.stream_throughput, target, pid, kind, name, size, s.stream_repeats)
             levels = {"local": s.conc_levels, "docker": s.conc_levels_docker}.get(kind)
             if levels:
                 guarded(rows, "conc_exec_p50_ms", "executor", name,
-                        lambda: executor_exec.concurrency(target, pid, kind, name, levels, s.conc_calls))
+                        executor_exec.concurrency, target, pid, kind, name, levels, s.conc_calls)
         finally:
             daemon.stop(timeout=180)
             if kind == "docker":
@@ -184,7 +185,7 @@ def main() -> None:
     rows: list[Row] = []
     say("the raw gRPC floor")
     guarded(rows, "rtt_p50_ms", "floor", "grpc (unary-stream)",
-            lambda: floors.grpc_floor(max(s.n, 200), s.stream_bytes, s.stream_repeats))
+            floors.grpc_floor, max(s.n, 200), s.stream_bytes, s.stream_repeats)
     say("backend by backend: floor, hermes-agent, executor (latency, stream, concurrency)")
     per_backend(rows, s)
     say("a fresh local daemon: the gate through gRPC, idle tasks")
@@ -192,9 +193,9 @@ def main() -> None:
     try:
         target, pid = daemon.target, daemon.proc.pid
         guarded(rows, "check_p50_ms", "executor", "gate (gRPC CheckCommand)",
-                lambda: gate_rpc.check_command_latency(target, s.gate_limit))
+                gate_rpc.check_command_latency, target, s.gate_limit)
         guarded(rows, "idle_daemon_rss_MB", "executor", "local",
-                lambda: executor_exec.idle_tasks(target, pid, "local", "local", s.idle_counts))
+                executor_exec.idle_tasks, target, pid, "local", "local", s.idle_counts)
     finally:
         daemon.stop(timeout=180)
     say("bench/gate.py (in-process gate latency, corpus scores)")

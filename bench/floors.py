@@ -46,7 +46,7 @@ def _report(system_backend: tuple[str, str], prefix: str, samples: list[float], 
 def bare_spawn(n: int) -> list[Row]:
     rows = []
     for name, argv in (("true", ["bash", "-c", "true"]), ("echo", ["bash", "-c", "echo hi"])):
-        samples = time_calls(lambda: subprocess.run(argv, stdout=subprocess.PIPE, check=True), n)
+        samples = time_calls(lambda argv=argv: subprocess.run(argv, stdout=subprocess.PIPE, check=True), n)
         rows += _report(("floor", "local"), f"exec_{name}", samples, f"subprocess.run({argv})")
     return rows
 

@@ -108,7 +108,7 @@ def markdown(rows: list[Row], machine: dict[str, Any], targets: list[dict[str, A
         if idx.get(EX, b, P50) is None and idx.get("floor", b, P50) is None:
             continue
 
-        def pair(system: str, name: str) -> str:
+        def pair(system: str, name: str, b: str = b) -> str:
             p50, p99 = idx.get(system, b, f"exec_{name}_p50_ms"), idx.get(system, b, f"exec_{name}_p99_ms")
             return "–" if p50 is None else f"{_fmt(p50)} / {_fmt(p99)}"
 
