@@ -317,19 +317,29 @@ class Backend(abc.ABC):
 # ---------------------------------------------------------------------------
 
 #: Signals every process of a session except the shell running this script.
-#: $1 = session id, $2 = signal number. POSIX sh; reads /proc (Linux). The leader's process
-#: group is signalled first, at once: a walk alone can miss a child forked while it runs
-#: (a SIGINT right after start was lost that way).
+#: $1 = session id, $2 = signal number. POSIX sh with built-ins only (no process per /proc entry);
+#: reads /proc (Linux). The leader's process group is signalled first, at once; then /proc is walked
+#: again until a pass finds no process it has not signalled yet (a child forked during a walk is
+#: caught by the next), at most 8 passes.
 KILL_SESSION_SCRIPT = r"""
-sid=$1; sig=$2; me=$$
+sid=$1; sig=$2; me=$$; seen=" "
 kill "-$sig" -- "-$sid" 2>/dev/null
-for d in /proc/[0-9]*; do
-  pid=${d#/proc/}
-  [ "$pid" = "$me" ] && continue
-  stat=$(cat "$d/stat" 2>/dev/null) || continue
-  rest=${stat##*) }
-  set -- $rest
-  [ "$4" = "$sid" ] && kill "-$sig" "$pid" 2>/dev/null
+pass=0
+while [ $pass -lt 8 ]; do
+  pass=$((pass + 1)); fresh=0
+  for d in /proc/[0-9]*; do
+    pid=${d#/proc/}
+    [ "$pid" = "$me" ] && continue
+    case "$seen" in *" $pid "*) continue ;; esac
+    read -r stat < "$d/stat" 2>/dev/null || continue
+    rest=${stat##*) }
+    set -- $rest
+    if [ "$4" = "$sid" ]; then
+      kill "-$sig" "$pid" 2>/dev/null
+      seen="$seen$pid "; fresh=1
+    fi
+  done
+  [ $fresh = 0 ] && break
 done
 exit 0
 """

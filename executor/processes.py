@@ -493,8 +493,14 @@ class ProcessManager:
             pumps.append(asyncio.ensure_future(self._pump(mp, proc.stderr, "stderr")))
         waiter = asyncio.ensure_future(proc.wait())
         try:
-            await asyncio.wait([waiter, *pumps], return_when=asyncio.FIRST_EXCEPTION)
-            # Either the streams failed, or everything ended; a leader that exited while
+            # Until a stream fails, or the leader exits (FIRST_EXCEPTION alone would also wait for
+            # streams that something of the session still holds open).
+            pending = {waiter, *pumps}
+            while pending and not waiter.done():
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                if any(not f.cancelled() and f.exception() is not None for f in done):
+                    break
+            # Either the streams failed, or the leader ended; a leader that exited while
             # something of its session still holds the streams gets a short drain, then
             # its session is ended (no orphans).
             if waiter.done() and not waiter.exception() and not all(p.done() for p in pumps):

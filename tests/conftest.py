@@ -30,9 +30,16 @@ def local_daemon(tmp_path):
 def pytest_collection_modifyitems(config, items):
     """Grouping for pytest-xdist (`-n N --dist loadgroup`, as `make test` runs): one backend's
     conformance tests share a worker (its daemon starts once), and every other module stays on one
-    worker (its module-scoped daemons and ordered checks stay together). Groups run in parallel."""
+    worker (its module-scoped daemons and ordered checks stay together). The ssh backend's own tests
+    join its conformance group: one of them stops the shared test sshd. Groups run in parallel."""
     for item in items:
         callspec = getattr(item, "callspec", None)
         kind = callspec.params.get("daemon") if callspec else None
-        group = f"backend-{kind}" if isinstance(kind, str) else item.nodeid.split("::")[0]
+        module = item.nodeid.split("::")[0]
+        if isinstance(kind, str):
+            group = f"backend-{kind}"
+        elif module.startswith("tests/test_ssh_"):
+            group = "backend-ssh"  # one of them stops the shared test sshd: never beside other ssh tests
+        else:
+            group = module
         item.add_marker(pytest.mark.xdist_group(name=group))
