@@ -55,6 +55,8 @@ __all__ = [
     "ByteQueue",
     "Options",
     "KILL_SESSION_SCRIPT",
+    "drain",
+    "read_all",
 ]
 
 
@@ -221,8 +223,8 @@ class Sandbox(abc.ABC):
             cwd=self.root,
             env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
         )
-        out = asyncio.ensure_future(_collect(proc.stdout))
-        err = asyncio.ensure_future(_collect(proc.stderr)) if proc.stderr is not None else None
+        out = asyncio.ensure_future(read_all(proc.stdout))
+        err = asyncio.ensure_future(read_all(proc.stderr)) if proc.stderr is not None else None
         try:
             async for chunk in data:
                 await proc.write(chunk)
@@ -244,7 +246,7 @@ class Sandbox(abc.ABC):
             env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
         )
         await proc.close_stdin()
-        err = asyncio.ensure_future(_collect(proc.stderr)) if proc.stderr is not None else None
+        err = asyncio.ensure_future(read_all(proc.stderr)) if proc.stderr is not None else None
         while True:
             chunk = await proc.stdout.read()
             if not chunk:
@@ -345,7 +347,8 @@ exit 0
 """
 
 
-async def _collect(stream: Any) -> bytes:
+async def read_all(stream: Any) -> bytes:
+    """A stream's bytes to EOF (None reads as empty)."""
     if stream is None:
         return b""
     buf = bytearray()
@@ -358,7 +361,7 @@ async def _collect(stream: Any) -> bytes:
 
 async def drain(proc: Process) -> tuple[bytes, bytes]:
     """Read a process's stdout and stderr to EOF, concurrently."""
-    out, err = await asyncio.gather(_collect(proc.stdout), _collect(proc.stderr))
+    out, err = await asyncio.gather(read_all(proc.stdout), read_all(proc.stderr))
     return out, err
 
 

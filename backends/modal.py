@@ -49,6 +49,7 @@ from .base import (
     Process,
     PtySize,
     Sandbox,
+    drain,
 )
 
 try:
@@ -370,7 +371,7 @@ class ModalProcess(Process):
                                                      str(size.rows), str(size.cols)],
                                          cwd=None, env={"PATH": "/usr/local/bin:/usr/bin:/bin"}, pty=None)
         await proc.close_stdin()
-        _, err = await asyncio.gather(_read_all(proc.stdout), _read_all(proc.stderr))
+        _, err = await drain(proc)
         if await proc.wait() != 0:
             raise BackendError(f"cannot resize the terminal: {err.decode(errors='replace').strip()}",
                                ErrorKind.FAILED_PRECONDITION)
@@ -482,7 +483,7 @@ class ModalSandbox(Sandbox):
         proc = await self.spawn(["/bin/sh", "-c", _KILL_SCRIPT, "executor-kill", str(pid), str(sig)], cwd="/",
                                 env={"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"})
         await proc.close_stdin()
-        await asyncio.gather(_read_all(proc.stdout), _read_all(proc.stderr))
+        await drain(proc)
         await proc.wait()
 
     async def release(self, remove_files: bool = False) -> None:
@@ -753,7 +754,7 @@ class ModalBackend(Backend):
                                    cwd=None, env={"PATH": "/usr/local/bin:/usr/bin:/bin"}, pty=None,
                                    timeout=self.options.start_timeout)
         await process.close_stdin()
-        out, err = await asyncio.gather(_read_all(process.stdout), _read_all(process.stderr))
+        out, err = await drain(process)
         code = await process.wait()
         base = out.decode(errors="replace").strip()
         if code != 0 or not base.startswith("/"):
@@ -816,7 +817,7 @@ class ModalBackend(Backend):
             process = await self._exec(box, ["/bin/rm", "-rf", "--", sandbox.root], cwd=None,
                                        env={"PATH": "/usr/bin:/bin"}, pty=None)
             await process.close_stdin()
-            await asyncio.gather(_read_all(process.stdout), _read_all(process.stderr))
+            await drain(process)
             await process.wait()
         if o.sandbox_per == "task":
             self._boxes.pop(box.key, None)
@@ -826,13 +827,3 @@ class ModalBackend(Backend):
                 except Exception:  # noqa: BLE001
                     pass
 
-
-async def _read_all(stream: Any) -> bytes:
-    if stream is None:
-        return b""
-    buf = bytearray()
-    while True:
-        chunk = await stream.read()
-        if not chunk:
-            return bytes(buf)
-        buf += chunk

@@ -63,6 +63,7 @@ from .base import (
     Process,
     PtySize,
     Sandbox,
+    drain,
 )
 
 log = logging.getLogger(__name__)
@@ -1115,7 +1116,7 @@ class SSHBackend(Backend):
             conn, chan = await self._open_any(lambda _: command, None)
         proc = _ChannelProcess(self, conn, chan, pty=False, handshake=False)
         await proc.close_stdin()
-        out, err = await asyncio.gather(_collect(proc.stdout), _collect(proc.stderr))
+        out, err = await drain(proc)
         code = await proc.wait()
         await proc.detach()
         return code, out, err
@@ -1200,11 +1201,3 @@ class SSHBackend(Backend):
         self._extra = []
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-
-async def _collect(stream: Any) -> bytes:
-    buf = bytearray()
-    while True:
-        chunk = await stream.read()
-        if not chunk:
-            return bytes(buf)
-        buf += chunk

@@ -22,9 +22,10 @@ FACTS=$CACHE/connection.json
 
 say() { echo "sshd-up: $*" >&2; }
 
-running() {
+running() {  # the server is ours, alive, and answers on both of its ports
     [ -s "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null \
-        && (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null
+        && (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null \
+        && (exec 3<>"/dev/tcp/127.0.0.1/$LOW_PORT") 2>/dev/null
 }
 
 LAYOUT=2  # bump when the config or the facts change: an older server is then reconfigured
