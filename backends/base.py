@@ -234,8 +234,9 @@ class Sandbox(abc.ABC):
             await out
             message = (await err).decode(errors="replace").strip() if err is not None else ""
         if code != 0:
+            full = "No space left on device" in message or "Disk quota exceeded" in message
             raise BackendError(f"unpacking into {path} failed: {message or f'tar exited {code}'}",
-                               ErrorKind.FAILED_PRECONDITION)
+                               ErrorKind.RESOURCE_EXHAUSTED if full else ErrorKind.FAILED_PRECONDITION)
 
     async def get_archive(self, path: str) -> AsyncIterator[bytes]:
         """A tar stream of ``path`` (a file or a directory), its last component at the top."""

@@ -132,3 +132,38 @@ def test_too_many_tasks_is_resource_exhausted(tmp_path):
             assert c.run("c", "echo ok").stdout == b"ok\n"
     finally:
         d.kill()
+
+
+def test_disk_full_in_the_task_dir_is_a_clear_error_and_the_daemon_serves_on(tmp_path):
+    """The task directory's filesystem fills up: the command fails with the kernel's message, a file
+    upload is refused with a status, other tasks and the same task carry on once space is freed."""
+    import grpc
+    import pytest
+
+    from tests.daemon import DaemonProcess
+    from tests.test_files import put, tar_bytes
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs for the task root needs root")
+    root = tmp_path / "small"
+    root.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(root)], check=True)
+    try:
+        d = DaemonProcess({"backend": "local", "backends": {"local": {"kind": "local", "root": str(root)}}},
+                          state_dir=tmp_path / "state").start()
+        try:
+            with d.client() as c:
+                r = c.run("full", "head -c 4000000 /dev/zero > big; echo rc=$?")
+                assert b"No space left on device" in r.stderr and b"rc=1" in r.stdout
+                assert r.exit.status == pb.EXIT_STATUS_COMPLETED
+                channel, stub = d.stub()
+                with channel, pytest.raises(grpc.RpcError) as info:
+                    put(stub, "full", "more", tar_bytes([("x", "file", b"y" * 500_000)]))
+                assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert "No space left on device" in info.value.details()
+                assert c.run("other", "echo still serving").stdout == b"still serving\n"
+                assert c.run("full", "rm big; echo freed > f; cat f").stdout == b"freed\n"
+        finally:
+            d.kill()
+    finally:
+        subprocess.run(["umount", "-l", str(root)], check=False)
