@@ -30,6 +30,8 @@ class JSONFormatter(logging.Formatter):
 
 
 def setup_logging(level: str, fmt: str) -> None:
+    global _EXEC_LEVEL
+    _EXEC_LEVEL = logging.INFO if fmt == "json" else logging.DEBUG
     handler = logging.StreamHandler()
     handler.setFormatter(JSONFormatter() if fmt == "json" else
                          logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -38,14 +40,19 @@ def setup_logging(level: str, fmt: str) -> None:
     root.setLevel(level.upper())
 
 
+_EXEC_LEVEL = logging.INFO  # JSON mode: one structured line per command; text mode: at debug level
+
+
 def log_exec(record: ExecRecord) -> None:
+    if not log.isEnabledFor(_EXEC_LEVEL):
+        return
     info = record.exit
     fields = {"event": "exec", "task": record.task_id, "backend": record.backend, "status": info.status,
               "exit_code": info.exit_code, "duration": round(info.duration, 6), "gate": record.gate,
               "caller": record.caller, "stdout_bytes": info.stdout_bytes, "stderr_bytes": info.stderr_bytes}
     if info.rule:
         fields["rule"] = info.rule
-    log.info("exec task=%s backend=%s status=%s exit=%s duration=%.3fs%s", record.task_id, record.backend,
+    log.log(_EXEC_LEVEL, "exec task=%s backend=%s status=%s exit=%s duration=%.3fs%s", record.task_id, record.backend,
              info.status, info.exit_code, info.duration, f" rule={info.rule}" if info.rule else "",
              extra={"fields": fields})
 
@@ -76,6 +83,8 @@ class Metrics:
         procs.set_function(self._running_processes)
         self.available = Gauge("executor_backend_available", "1 when the backend is available", ["backend"],
                                registry=self.registry)
+        self._per_backend: dict = {}
+        self._counters: dict = {}
         core.listeners.append(self.observe)
         self._refresh: asyncio.Task | None = None
 
@@ -85,15 +94,31 @@ class Metrics:
             return 0
         return sum(procs.running_count(t) for t in list(self.core.tasks.tasks))
 
+    def _children(self, backend: str):
+        """The labelled series of one backend, looked up once (labels() is costly per command)."""
+        found = self._per_backend.get(backend)
+        if found is None:
+            found = (self.total.labels(backend), [self.stages.labels(backend, s) for s in STAGES],
+                     self.output.labels(backend, "stdout"), self.output.labels(backend, "stderr"))
+            self._per_backend[backend] = found
+        return found
+
     def observe(self, record: ExecRecord) -> None:
         info = record.exit
-        self.execs.labels(record.backend, info.status).inc()
-        self.gate.labels(record.gate).inc()
-        self.total.labels(record.backend).observe(info.duration)
-        for stage in STAGES:
-            self.stages.labels(record.backend, stage).observe(getattr(info.timings, stage))
-        self.output.labels(record.backend, "stdout").inc(info.stdout_bytes)
-        self.output.labels(record.backend, "stderr").inc(info.stderr_bytes)
+        key = (record.backend, info.status, record.gate)
+        counters = self._counters.get(key)
+        if counters is None:
+            counters = self._counters[key] = (self.execs.labels(record.backend, info.status),
+                                              self.gate.labels(record.gate))
+        counters[0].inc()
+        counters[1].inc()
+        total, stages, out, err = self._children(record.backend)
+        total.observe(info.duration)
+        t = info.timings
+        for child, value in zip(stages, (t.gate, t.approval, t.queue, t.spawn, t.first_byte, t.run)):
+            child.observe(value)
+        out.inc(info.stdout_bytes)
+        err.inc(info.stderr_bytes)
 
     async def refresh_health(self, every: float = 15.0) -> None:
         while True:

@@ -134,10 +134,16 @@ class Servicer(pb_grpc.ExecutorServicer):
     async def Exec(self, request: pb.ExecRequest, context):
         caller = await self.auth.caller(context, "exec")
         try:
-            async for event in self.core.exec(exec_params(request), caller=caller, deadline=_deadline(context)):
+            stream = self.core.exec(exec_params(request), caller=caller, deadline=_deadline(context))
+        except CoreError as exc:
+            await _abort(context, exc)
+        try:
+            async for event in stream:
                 yield event_pb(event)
         except CoreError as exc:
             await _abort(context, exc)
+        finally:
+            await stream.aclose()  # a call that ends early (cancelled) kills its command now, not at GC
 
     async def Run(self, request: pb.ExecRequest, context) -> pb.RunResult:
         caller = await self.auth.caller(context, "exec")

@@ -223,20 +223,19 @@ class Executor:
 
     # -- Exec ----------------------------------------------------------------------------
 
-    async def exec(self, p: ExecParams, *, caller: Caller = Caller(), deadline: float | None = None
-                   ) -> AsyncIterator[Event]:
-        """Run one command; yields Started, ApprovalNeeded, Output..., then Finished.
+    def exec(self, p: ExecParams, *, caller: Caller = Caller(), deadline: float | None = None
+             ) -> AsyncIterator[Event]:
+        """Run one command: the stream of Started, ApprovalNeeded, Output..., then Finished.
 
-        ``deadline`` (monotonic) is the transport's own deadline: a shorter one counts as the
-        timeout. Cancelling the consumer kills the command's tree in the backend."""
+        Checks the request at once (CoreError), then returns the stream (no extra generator layer
+        on the hot path). ``deadline`` (monotonic) is the transport's own deadline: a shorter one
+        counts as the timeout. Closing or cancelling the stream kills the command's tree in the
+        backend."""
         timeout = self._validate(p)
         backend_name = self.backend_for(p.backend)
         if p.idempotency_key:
-            async for event in self._idempotent_exec(p, caller, deadline, timeout, backend_name):
-                yield event
-            return
-        async for event in self._exec(p, caller, deadline, timeout, backend_name):
-            yield event
+            return self._idempotent_exec(p, caller, deadline, timeout, backend_name)
+        return self._exec(p, caller, deadline, timeout, backend_name)
 
     async def gate(self, command: str, *, task_id: str, backend: str, caller: Caller,
                    interactive_pty: bool = False) -> AsyncIterator[ApprovalNeeded | Authorization]:
