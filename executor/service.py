@@ -289,13 +289,14 @@ class Executor:
         yield Started(exec_id, backend_name, p.task_id)
 
         # The gate: every command passes it before it reaches a backend.
+        g0 = time.monotonic()  # after `started` went out: the gate's own time
         auth = None
         async for item in self.gate(p.command, task_id=p.task_id, backend=backend_name, caller=caller):
             if isinstance(item, ApprovalNeeded):
                 yield item
             else:
                 auth = item
-        timings.gate = time.monotonic() - t0
+        timings.gate = time.monotonic() - g0
         if auth.approval_id:
             timings.approval = timings.gate
         gate = ("approved" if auth.allowed else "denied") if auth.approval_id else ("allow" if auth.allowed else "deny")

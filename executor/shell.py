@@ -80,9 +80,10 @@ __ex_state() {{
   builtin alias -p
 }}
 __ex_done() {{
-  local __ex_rc=$1 __ex_st= LC_ALL=C
+  local __ex_rc=$1 __ex_st=
   if [ "$2" = 1 ]; then __ex_st=$(__ex_state); __ex_st="$__ex_st
 "; fi
+  case "$PWD$__ex_st" in *[![:ascii:]]*) local LC_ALL=C ;; esac  # lengths in bytes, not characters
   builtin printf '\\036\\037EX:%s:%s:%d:%d:%d:%s%s\\036' "$__ex_S" "$__ex_seq" "$__ex_rc" "${{#PWD}}" "${{#__ex_st}}" "$PWD" "$__ex_st"
   builtin printf '\\036\\037EX:%s:%s\\036' "$__ex_S" "$__ex_seq" >&2
 }}
@@ -105,6 +106,10 @@ class CommandSpec:
 
 def command_line(spec: CommandSpec, seq: int, final: bool = False) -> str:
     """The shell code that runs one command in the current shell and reports it."""
+    if not (spec.env or spec.stdin or spec.workdir is not None or final):
+        # The common case in one short line: bash reads its input a byte at a time from a pipe.
+        merge = " 2>&1" if spec.merge_stderr else ""
+        return f"__ex_seq={seq};eval {ansi_c_quote(spec.command)} </dev/null{merge};__ex_done $? 0\n"
     parts = [f"__ex_seq={seq}; __ex_c={ansi_c_quote(spec.command)}"]
     restore: list[str] = []
     for i, (name, value) in enumerate(spec.env.items()):
