@@ -89,3 +89,19 @@ class DaemonProcess:
     def restart(self) -> "DaemonProcess":
         self.stop()
         return self.start()
+
+
+def count_processes(marker: str) -> int:
+    """Processes on this host whose command line starts with ``marker`` (set with `exec -a`)."""
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return sum(1 for line in out.splitlines() if line.startswith(marker))
+
+
+def wait_for(predicate, timeout: float = 20.0) -> bool:
+    """Poll ``predicate`` until it holds or the timeout passes; its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()

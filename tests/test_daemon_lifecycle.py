@@ -10,18 +10,7 @@ import time
 from executor.v1 import executor_pb2 as pb
 
 
-def count_processes(marker: str) -> int:
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return sum(1 for line in out.splitlines() if line.startswith(marker))
-
-
-def wait_for(predicate, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
+from tests.daemon import count_processes, wait_for  # noqa: E402
 
 
 def test_sigterm_drains_and_leaves_nothing_running(local_daemon):

@@ -8,9 +8,7 @@ adoption of the sandbox (through the session registry inside it).
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
-import time
 
 import pytest
 
@@ -20,18 +18,7 @@ from tests.infra import modal as infra
 pytestmark = [pytest.mark.backend("modal"), pytest.mark.slow]
 
 
-def count_processes(marker: str) -> int:
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return sum(1 for line in out.splitlines() if line.startswith(marker))
-
-
-def wait_for(predicate, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
+from tests.daemon import count_processes, wait_for  # noqa: E402
 
 
 @pytest.fixture
