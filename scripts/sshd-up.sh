@@ -9,11 +9,14 @@
 #
 # Idempotent and fast when already up (a pid check and a TCP probe). A lock serialises concurrent
 # callers. Environment: EXECUTOR_TEST_CACHE (default /var/cache/executor-test), SSHD_TEST_PORT
-# (default 42022; PORT+1 is the same server with MaxSessions 3), SSHD_TEST_USER (default executor-test).
+# (default 22022; PORT+1 is the same server with MaxSessions 3), SSHD_TEST_USER (default executor-test).
+# The ports sit below the kernel's ephemeral range (32768-60999 here): a port in that range can be
+# handed to any program's bind(0) or outgoing connection while sshd is down, and sshd then comes back
+# without it.
 set -euo pipefail
 
 CACHE=${EXECUTOR_TEST_CACHE:-/var/cache/executor-test}/ssh
-PORT=${SSHD_TEST_PORT:-42022}
+PORT=${SSHD_TEST_PORT:-22022}
 LOW_PORT=$((PORT + 1))
 TEST_USER=${SSHD_TEST_USER:-executor-test}
 CONFIG=$CACHE/sshd_config
@@ -22,13 +25,32 @@ FACTS=$CACHE/connection.json
 
 say() { echo "sshd-up: $*" >&2; }
 
-running() {  # the server is ours, alive, and answers on both of its ports
-    [ -s "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null \
-        && (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null \
-        && (exec 3<>"/dev/tcp/127.0.0.1/$LOW_PORT") 2>/dev/null
+sshd_answers() (  # $1 = port: an SSH server (not some other program) greets us there
+    exec 2>/dev/null 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+    IFS= read -r -t 3 greeting <&3 || exit 1
+    [[ $greeting == SSH-2.0-* ]]
+)
+
+alive() {  # $1 = pid: the process exists and is not a zombie
+    [ -n "$1" ] && [ -e "/proc/$1" ] && ! grep -qs '^State:[[:space:]]*Z' "/proc/$1/status"
 }
 
-LAYOUT=2  # bump when the config or the facts change: an older server is then reconfigured
+running() {  # the server is ours, alive, and answers on both of its ports
+    [ -s "$PIDFILE" ] && alive "$(cat "$PIDFILE")" && sshd_answers "$PORT" && sshd_answers "$LOW_PORT"
+}
+
+stop_old() {  # end a listener from an earlier start and wait until it has let go of its ports
+    local pid
+    pid=$(cat "$PIDFILE" 2>/dev/null || true)
+    for p in $pid $(pgrep -f "^sshd: /usr/sbin/sshd -f $CONFIG " || true); do
+        kill "$p" 2>/dev/null || true
+        for _ in $(seq 100); do alive "$p" || break; sleep 0.05; done
+        alive "$p" && kill -KILL "$p" 2>/dev/null || true
+    done
+    rm -f "$PIDFILE"
+}
+
+LAYOUT=3  # bump when the config or the facts change: an older server is then reconfigured
 
 if grep -qs "\"layout\": $LAYOUT," "$FACTS" && running; then
     exit 0
@@ -107,25 +129,27 @@ Match LocalPort $LOW_PORT
 EOF
 if [ -f "$CONFIG" ] && ! cmp -s "$CONFIG" "$CONFIG.new" && running; then
     say "the sshd config changed: restarting sshd"
-    kill "$(cat "$PIDFILE")"
-    for _ in $(seq 100); do running || break; sleep 0.05; done
+    stop_old
 fi
 mv "$CONFIG.new" "$CONFIG"
 
 if ! running; then
     mkdir -p /run/sshd
     chmod 755 /run/sshd
-    if [ -s "$PIDFILE" ]; then
-        kill "$(cat "$PIDFILE")" 2>/dev/null || true
-        rm -f "$PIDFILE"
-    fi
+    stop_old
+    for port in "$PORT" "$LOW_PORT"; do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            say "127.0.0.1:$port is taken by another program; free it or set SSHD_TEST_PORT (PORT and PORT+1 are used)"
+            exit 1
+        fi
+    done
     /usr/sbin/sshd -t -f "$CONFIG"
     /usr/sbin/sshd -f "$CONFIG" -E "$CACHE/sshd.log"
     for _ in $(seq 100); do
         running && break
         sleep 0.05
     done
-    running || { say "sshd did not start; see $CACHE/sshd.log"; exit 1; }
+    running || { say "sshd did not start on both ports; see $CACHE/sshd.log"; tail -5 "$CACHE/sshd.log" >&2; exit 1; }
     say "sshd listening on 127.0.0.1:$PORT (pid $(cat "$PIDFILE"))"
 fi
 

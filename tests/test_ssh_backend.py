@@ -114,6 +114,13 @@ def server_side_pids(local_port: int, server_port: int) -> list[int]:
     return sorted(pids)
 
 
+def _status(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return ""
+
+
 def kill_all(pids: list[int], sig: int) -> None:
     """Signal processes that may already be gone (one sshd process ending takes its partner along)."""
     for pid in pids:
@@ -409,6 +416,11 @@ async def test_sshd_down_is_unavailable_then_recovers(make_backend, facts):
         health = await b.health()
         assert not health.available and "refused" in health.reason
     finally:
+        # Restart only once the old listener has exited and let go of both ports.
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{listener}").exists() and "State:\tZ" not in _status(listener):
+            assert time.monotonic() < deadline, f"the old sshd listener {listener} did not exit"
+            await asyncio.sleep(0.02)
         infra.facts()  # sshd-up.sh starts it again
     sb = await b.sandbox("restart")
     assert (await run(sb, ["true"]))[0] == 0
