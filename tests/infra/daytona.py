@@ -32,13 +32,14 @@ def options(api_url: str, **extra: Any) -> dict[str, Any]:
     return {"kind": "daytona", "api_url": api_url, "api_key": API_KEY, "auto_stop_interval": 0, **extra}
 
 
-def _answers(api_url: str) -> bool:
+def _answers(api_url: str) -> str | None:
+    """None when the server lists sandboxes; otherwise what went wrong."""
     request = urllib.request.Request(f"{api_url}/sandbox?labels=%7B%7D", headers={"Authorization": f"Bearer {API_KEY}"})
     try:
-        with urllib.request.urlopen(request, timeout=2) as resp:
-            return resp.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
+        with urllib.request.urlopen(request, timeout=5) as resp:
+            return None if resp.status == 200 else f"HTTP {resp.status}"
+    except (urllib.error.URLError, OSError) as exc:
+        return f"{type(exc).__name__}: {exc}"
 
 
 def _code_hash() -> str:
@@ -55,30 +56,41 @@ def _stop_old() -> None:
 
 
 def provision() -> dict[str, Any]:
-    """Start (or reuse) the background server; the options for ``backends.daytona``."""
+    """Start (or reuse) the background server; the options for ``backends.daytona``. A lock keeps
+    concurrent callers (test workers, bench) from replacing each other's server."""
+    import fcntl
+
     STATE.mkdir(parents=True, exist_ok=True)
-    url_file, code_file = STATE / "url", STATE / "server.code"
-    code = _code_hash()
-    if url_file.exists() and code_file.exists() and code_file.read_text() == code \
-            and _answers(url := url_file.read_text().strip()):
-        return options(url)
-    _stop_old()
-    url_file.unlink(missing_ok=True)
-    log = open(STATE / "server.log", "ab")
-    proc = subprocess.Popen(
-        [sys.executable, str(REPO / "tests" / "fakes" / "daytona_server.py"), "--url-file", str(url_file),
-         "--root", str(STATE / "sandboxes"), "--api-key", API_KEY],
-        cwd=str(STATE), stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
-    (STATE / "server.pid").write_text(str(proc.pid))
-    code_file.write_text(code)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if url_file.exists() and _answers(url := url_file.read_text().strip()):
+    with open(STATE / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        url_file, code_file = STATE / "url", STATE / "server.code"
+        code = _code_hash()
+        if url_file.exists() and code_file.exists() and code_file.read_text() == code \
+                and _answers(url := url_file.read_text().strip()) is None:
             return options(url)
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    raise RuntimeError(f"the fake Daytona server did not start; see {STATE / 'server.log'}")
+        _stop_old()
+        url_file.unlink(missing_ok=True)
+        with open(STATE / "server.log", "ab") as log:
+            log_start = log.tell()
+            proc = subprocess.Popen(
+                [sys.executable, str(REPO / "tests" / "fakes" / "daytona_server.py"), "--url-file", str(url_file),
+                 "--root", str(STATE / "sandboxes"), "--api-key", API_KEY],
+                cwd=str(STATE), stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        (STATE / "server.pid").write_text(str(proc.pid))
+        code_file.write_text(code)
+        started, deadline, problem = time.monotonic(), time.monotonic() + 60, "no URL written yet"
+        while time.monotonic() < deadline:
+            if url_file.exists():
+                problem = _answers(url := url_file.read_text().strip())
+                if problem is None:
+                    return options(url)
+            if proc.poll() is not None:
+                problem = f"the server exited with {proc.returncode}"
+                break
+            time.sleep(0.05)
+        tail = (STATE / "server.log").read_bytes()[log_start:][-2000:].decode(errors="replace")
+        raise RuntimeError(f"the fake Daytona server did not answer within {time.monotonic() - started:.0f}s "
+                           f"({problem}); its log ({STATE / 'server.log'}) says:\n{tail}")
 
 
 async def in_process(root: Path | None = None) -> Any:
