@@ -6,6 +6,7 @@ atomically (write a temp file, fsync, rename) so a crash never leaves half a fil
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pathlib
@@ -78,8 +79,16 @@ class AlwaysStore:
             _atomic_write(self.path, json.dumps({"version": 1, "always": self._rules}, indent=2).encode())
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
 class AuditLog:
-    """Append-only JSON lines: when, task, command, rule, decision, who decided."""
+    """Append-only JSON lines: when, task, command, rule, decision, who decided.
+
+    Inside an event loop an entry is written at the loop's next turn (one write() for all the
+    entries of that turn), so the command it admits is already on its way and the write costs it
+    nothing; that is before any of the command's output is relayed. Outside a loop it is written
+    at once. ``flush()`` writes what waits; ``close()`` flushes."""
 
     def __init__(self, state_dir: pathlib.Path) -> None:
         self.path = pathlib.Path(state_dir) / AUDIT_FILE
@@ -88,14 +97,37 @@ class AuditLog:
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         os.fchmod(fd, 0o600)
         self._fd = fd
+        self._waiting: list[dict[str, Any]] = []
+        self._scheduled = False
 
     def record(self, **fields: Any) -> None:
         entry = {"when": time.time(), **fields}
-        line = (json.dumps(entry, ensure_ascii=False, default=str) + "\n").encode()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
         with self._lock:
-            os.write(self._fd, line)  # one write() per line: O_APPEND keeps lines whole
+            self._waiting.append(entry)
+            if loop is None:
+                self._write_waiting()
+            elif not self._scheduled:
+                self._scheduled = True
+                loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        with self._lock:
+            self._scheduled = False
+            self._write_waiting()
+
+    def _write_waiting(self) -> None:
+        if not self._waiting or self._fd < 0:
+            return
+        data = "".join([_ENCODER.encode(e) + "\n" for e in self._waiting]).encode()
+        self._waiting.clear()
+        os.write(self._fd, data)  # one write() per batch: O_APPEND keeps lines whole
 
     def close(self) -> None:
+        self.flush()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1

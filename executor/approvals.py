@@ -131,13 +131,22 @@ class Approvals:
         caller: str = "",
         on_pending: Callable[[Pending], Awaitable[None]] | None = None,
         interactive_pty: bool = False,
+        verdict: Verdict | None = None,
     ) -> Authorization:
         """Decide whether ``command`` may run, asking a human when the policy says ask.
 
         Returns once decided; never raises for a refusal (``allowed=False`` with a message).
-        Cancelling the awaiting coroutine withdraws the pending approval.
+        Cancelling the awaiting coroutine withdraws the pending approval. ``verdict`` is this
+        command's :meth:`check` when the caller has just made it (it is not evaluated twice).
         """
-        verdict = self.check(command, task_id=task_id, backend=backend, interactive_pty=interactive_pty)
+        if verdict is None:
+            verdict = self.check(command, task_id=task_id, backend=backend, interactive_pty=interactive_pty)
+        if verdict.decision is not Decision.ASK:
+            return self.settle(command, verdict, task_id=task_id, backend=backend, caller=caller)
+        return await self._ask(command, verdict, task_id, backend, caller, on_pending, interactive_pty)
+
+    def settle(self, command: str, verdict: Verdict, *, task_id: str, backend: str, caller: str = "") -> Authorization:
+        """The decision for a verdict that asks nobody (allow or deny), recorded in the audit log."""
         if verdict.decision is Decision.ALLOW:
             by = "mode" if verdict.rule else "gate"
             self._record(task_id, backend, command, verdict, "allow", by, caller)
@@ -146,7 +155,7 @@ class Approvals:
             by = "gate" if verdict.hardline else "policy"
             self._record(task_id, backend, command, verdict, "deny", by, caller)
             return Authorization(False, verdict, _denied_message(verdict), decided_by=by)
-        return await self._ask(command, verdict, task_id, backend, caller, on_pending, interactive_pty)
+        raise ValueError(f"a verdict that asks ({verdict.rule}) is settled by a human, not by settle()")
 
     async def _ask(
         self,

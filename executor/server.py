@@ -364,8 +364,10 @@ class Daemon:
 
         await self.core.start()
         self.core.listeners.append(log_exec)
-        self.metrics = Metrics(self.core)
-        if self.config.metrics.listen:
+        # Metrics are kept only when something can read them (the endpoint is off by default): the
+        # series cost every command a few dozen microseconds.
+        self.metrics = Metrics(self.core) if self.config.metrics.listen else None
+        if self.metrics is not None:
             self.metrics.serve(self.config.metrics.listen)
         try:
             from executor.processes import attach as attach_processes

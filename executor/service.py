@@ -11,7 +11,6 @@ import asyncio
 import logging
 import os
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -242,11 +241,10 @@ class Executor:
         """Authorize a command: yields ApprovalNeeded while a human is asked, then the Authorization.
 
         Cancelling the consumer withdraws the pending approval."""
-        if self.approvals.check(command, task_id=task_id, backend=backend,
-                                interactive_pty=interactive_pty).decision is not Decision.ASK:
+        verdict = self.approvals.check(command, task_id=task_id, backend=backend, interactive_pty=interactive_pty)
+        if verdict.decision is not Decision.ASK:
             # No human to wait for (the usual case): decide and record without the machinery below.
-            yield await self.approvals.authorize(command, task_id=task_id, backend=backend, caller=caller.name,
-                                                 interactive_pty=interactive_pty)
+            yield self.approvals.settle(command, verdict, task_id=task_id, backend=backend, caller=caller.name)
             return
         pending: asyncio.Queue[Pending] = asyncio.Queue()
 
@@ -255,7 +253,7 @@ class Executor:
 
         authorize = asyncio.ensure_future(self.approvals.authorize(
             command, task_id=task_id, backend=backend, caller=caller.name, on_pending=on_pending,
-            interactive_pty=interactive_pty))
+            interactive_pty=interactive_pty, verdict=verdict))
         try:
             while not authorize.done():
                 getter = asyncio.ensure_future(pending.get())
@@ -283,7 +281,7 @@ class Executor:
                     backend_name: str) -> AsyncIterator[Event]:
         t0 = time.monotonic()
         timings = Timings()
-        exec_id = uuid.uuid4().hex[:16]
+        exec_id = os.urandom(8).hex()
         task = self.tasks.get_or_create(p.task_id, backend_name)
         task.touch()
         yield Started(exec_id, backend_name, p.task_id)

@@ -17,7 +17,9 @@ def make(tmp_path: pathlib.Path, **cfg: object) -> Approvals:
     return Approvals(GateConfig.model_validate(cfg), tmp_path)
 
 
-def audit(tmp_path: pathlib.Path) -> list[dict]:
+async def audit(tmp_path: pathlib.Path) -> list[dict]:
+    """The audit log's entries; inside a loop they are written at its next turn."""
+    await asyncio.sleep(0)
     return [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
 
 
@@ -36,7 +38,7 @@ async def test_allow_and_hardline_deny(tmp_path: pathlib.Path) -> None:
 
     no = await a.authorize("rm -rf /", task_id="t1", backend="local", on_pending=on_pending)
     assert not no.allowed and no.verdict.hardline and "hardline" in no.message and not called
-    records = audit(tmp_path)
+    records = await audit(tmp_path)
     assert [r["decision"] for r in records] == ["allow", "deny"]
     assert (
         records[1]["rule"] == "rm_recursive_root" and records[1]["task"] == "t1" and records[1]["command"] == "rm -rf /"
@@ -84,7 +86,7 @@ async def test_deny_with_reason(tmp_path: pathlib.Path) -> None:
 
     r = await a.authorize("git reset --hard", task_id="t", backend="local", on_pending=on_pending)
     assert not r.allowed and "bob" in r.message and "not on main" in r.message
-    last = audit(tmp_path)[-1]
+    last = (await audit(tmp_path))[-1]
     assert (last["decision"], last["decided_by"], last["approval"]) == ("deny", "bob", "deny")
     a.close()
 
@@ -151,7 +153,7 @@ async def test_cancellation_withdraws_the_pending_approval(tmp_path: pathlib.Pat
     assert a.pending() == []
     with pytest.raises(KeyError):
         a.resolve(ev.pending.approval_id, ApprovalDecision.APPROVE_ONCE)
-    assert audit(tmp_path)[-1]["decision"] == "withdrawn"
+    assert (await audit(tmp_path))[-1]["decision"] == "withdrawn"
     await watcher.aclose()
     a.close()
 
@@ -207,7 +209,7 @@ async def test_modes_deny_and_allow_never_wait(tmp_path: pathlib.Path) -> None:
     b = make(tmp_path / "allow", mode="allow")
     r = await b.authorize("systemctl stop nginx", task_id="t", backend="local")
     assert r.allowed and r.decided_by == "mode" and r.verdict.rule == "service_stop"
-    assert audit(tmp_path / "allow")[-1]["rule"] == "service_stop"
+    assert (await audit(tmp_path / "allow"))[-1]["rule"] == "service_stop"
     assert not (await b.authorize("reboot", task_id="t", backend="local")).allowed
     b.close()
 
@@ -238,3 +240,27 @@ async def test_failing_on_pending_withdraws(tmp_path: pathlib.Path) -> None:
         await a.authorize("git push -f", task_id="t", backend="local", on_pending=broken)
     assert a.pending() == []
     a.close()
+
+
+def test_audit_outside_a_loop_is_written_at_once(tmp_path):
+    from executor.approval.store import AuditLog
+
+    log = AuditLog(tmp_path)
+    log.record(task="t", command="ls", decision="allow")
+    assert json.loads((tmp_path / "audit.jsonl").read_text())["command"] == "ls"
+    log.close()
+
+
+async def test_audit_in_a_loop_is_written_at_its_next_turn_and_on_close(tmp_path):
+    from executor.approval.store import AuditLog
+
+    log = AuditLog(tmp_path)
+    log.record(task="t", command="one", decision="allow")
+    log.record(task="t", command="two ✓", decision="deny")
+    assert (tmp_path / "audit.jsonl").read_text() == ""  # the command it admits goes first
+    await asyncio.sleep(0)
+    assert [json.loads(line)["command"] for line in (tmp_path / "audit.jsonl").read_text().splitlines()] == \
+        ["one", "two ✓"]
+    log.record(task="t", command="three", decision="allow")
+    log.close()  # nothing waiting is lost when the daemon stops
+    assert (tmp_path / "audit.jsonl").read_text().splitlines()[-1].find('"three"') > 0
