@@ -93,6 +93,22 @@ def test_malformed_messages_are_refused(daemon, raw):
             assert exc.code() != grpc.StatusCode.UNKNOWN or "Unexpected" not in (exc.details() or ""), exc.details()
 
 
+@pytest.mark.parametrize("method", ["Exec", "Run", "StartProcess"])
+def test_a_message_that_does_not_parse_is_invalid_argument(daemon, method):
+    """Bytes that are no ExecRequest (field 1 as a varint with a truncated length) are refused with
+    INVALID_ARGUMENT and a message saying so, on the streaming call as on the unary ones."""
+    with grpc.insecure_channel(daemon.target) as channel:
+        make = channel.unary_stream if method == "Exec" else channel.unary_unary
+        call = make(f"/executor.v1.Executor/{method}", request_serializer=lambda b: b,
+                    response_deserializer=lambda b: b)
+        with pytest.raises(grpc.RpcError) as caught:
+            result = call(b"\x0a\xff\xff\xff", timeout=30)
+            if method == "Exec":
+                list(result)
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, caught.value.details()
+        assert "malformed" in caught.value.details()
+
+
 def test_daemon_still_serves_after_fuzzing(stub):
     r = stub.Run(pb.ExecRequest(task_id="after-fuzz", command="echo alive"), timeout=30)
     assert r.stdout == b"alive\n"
