@@ -27,19 +27,35 @@ def local_daemon(tmp_path):
     daemon.kill()
 
 
-def pytest_collection_modifyitems(config, items):
-    """Grouping for pytest-xdist (`-n N --dist loadgroup`, as `make test` runs): one backend's
+_KINDS = ("local", "docker", "ssh", "singularity", "modal", "daytona", "vercel_sandbox")
+
+
+def xdist_group(nodeid: str) -> str:
+    """The worker group of a test (`-n N --dist loadgroup`, as `make test` runs): one backend's
     conformance tests share a worker (its daemon starts once), and every other module stays on one
     worker (its module-scoped daemons and ordered checks stay together). The ssh backend's own tests
     join its conformance group: one of them stops the shared test sshd. Groups run in parallel."""
-    for item in items:
-        callspec = getattr(item, "callspec", None)
-        kind = callspec.params.get("daemon") if callspec else None
-        module = item.nodeid.split("::")[0]
-        if isinstance(kind, str):
-            group = f"backend-{kind}"
-        elif module.startswith("tests/test_ssh_"):
-            group = "backend-ssh"  # one of them stops the shared test sshd: never beside other ssh tests
-        else:
-            group = module
-        item.add_marker(pytest.mark.xdist_group(name=group))
+    module = nodeid.split("::")[0]
+    if module.startswith("tests/conformance/") and "[" in nodeid:
+        for part in nodeid[nodeid.index("[") + 1:].rstrip("]").split("-"):
+            if part in _KINDS:
+                return f"backend-{part}"
+    if module.startswith("tests/test_ssh_"):
+        return "backend-ssh"  # one of them stops the shared test sshd: never beside other ssh tests
+    return module
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` with the groups of :func:`xdist_group`, decided from node ids on the
+    controller. (xdist's own loadgroup reads an `xdist_group` mark by rewriting node ids on the
+    workers, which pytest 9 no longer allows: every test then ran on any worker.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Groups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group(nodeid)
+
+    return Groups(config, log)
