@@ -38,6 +38,16 @@ def start_daemon(backends: dict[str, dict[str, Any]], default: str = "local", **
     return DaemonProcess(config, state_dir=state).start(timeout=300)
 
 
+def _succeeded(exit_: pb.Exit | None, command: str, backend: str) -> pb.Exit:
+    """The Exit of a call that must have run and succeeded; anything else stops the bench."""
+    if exit_ is None:
+        raise RuntimeError(f"Exec of {command!r} on {backend} ended without an exit event")
+    if exit_.status != pb.EXIT_STATUS_COMPLETED or exit_.exit_code != 0:
+        raise RuntimeError(f"Exec of {command!r} on {backend} failed: status {exit_.status}, "
+                           f"code {exit_.exit_code}, {exit_.message}")
+    return exit_
+
+
 class SyncExec:
     """Exec calls on one blocking channel; returns the Exit of each call."""
 
@@ -53,12 +63,7 @@ class SyncExec:
         for event in self.stub.Exec(pb.ExecRequest(task_id=task, command=command, backend=backend), timeout=timeout):
             if event.WhichOneof("event") == "exit":
                 exit_ = event.exit
-        if exit_ is None:
-            raise RuntimeError(f"Exec of {command!r} on {backend} ended without an exit event")
-        if exit_.status != pb.EXIT_STATUS_COMPLETED or exit_.exit_code != 0:
-            raise RuntimeError(f"Exec of {command!r} on {backend} failed: status {exit_.status}, "
-                               f"code {exit_.exit_code}, {exit_.message}")
-        return exit_
+        return _succeeded(exit_, command, backend)
 
 
 class AioExec(SyncExec):
@@ -84,13 +89,7 @@ class AioExec(SyncExec):
         return exit_
 
     def exec(self, task: str, command: str, backend: str, timeout: float = 120) -> pb.Exit:
-        exit_ = self.loop.run_until_complete(self._exec(task, command, backend, timeout))
-        if exit_ is None:
-            raise RuntimeError(f"Exec of {command!r} on {backend} ended without an exit event")
-        if exit_.status != pb.EXIT_STATUS_COMPLETED or exit_.exit_code != 0:
-            raise RuntimeError(f"Exec of {command!r} on {backend} failed: status {exit_.status}, "
-                               f"code {exit_.exit_code}, {exit_.message}")
-        return exit_
+        return _succeeded(self.loop.run_until_complete(self._exec(task, command, backend, timeout)), command, backend)
 
 
 def sync_client_latency(target: str, backend: str, label: str, n: int) -> list[Row]:

@@ -24,6 +24,7 @@ from executor.config import Config
 from executor.errors import CoreError, exhausted, from_backend, invalid, not_found
 from executor.redact import Redactor, options_secrets
 from executor.events import ApprovalNeeded, Event, ExitInfo, Finished, Output, Started, Timings
+from executor.headtail import HeadTail
 from executor.shell import CommandResult, CommandSpec, valid_env_name
 from executor.tasks import Task, TaskManager, check_task_id, resolve_inside
 
@@ -77,35 +78,6 @@ class BackendStatus:
     health: Health
     is_default: bool
     backend: Backend
-
-
-class _Bounded:
-    """Head and tail of a stream, with its exact size."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def add(self, data: bytes) -> None:
-        self.total += len(data)
-        half = self.limit // 2
-        if len(self.head) < half:
-            take = half - len(self.head)
-            self.head += data[:take]
-            data = data[take:]
-        if data:
-            self.tail += data
-            if len(self.tail) > self.limit - half:
-                del self.tail[: len(self.tail) - (self.limit - half)]
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > len(self.head) + len(self.tail)
-
-    def value(self) -> bytes:
-        return bytes(self.head + self.tail)
 
 
 class Executor:
@@ -422,7 +394,7 @@ class Executor:
 
     async def _collect(self, events: AsyncIterator[Event], live) -> RunOutcome:
         limit = self.config.limits.run_output_bytes
-        out, err = _Bounded(limit), _Bounded(limit)
+        out, err = HeadTail(limit), HeadTail(limit)
         exit_info = None
         async for event in events:
             if isinstance(event, Output):

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from executor.client import PROCESS_STATES, STATUS_NAMES, Client, ExecutorError
+from executor.headtail import HeadTail
 
 MAX_OUTPUT = 20_000  # characters of output shown to the model: head and tail
 
@@ -78,34 +79,6 @@ PROCESS_SCHEMA: dict[str, Any] = {
 TOOLS = [TERMINAL_SCHEMA, PROCESS_SCHEMA]
 
 
-class HeadTail:
-    """The first and the last bytes of a stream, its exact size, and a readable text of both."""
-
-    def __init__(self, limit: int = MAX_OUTPUT) -> None:
-        self.limit = limit
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def add(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.limit // 2 - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail += data
-            del self.tail[: max(0, len(self.tail) - (self.limit - self.limit // 2))]
-
-    def text(self) -> str:
-        head = self.head.decode("utf-8", errors="replace")
-        tail = self.tail.decode("utf-8", errors="replace")
-        cut = self.total - len(self.head) - len(self.tail)
-        if cut <= 0:
-            return head + tail
-        return f"{head}\n[… output cut: {cut} of {self.total} bytes omitted …]\n{tail}"
-
-
 def _error(message: str, **extra: Any) -> str:
     return json.dumps({"error": message, **extra})
 
@@ -137,7 +110,7 @@ _parked_lock = threading.Lock()
 def _run_exec(client: Client, task_id: str, command: str, args: dict, backend: str,
               on_approval) -> str:
     """Runs a command through Exec; returns the tool's JSON result."""
-    output = HeadTail()
+    output = HeadTail(MAX_OUTPUT)
     exit_ = None
     for event in client.exec(task_id, command, timeout=float(args.get("timeout") or 0),
                              workdir=str(args.get("workdir") or ""), pty=bool(args.get("pty")),
