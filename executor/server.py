@@ -124,6 +124,12 @@ def _deadline(context: grpc.aio.ServicerContext) -> float | None:
     return None if remaining is None else time.monotonic() + remaining
 
 
+def _checks_its_request(method):
+    """Marks a servicer method that refuses a malformed request itself, so _guard leaves it bare."""
+    method.checks_its_request = True
+    return method
+
+
 class Servicer(pb_grpc.ExecutorServicer):
     def __init__(self, core: Executor, auth: Auth) -> None:
         self.core = core
@@ -131,8 +137,9 @@ class Servicer(pb_grpc.ExecutorServicer):
 
     # -- Exec / Run ------------------------------------------------------------------------
 
+    @_checks_its_request  # the hottest call: no wrapping generator layer around its stream
     async def Exec(self, request: pb.ExecRequest, context):
-        if isinstance(request, _Malformed):  # checked here: _guard adds no layer on the hottest call
+        if isinstance(request, _Malformed):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
         caller = await self.auth.caller(context, "exec")
         try:
@@ -281,8 +288,8 @@ def _guard(method, client_streaming: bool, server_streaming: bool):
             async def handler(requests, context):
                 return await method(_checked_stream(requests, context), context)
     elif server_streaming:
-        if getattr(method, "__name__", "") == "Exec":
-            return method  # Exec refuses a malformed request itself
+        if getattr(method, "checks_its_request", False):
+            return method
         async def handler(request, context):
             if isinstance(request, _Malformed):
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)

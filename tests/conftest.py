@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from executor.backends import KINDS
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -27,9 +29,6 @@ def local_daemon(tmp_path):
     daemon.kill()
 
 
-_KINDS = ("local", "docker", "ssh", "singularity", "modal", "daytona", "vercel_sandbox")
-
-
 def xdist_group(nodeid: str) -> str:
     """The worker group of a test (`-n N --dist loadgroup`, as `make test` runs): one backend's
     conformance tests share a worker (its daemon starts once), and every other module stays on one
@@ -38,7 +37,7 @@ def xdist_group(nodeid: str) -> str:
     module = nodeid.split("::")[0]
     if module.startswith("tests/conformance/") and "[" in nodeid:
         for part in nodeid[nodeid.index("[") + 1:].rstrip("]").split("-"):
-            if part in _KINDS:
+            if part in KINDS:
                 return f"backend-{part}"
     if module.startswith("tests/test_ssh_"):
         return "backend-ssh"  # one of them stops the shared test sshd: never beside other ssh tests
