@@ -25,7 +25,7 @@ from executor.errors import CoreError, exhausted, from_backend, invalid, not_fou
 from executor.redact import Redactor, options_secrets
 from executor.events import ApprovalNeeded, Event, ExitInfo, Finished, Output, Started, Timings
 from executor.headtail import HeadTail
-from executor.shell import CommandResult, CommandSpec, valid_env_name
+from executor.shell import SENT, CommandResult, CommandSpec, valid_env_name
 from executor.tasks import Task, TaskManager, check_task_id, resolve_inside
 
 log = logging.getLogger("executor")
@@ -209,11 +209,14 @@ class Executor:
         return self._exec(p, caller, deadline, timeout, backend_name)
 
     async def gate(self, command: str, *, task_id: str, backend: str, caller: Caller,
-                   interactive_pty: bool = False) -> AsyncIterator[ApprovalNeeded | Authorization]:
+                   interactive_pty: bool = False, verdict: Verdict | None = None
+                   ) -> AsyncIterator[ApprovalNeeded | Authorization]:
         """Authorize a command: yields ApprovalNeeded while a human is asked, then the Authorization.
+        ``verdict``: the gate's verdict on it, when the caller already has it.
 
         Cancelling the consumer withdraws the pending approval."""
-        verdict = self.approvals.check(command, task_id=task_id, backend=backend, interactive_pty=interactive_pty)
+        if verdict is None:
+            verdict = self.approvals.check(command, task_id=task_id, backend=backend, interactive_pty=interactive_pty)
         if verdict.decision is not Decision.ASK:
             # No human to wait for (the usual case): decide and record without the machinery below.
             yield self.approvals.settle(command, verdict, task_id=task_id, backend=backend, caller=caller.name)
@@ -251,21 +254,31 @@ class Executor:
 
     async def _exec(self, p: ExecParams, caller: Caller, deadline: float | None, timeout: float,
                     backend_name: str) -> AsyncIterator[Event]:
+        """``started`` goes out as soon as the command is in the shell, so sending it overlaps the
+        command's run; before that only if something may wait (an approval, the task's queue, a
+        shell to start), so a client always hears of its call before it waits."""
         t0 = time.monotonic()
         timings = Timings()
-        exec_id = os.urandom(8).hex()
         task = self.tasks.get_or_create(p.task_id, backend_name)
         task.touch()
-        yield Started(exec_id, backend_name, p.task_id)
+        started: Started | None = Started(os.urandom(8).hex(), backend_name, p.task_id)
 
         # The gate: every command passes it before it reaches a backend.
-        g0 = time.monotonic()  # after `started` went out: the gate's own time
-        auth = None
-        async for item in self.gate(p.command, task_id=p.task_id, backend=backend_name, caller=caller):
-            if isinstance(item, ApprovalNeeded):
-                yield item
-            else:
-                auth = item
+        g0 = time.monotonic()
+        verdict = self.approvals.check(p.command, task_id=p.task_id, backend=backend_name)
+        if verdict.decision is Decision.ASK:
+            yield started
+            started = None
+            g0 = time.monotonic()  # after `started` went out: the gate's own time
+            auth = None
+            async for item in self.gate(p.command, task_id=p.task_id, backend=backend_name, caller=caller,
+                                        verdict=verdict):
+                if isinstance(item, ApprovalNeeded):
+                    yield item
+                else:
+                    auth = item
+        else:
+            auth = self.approvals.settle(p.command, verdict, task_id=p.task_id, backend=backend_name, caller=caller.name)
         timings.gate = time.monotonic() - g0
         if auth.approval_id:
             timings.approval = timings.gate
@@ -274,6 +287,8 @@ class Executor:
             info = ExitInfo(0, "denied", cwd=task.cwd, duration=time.monotonic() - t0, message=auth.message,
                             rule=auth.verdict.rule, backend=backend_name, timings=timings)
             self._publish(p, backend_name, info, gate, caller)
+            if started is not None:
+                yield started
             yield Finished(info)
             return
 
@@ -281,6 +296,10 @@ class Executor:
         if task.waiting >= self.config.limits.max_queued_per_task:
             raise exhausted(f"task {p.task_id!r} already has {task.waiting} commands waiting; "
                             f"wait for them (limits.max_queued_per_task)")
+        if started is not None and (task.lock.locked() or self._exec_slots.locked()
+                                    or task.shell is None or not task.shell.alive):
+            yield started
+            started = None
         q0 = time.monotonic()
         task.waiting += 1
         try:
@@ -289,6 +308,8 @@ class Executor:
             task.waiting -= 1
         try:
             if task.closed:
+                if started is not None:
+                    yield started
                 yield Finished(ExitInfo(0, "cancelled", message="the task was closed while the command waited",
                                         backend=backend_name, timings=timings))
                 return
@@ -314,9 +335,14 @@ class Executor:
                 r0 = time.monotonic()
                 try:
                     async for item in stream:
+                        if started is not None:  # the first item of any kind: the command is under way
+                            yield started
+                            started = None
                         if isinstance(item, CommandResult):
                             result = item
                             break
+                        if item is SENT:
+                            continue
                         kind, data = item
                         if scrub is not None:
                             data = scrub[kind].feed(data)
@@ -353,6 +379,8 @@ class Executor:
                                 stderr_bytes=counts["stderr"], message=message, rule=auth.verdict.rule,
                                 backend=backend_name, timings=timings)
                 self._publish(p, backend_name, info, gate, caller)
+                if started is not None:
+                    yield started
                 yield Finished(info)
         finally:
             task.lock.release()

@@ -93,6 +93,11 @@ builtin printf '\\036\\037EXR:%s:%d\\036' "$__ex_S" "$$"
 """
 
 
+#: The first item of a shell's ``run`` stream: the command is now in the shell (written, or its
+#: process spawned). A consumer that stops reading from here on still kills it.
+SENT = ("sent", b"")
+
+
 @dataclass
 class CommandSpec:
     """One command, as the shell layer needs it."""
@@ -519,6 +524,7 @@ class PersistentShell(ShellBase):
         first_byte = 0.0
         settled = False  # the command has ended (or been killed): nothing left to kill
         try:
+            yield SENT
             while ends < 2:
                 item = await running.channel.get(None if deadline is None else deadline - time.monotonic())
                 if item is None:

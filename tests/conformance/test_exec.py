@@ -140,11 +140,14 @@ def test_grpc_deadline_counts_as_timeout(client, task):
     assert out == b"ok\n"
 
 
-def test_cancel_kills_tree_inside_backend(client, task):
+@pytest.mark.parametrize("after", ["stdout", "started"])
+def test_cancel_kills_tree_inside_backend(client, task, after):
+    """Cancelled after its first output, or as soon as `started` arrives (the command is already in
+    the shell by then: the daemon sends `started` once it has handed the command over)."""
     marker = f"executor-cancel-{task}"
     events = client.exec(task, f"echo go; exec -a {marker} sleep 300")
     for event in events:
-        if event.WhichOneof("event") == "stdout":
+        if event.WhichOneof("event") == after:
             break
     events.close()  # cancels the RPC
     deadline = time.monotonic() + 20
