@@ -2,10 +2,11 @@
 
 One daemon is started with every backend that could be provisioned on this machine (named after
 its kind), so all backends are measured by the same process in the same run; each request names
-its backend. Latency is measured with a ``grpc.aio`` client (what ``executor.client.AsyncClient``
-uses; the cheapest way for Python to consume a server stream), and also with the blocking stub (what
-``executor.client.Client`` uses) as its own rows; bulk streaming and concurrency use ``grpc.aio``, as
-the brief asks, with a large receive limit.
+its backend. Latency is measured with ``executor.client.Client``, the blocking client (hermes-agent's
+``execute()`` is synchronous too; our client reads a stream on the calling thread, the cheapest way
+for Python to make one call at a time), and also with a ``grpc.aio`` channel (what
+``executor.client.AsyncClient`` uses) as its own rows; bulk streaming and concurrency use
+``grpc.aio``, as the brief asks, with a large receive limit.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import grpc
 from bench.common import Row, latency_rows, percentile, say
 from executor.v1 import executor_pb2 as pb
 from executor.v1 import executor_pb2_grpc as pb_grpc
+from executor.client import Client
 from tests.daemon import DaemonProcess
 
 STAGES = ("gate", "queue", "spawn", "first_byte", "run")
@@ -48,26 +50,39 @@ def _succeeded(exit_: pb.Exit | None, command: str, backend: str) -> pb.Exit:
     return exit_
 
 
-class SyncExec:
-    """Exec calls on one blocking channel; returns the Exit of each call."""
+class ClientExec:
+    """Exec calls through ``executor.client.Client``, the blocking client (it reads a stream on the
+    calling thread): the like-for-like counterpart of hermes-agent's synchronous ``execute()``."""
 
     def __init__(self, target: str) -> None:
-        self.channel = grpc.insecure_channel(target, options=_BIG)
-        self.stub = pb_grpc.ExecutorStub(self.channel)
+        self.client = Client(target)
 
     def close(self) -> None:
-        self.channel.close()
+        self.client.close()
 
     def exec(self, task: str, command: str, backend: str, timeout: float = 120) -> pb.Exit:
         exit_ = None
-        for event in self.stub.Exec(pb.ExecRequest(task_id=task, command=command, backend=backend), timeout=timeout):
+        for event in self.client.exec(task, command, backend=backend, rpc_timeout=timeout):
             if event.WhichOneof("event") == "exit":
                 exit_ = event.exit
         return _succeeded(exit_, command, backend)
 
+    def timed(self, task: str, command: str, backend: str, n: int, timeout: float = 120) -> list[tuple[float, pb.Exit]]:
+        """``n`` calls one after another: (milliseconds, Exit) of each."""
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            exit_ = self.exec(task, command, backend, timeout)
+            out.append(((time.perf_counter() - t0) * 1000, exit_))
+        return out
 
-class AioExec(SyncExec):
-    """The same calls through a ``grpc.aio`` channel driven by an event loop of its own."""
+    def close_task(self, task: str) -> None:
+        self.client.close_task(task, remove_files=True)
+
+
+class AioExec(ClientExec):
+    """The same calls through a ``grpc.aio`` channel (what ``executor.client.AsyncClient`` uses),
+    driven by an event loop of its own."""
 
     def __init__(self, target: str) -> None:
         self.loop = asyncio.new_event_loop()
@@ -91,25 +106,36 @@ class AioExec(SyncExec):
     def exec(self, task: str, command: str, backend: str, timeout: float = 120) -> pb.Exit:
         return _succeeded(self.loop.run_until_complete(self._exec(task, command, backend, timeout)), command, backend)
 
+    def timed(self, task: str, command: str, backend: str, n: int, timeout: float = 120) -> list[tuple[float, pb.Exit]]:
+        """``n`` calls one after another inside the running loop, as an asyncio agent runtime makes
+        them: (milliseconds, Exit) of each."""
+        async def calls() -> list[tuple[float, pb.Exit]]:
+            out = []
+            for _ in range(n):
+                t0 = time.perf_counter()
+                exit_ = await self._exec(task, command, backend, timeout)
+                out.append(((time.perf_counter() - t0) * 1000, _succeeded(exit_, command, backend)))
+            return out
+        return self.loop.run_until_complete(calls())
 
-def sync_client_latency(target: str, backend: str, label: str, n: int) -> list[Row]:
-    """Exec of ``true`` through the blocking stub: the same daemon, a costlier client."""
-    client = SyncExec(target)
+    def close_task(self, task: str) -> None:
+        self.loop.run_until_complete(
+            self.stub.CloseTask(pb.CloseTaskRequest(task_id=task, remove_files=True), timeout=120))
+
+
+def aio_client_latency(target: str, backend: str, label: str, n: int) -> list[Row]:
+    """Exec of ``true`` through a grpc.aio channel: the same daemon, the asyncio client's cost."""
+    client = AioExec(target)
     try:
-        task = f"bench-lat-sync-{backend}"
+        task = f"bench-lat-aio-{backend}"
         client.exec(task, "true", backend, timeout=600)
-        for _ in range(10):
-            client.exec(task, "true", backend)
-        samples = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            client.exec(task, "true", backend)
-            samples.append((time.perf_counter() - t0) * 1000)
-        client.stub.CloseTask(pb.CloseTaskRequest(task_id=task, remove_files=True), timeout=120)
+        client.timed(task, "true", backend, 30)
+        samples = [ms for ms, _ in client.timed(task, "true", backend, n)]
+        client.close_task(task)
     finally:
         client.close()
-    say(f"    {label:28} executor true     p50 {percentile(samples, .5):7.3f} ms  (blocking client)")
-    return latency_rows("executor", label, "exec_true_sync_client", samples)
+    say(f"    {label:28} executor true     p50 {percentile(samples, .5):7.3f} ms  (grpc.aio client)")
+    return latency_rows("executor", label, "exec_true_aio_client", samples)
 
 
 def exec_latency(target: str, daemon_pid: int, backend: str, label: str, n: int) -> list[Row]:
@@ -117,7 +143,7 @@ def exec_latency(target: str, daemon_pid: int, backend: str, label: str, n: int)
     CPU time the daemon and this client spend per Exec of ``true`` (where a latency goes when the
     machine is busy: every one of those milliseconds also waits for a core). The two commands are
     measured in alternating batches of 25, so a noisy moment of the machine does not land on one."""
-    client = AioExec(target)
+    client = ClientExec(target)
     rows: list[Row] = []
     commands = (("true", "true"), ("echo", "echo hi"))
     batch = 25
@@ -133,10 +159,8 @@ def exec_latency(target: str, daemon_pid: int, backend: str, label: str, n: int)
         for _ in range(max(1, -(-n // batch))):
             for name, command in commands:
                 d0, c0 = _cpu_seconds(daemon_pid), time.process_time()
-                for _ in range(batch):
-                    t0 = time.perf_counter()
-                    exit_ = client.exec(task, command, backend)
-                    samples[name].append((time.perf_counter() - t0) * 1000)
+                for ms, exit_ in client.timed(task, command, backend, batch):
+                    samples[name].append(ms)
                     if name == "true":
                         for s in STAGES:
                             stages[s].append(getattr(exit_.timings, f"{s}_seconds") * 1000)
@@ -152,16 +176,15 @@ def exec_latency(target: str, daemon_pid: int, backend: str, label: str, n: int)
         rows += [Row("executor", label, "daemon_cpu_ms_per_exec", round(daemon_cpu * 1000 / count, 3), "ms", count,
                      "daemon process CPU time / Execs of `true`, sequential"),
                  Row("executor", label, "client_cpu_ms_per_exec", round(client_cpu * 1000 / count, 3), "ms", count,
-                     "this (grpc.aio) client's CPU time / Execs of `true`")]
+                     "this client's (executor.client.Client) CPU time / Execs of `true`")]
         rows += [Row("executor", label, f"stage_{s}_p50_ms", round(statistics.median(v), 4), "ms", count,
                      "Exit.duration_seconds of `true` (the core, from request to exit)" if s == "daemon_total"
                      else "Exit.timings of `true`") for s, v in stages.items()]
         client.exec(task, "true", backend)
-        client.loop.run_until_complete(
-            client.stub.CloseTask(pb.CloseTaskRequest(task_id=task, remove_files=True), timeout=120))
+        client.close_task(task)
     finally:
         client.close()
-    return rows + sync_client_latency(target, backend, label, n)
+    return rows + aio_client_latency(target, backend, label, n)
 
 
 async def _stream_once(stub: pb_grpc.ExecutorStub, task: str, backend: str, nbytes: int) -> tuple[int, float]:
@@ -190,7 +213,7 @@ def paired_with_spawn(target: str, n: int) -> list[Row]:
     seconds; alternating gives both the same conditions, so their ratio is the fair one."""
     import subprocess
 
-    client = AioExec(target)
+    client = ClientExec(target)
     execs, spawns = [], []
     try:
         for i in range(n + 10):
@@ -205,7 +228,7 @@ def paired_with_spawn(target: str, n: int) -> list[Row]:
     finally:
         client.close()
     say(f"    {'local (paired)':28} executor p50 {percentile(execs, .5):7.3f} ms, bare spawn p50 {percentile(spawns, .5):7.3f} ms")
-    note = "alternating call by call: Exec `true` (local, grpc.aio client), then subprocess.run(['bash','-c','true'])"
+    note = "alternating call by call: Exec `true` (local, executor.client.Client), then subprocess.run(['bash','-c','true'])"
     return [Row("executor", "local", "paired_exec_true_p50_ms", round(percentile(execs, .5), 3), "ms", n, note),
             Row("floor", "local", "paired_exec_true_p50_ms", round(percentile(spawns, .5), 3), "ms", n, note)]
 

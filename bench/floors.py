@@ -5,7 +5,8 @@
   same image that the bench starts for itself (so the executor's own container is not disturbed).
 - OpenSSH with a warm ControlMaster (``ssh -S sock host true``) against the test sshd.
 - A raw gRPC round trip on a unix socket: a trivial servicer in another process, unary and
-  unary-stream (Exec's shape), through the same blocking stub type the latency client uses.
+  unary-stream (Exec's shape), through a blocking channel set up as the latency client's
+  (``executor.client.Client``: a stream is read on the calling thread).
 - ``apptainer exec instance://NAME true`` on an instance of the test SIF.
 
 ``python -m bench.floors --serve SOCKET`` is the trivial gRPC server's entry point.
@@ -28,6 +29,7 @@ from pathlib import Path
 import grpc
 
 from bench.common import ROOT, Row, latency_rows, percentile, say, skipped, time_calls
+from executor.client import SYNC_CHANNEL_OPTIONS
 
 BENCH_LABEL = "io.executor.bench"
 _METHOD_UNARY = "/bench.Echo/Unary"
@@ -161,11 +163,11 @@ def grpc_floor(n: int, stream_bytes: int = 0, repeats: int = 1) -> list[Row]:
         assert server.stdout is not None
         if server.stdout.readline().strip() != b"READY":
             raise RuntimeError("the trivial gRPC server did not start")
-        with grpc.insecure_channel(f"unix://{sock}") as channel:
+        with grpc.insecure_channel(f"unix://{sock}", options=SYNC_CHANNEL_OPTIONS) as channel:
             unary = channel.unary_unary(_METHOD_UNARY, _identity, _identity)
             stream = channel.unary_stream(_METHOD_STREAM, _identity, _identity)
             rows = _report(("floor", "grpc (unary)"), "rtt", time_calls(lambda: unary(b"x", timeout=30), n, warmup=20),
-                           "trivial grpc.aio servicer in another process, unix socket, blocking stub")
+                           "trivial grpc.aio servicer in another process, unix socket, blocking stub (as executor.client.Client)")
             rows += _report(("floor", "grpc (unary-stream)"), "rtt",
                             time_calls(lambda: list(stream(b"x", timeout=30)), n, warmup=20),
                             "as above, one streamed message (Exec's shape)")

@@ -99,7 +99,7 @@ def markdown(rows: list[Row], machine: dict[str, Any], targets: list[dict[str, A
              f"{machine['mem_gb']} GB, Linux {machine['kernel']}, Python {machine['python']}; load average "
              f"{' / '.join(map(str, machine['loadavg_start']))} at start, {' / '.join(map(str, machine.get('loadavg_end', [])))} at end"
              + ("; **BENCH_QUICK** (fewer iterations, slow parts skipped)" if machine["quick"] else "") + ".", ""]
-    lines += ["**Exec latency** (ms, warm task; executor through gRPC to a real daemon process; p50 / p99):", "",
+    lines += ["**Exec latency** (ms, warm task; executor through gRPC to a real daemon process, `executor.client.Client`; p50 / p99):", "",
               "| backend | executor `true` | executor `echo hi` | hermes-agent 0.19 `true` | floor `true` | floor is | stream MB/s |",
               "|---|---|---|---|---|---|---|"]
     floor_name = {"local": "`bash -c true` spawn", "docker": "`docker exec` CLI", "ssh": "OpenSSH ControlMaster",

@@ -165,6 +165,8 @@ class MarkerScanner:
         self.ready_prefix = RS + US + b"EXR:" + secret.encode() + b":"
         self.stdout = stdout
         self.buf = bytearray()
+        # The usual marker, whole: matched in one step (the general parser below handles the rest).
+        self._whole = re.compile(re.escape(self.prefix) + (rb"(\d+):(\d+):(\d+):(\d+):" if stdout else rb"(\d+)\x1e"))
 
     def feed(self, data: bytes) -> list:
         """Splits data into an ordered list of payload chunks (bytes) and markers: Done
@@ -203,6 +205,18 @@ class MarkerScanner:
 
     def _parse(self, buf: bytearray, markers: list) -> int:
         """At buf[0] == RS: length of a complete marker, 0 if incomplete, -1 if none."""
+        m = self._whole.match(buf)
+        if m is not None:
+            if not self.stdout:
+                markers.append(int(m[1]))
+                return m.end()
+            pos, cwdlen, statelen = m.end(), int(m[3]), int(m[4])
+            total = pos + cwdlen + statelen + 1
+            if len(buf) >= total:
+                cwd = bytes(buf[pos:pos + cwdlen]).decode("utf-8", "surrogateescape")
+                state = bytes(buf[pos + cwdlen:total - 1]).decode("utf-8", "surrogateescape") if statelen else None
+                markers.append(Done(int(m[1]), int(m[2]), cwd, state))
+                return total
         for prefix, kind in ((self.prefix, "done"), (self.ready_prefix, "ready")):
             m = min(len(buf), len(prefix))
             if buf[:m] != prefix[:m]:
