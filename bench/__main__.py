@@ -151,9 +151,6 @@ def per_backend(rows: list[Row], s: Settings) -> None:
             guarded(rows, "exec_true_p50_ms", "executor", name, executor_exec.exec_latency, target, pid, kind, name, s.n)
             if kind == "local":
                 guarded(rows, "paired_exec_true_p50_ms", "executor", name, executor_exec.paired_with_spawn, target, s.n)
-                if hermes_python:
-                    guarded(rows, "paired_exec_true_p50_ms", "hermes-agent", name, hermes.paired_local,
-                            hermes_python, target, s.n_hermes)
             size = s.stream_bytes_cloud if kind in CLOUD else s.stream_bytes
             guarded(rows, "stream_MBps", "executor", name,
                     executor_exec.stream_throughput, target, pid, kind, name, size, s.stream_repeats)

@@ -53,16 +53,11 @@ def ensure_venv() -> Path:
     return VENV / "bin" / "python"
 
 
-def _runner_env(home: Path) -> dict[str, str]:
-    """The runner's environment: a clean one, with a throwaway HOME for hermes' own files."""
-    return {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(home),
-            "HERMES_HOME": str(home / ".hermes"), "LANG": "C.UTF-8", "TMPDIR": "/tmp"}
-
-
 def run_environment(python: Path, label: str, spec: dict, timeout: float) -> list[Row]:
     """Time one hermes environment in a subprocess; rows for ``true`` and ``echo hi``, or why not."""
     home = Path(tempfile.mkdtemp(prefix="bench-hermes-home-"))
-    env = _runner_env(home)
+    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(home),
+           "HERMES_HOME": str(home / ".hermes"), "LANG": "C.UTF-8", "TMPDIR": "/tmp"}
     try:
         result = subprocess.run([str(python), str(RUNNER), json.dumps(spec)], capture_output=True, text=True,
                                 timeout=timeout, env=env, cwd=str(home))
@@ -84,55 +79,6 @@ def run_environment(python: Path, label: str, spec: dict, timeout: float) -> lis
         rows += latency_rows("hermes-agent", label, f"exec_{name}", samples, note)
         say(f"    {label:28} hermes {name:5}  p50 {percentile(samples, .5):8.3f} ms  p99 {percentile(samples, .99):8.3f} ms")
     return rows
-
-
-def paired_local(python: Path, target: str, n: int, batch: int = 25) -> list[Row]:
-    """hermes' LocalEnvironment and executor's Exec (``executor.client.Client``, local backend) each
-    running ``true``, in alternating batches of ``batch`` calls: both see the same instant load of this
-    shared machine, so their ratio does not depend on when each series happened to run."""
-    from bench.executor_exec import ClientExec
-
-    home = Path(tempfile.mkdtemp(prefix="bench-hermes-home-"))
-    spec = {"env": "local", "cwd": "/tmp", "n": 0, "warmup": 10, "batches": True}
-    runner = subprocess.Popen([str(python), str(RUNNER), json.dumps(spec)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_runner_env(home),
-                              cwd=str(home))
-    client = ClientExec(target)
-
-    def answer() -> dict:
-        line = runner.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the hermes runner exited ({runner.wait(10)}): {runner.stderr.read()[-600:]}")
-        out = json.loads(line)
-        if "error" in out:
-            raise RuntimeError(f"the hermes runner failed: {out['error']}")
-        return out
-
-    ours: list[float] = []
-    theirs: list[float] = []
-    try:
-        answer()  # ready: constructed and warmed up
-        task = "bench-paired-hermes"
-        client.timed(task, "true", "local", 30, timeout=600)  # creates and warms the task
-        while len(ours) < n:
-            ours += [ms for ms, _ in client.timed(task, "true", "local", batch)]
-            runner.stdin.write(f"{batch}\n")
-            runner.stdin.flush()
-            theirs += answer()["true"]
-        client.close_task(task)
-    finally:
-        client.close()
-        runner.stdin.close()
-        try:
-            runner.wait(60)
-        except subprocess.TimeoutExpired:
-            runner.kill()
-        shutil.rmtree(home, ignore_errors=True)
-    say(f"    {'local (paired with hermes)':28} executor p50 {percentile(ours, .5):7.3f} ms, "
-        f"hermes p50 {percentile(theirs, .5):7.3f} ms")
-    note = f"alternating batches of {batch}: Exec `true` (local, executor.client.Client), then LocalEnvironment.execute('true')"
-    return [Row("executor", "local", "paired_hermes_exec_true_p50_ms", round(percentile(ours, .5), 3), "ms", len(ours), note),
-            Row("hermes-agent", "local", "paired_exec_true_p50_ms", round(percentile(theirs, .5), 3), "ms", len(theirs), note)]
 
 
 def sweep_containers() -> None:

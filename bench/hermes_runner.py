@@ -4,9 +4,7 @@
 
 The spec: ``{"env": "local"|"docker"|"ssh", "n": 200, ...the environment's arguments}``. Prints one
 JSON object on stdout: ``{"init_ms": .., "samples": {"true": [...], "echo": [...]}}`` or
-``{"error": "..."}``. With ``"batches": true`` it instead answers on stdout, one JSON line per
-line read from stdin: a number N runs N calls of ``true`` and answers their times (``{"true":
-[...]}``); end of input ends it. That is how the bench alternates hermes' calls with executor's. Standard library and hermes only: this file must not import anything of
+``{"error": "..."}``. Standard library and hermes only: this file must not import anything of
 executor (that venv has none of it).
 
 How each environment is called was read from its source (tools/environments/*.py):
@@ -52,25 +50,6 @@ def _environment(spec: dict):
     raise ValueError(f"unknown environment {kind!r}")
 
 
-def _timed_true(env, n: int) -> list[float]:
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        result = env.execute("true")
-        elapsed = (time.perf_counter() - t) * 1000
-        if result.get("returncode") != 0:
-            raise RuntimeError(f"'true' gave {result!r}")
-        times.append(elapsed)
-    return times
-
-
-def _serve_batches(env, warmup: int) -> None:
-    _timed_true(env, warmup)
-    print(json.dumps({"ready": True}), flush=True)
-    for line in sys.stdin:
-        print(json.dumps({"true": _timed_true(env, int(line))}), flush=True)
-
-
 def main() -> None:
     spec = json.loads(sys.argv[1])
     n, warmup = int(spec["n"]), int(spec.get("warmup", 5))
@@ -79,9 +58,6 @@ def main() -> None:
         t0 = time.perf_counter()
         env = _environment(spec)
         init_ms = (time.perf_counter() - t0) * 1000
-        if spec.get("batches"):
-            _serve_batches(env, warmup)
-            return
         samples = {}
         for name, command in (("true", "true"), ("echo", "echo hi")):
             expect = "hi" if name == "echo" else ""
