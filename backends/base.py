@@ -160,6 +160,8 @@ class Process(abc.ABC):
 
     #: stdout, or the terminal stream under a pty. ``await stdout.read()`` returns
     #: a chunk, or b"" at EOF; it raises BackendError(kind=LOST) if the transport dies.
+    #: A stream may also push its chunks (``subscribe(on_data, on_eof)``, ``pause()``,
+    #: ``resume()``, as ``_host.PipeReader`` does); the shell layer then uses that.
     stdout: Any
     #: stderr, or None under a pty.
     stderr: Any

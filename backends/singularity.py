@@ -42,7 +42,7 @@ from typing import Literal
 
 from pydantic import field_validator
 
-from ._host import ChunkReader, PtyReader
+from ._host import PipeReader, PtyReader, spawn_piped
 from .base import (
     Backend,
     BackendError,
@@ -316,16 +316,15 @@ class ApptainerProcess(Process):
     ``signal_session``), else the number as it came."""
 
     def __init__(self, sandbox: "ApptainerSandbox", proc: asyncio.subprocess.Process,
-                 master: int | None) -> None:
+                 master: int | None, pipes: tuple[PipeReader, PipeReader] | None = None) -> None:
         self._sandbox = sandbox
         self._proc = proc
         self._master = master
         self._started = time.monotonic()
         self.pid = proc.pid  # the host-side apptainer process
         if master is None:
-            assert proc.stdout is not None and proc.stderr is not None
-            self.stdout = ChunkReader(proc.stdout)
-            self.stderr = ChunkReader(proc.stderr)
+            assert pipes is not None
+            self.stdout, self.stderr = pipes
         else:
             self.stdout = PtyReader(master)
             self.stderr = None
@@ -375,6 +374,9 @@ class ApptainerProcess(Process):
         return code
 
     async def detach(self) -> None:
+        if isinstance(self.stdout, PipeReader):
+            self.stdout.detach()
+            self.stderr.detach()
         if self._master is not None:
             assert isinstance(self.stdout, PtyReader)
             self.stdout.stop()
@@ -445,12 +447,10 @@ class ApptainerSandbox(Sandbox):
         host_env = self.exec_env(env)
         if pty is None:
             try:
-                proc = await asyncio.create_subprocess_exec(
-                    *full, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                    env=host_env, start_new_session=True, limit=1 << 20)
+                proc, stdout, stderr = await spawn_piped(full, cwd=None, env=host_env, start_new_session=True)
             except OSError as exc:
                 raise _spawn_error(exc) from exc
-            return ApptainerProcess(self, proc, None)
+            return ApptainerProcess(self, proc, None, (stdout, stderr))
         master, slave = self.open_pty()
         try:
             fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", pty.rows, pty.cols, 0, 0))

@@ -333,8 +333,10 @@ class ShellBase:
 class _Channel:
     """Output of the running command, from the stream readers to its consumer.
 
-    Data waits for space (backpressure reaches the command through the pipe); control
-    items (markers, EOF, interrupts) never wait. Closing releases a blocked producer."""
+    Data waits for space (backpressure reaches the command through the pipe): a task producer
+    awaits ``put_data``; a callback producer uses ``put_now`` and, when told the channel is full,
+    pauses its stream until ``when_space`` calls back. Control items (markers, EOF, interrupts)
+    never wait. Closing releases a blocked producer."""
 
     def __init__(self, limit: int = 64) -> None:
         self.items: collections.deque = collections.deque()
@@ -343,6 +345,7 @@ class _Channel:
         self._reader: asyncio.Future | None = None  # the consumer, waiting for an item
         self._writable = asyncio.Event()
         self._writable.set()
+        self._on_space: list = []
 
     def _wake(self) -> None:
         if self._reader is not None and not self._reader.done():
@@ -355,6 +358,28 @@ class _Channel:
         if not self.closed:
             self.items.append(item)
             self._wake()
+
+    def put_now(self, item) -> bool:
+        """Queue data without waiting; False when the channel is now full (pause, then ``when_space``)."""
+        if self.closed:
+            return True
+        self.items.append(item)
+        self._wake()
+        return len(self.items) < self.limit
+
+    def when_space(self, callback) -> None:
+        """Call ``callback`` once, when the channel has room again or is closed."""
+        if self.closed or len(self.items) < self.limit:
+            callback()
+        else:
+            self._on_space.append(callback)
+
+    def _space(self) -> None:
+        self._writable.set()
+        if self._on_space:
+            callbacks, self._on_space = self._on_space, []
+            for callback in callbacks:
+                callback()
 
     def put_control(self, item) -> None:
         self.items.append(item)
@@ -387,13 +412,13 @@ class _Channel:
                 data += self.items.popleft()[1]
             item = (item[0], bytes(data)) if isinstance(data, bytearray) else item
         if len(self.items) < self.limit:
-            self._writable.set()
+            self._space()
         return item
 
     def close(self) -> None:
         self.closed = True
         self.items.clear()
-        self._writable.set()
+        self._space()
 
 
 class _Running:
@@ -430,10 +455,13 @@ class PersistentShell(ShellBase):
         self._ready = asyncio.get_running_loop().create_future()
         self.proc = proc
         self._dead = False
-        self._readers = [
-            asyncio.create_task(self._pump(proc.stdout, MarkerScanner(self.secret, True), "stdout")),
-            asyncio.create_task(self._pump(proc.stderr, MarkerScanner(self.secret, False), "stderr")),
-        ]
+        self._readers = []
+        for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
+            scanner = MarkerScanner(self.secret, name == "stdout")
+            if hasattr(stream, "subscribe"):  # pushed to us (host pipes): no task between bash and the command
+                self._subscribe(stream, scanner, name)
+            else:
+                self._readers.append(asyncio.create_task(self._pump(stream, scanner, name)))
 
     def _restore_script(self) -> str:
         if self.state:
@@ -475,6 +503,24 @@ class PersistentShell(ShellBase):
             error = BackendError(f"reading the shell's {name} failed: {exc}", ErrorKind.LOST)
         finally:
             self._on_eof(name, error)
+
+    def _subscribe(self, stream, scanner: MarkerScanner, name: str) -> None:
+        """What ``_pump`` does, from the stream's own callbacks: a stream that delivers chunks as they
+        arrive (``subscribe``, ``pause``, ``resume``) hands the end marker to the waiting command in
+        the same loop turn that read it."""
+
+        def on_data(data: bytes) -> None:
+            for item in scanner.feed(data):
+                if isinstance(item, bytes):
+                    running = self._running
+                    if running is not None and not running.stream_done(name):
+                        if not running.channel.put_now((name, item)):
+                            stream.pause()
+                            running.channel.when_space(stream.resume)
+                else:
+                    self._on_marker(name, item)
+
+        stream.subscribe(on_data, lambda error: self._on_eof(name, error))
 
     def _on_marker(self, name: str, marker) -> None:
         if isinstance(marker, tuple) and marker[0] == "ready":
