@@ -615,10 +615,12 @@ def pattern_handler(name: str) -> Handler | None:
 @handles("rm", "unlink", "srm", "rimraf", "del-cli", "trash-put", "gio-trash")
 def _h_rm(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     opts, ops = split_options(args)
-    flags = short_flags(opts)
-    recursive = bool(flags & {"r", "R"}) or "--recursive" in opts or name in ("rimraf", "del-cli")
     for t in ops:
-        _judge_delete(d, t, recursive, cmd, ctx)
+        _judge_delete(d, t, _rm_recursive(name, opts), cmd, ctx)
+
+
+def _rm_recursive(name: str, opts: list[str]) -> bool:
+    return bool(short_flags(opts) & {"r", "R"}) or "--recursive" in opts or name in ("rimraf", "del-cli")
 
 
 def _judge_delete(
@@ -2548,6 +2550,11 @@ def _h_xargs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
                 paths = [x for x in a[1:] if not x.startswith(("-", "(", "!"))][:1] or ["."]
                 filtered = any(x in FIND_FILTERS for x in a)
                 item = paths[0] if not filtered else posixpath.join(paths[0], "x" + UNKNOWN)
+    if item == UNKNOWN:  # the paths come from input the gate cannot read (a file, another program)
+        inner = unwrap(sub)[0]
+        if inner and base_name(inner[0]) in ("rm", "rimraf") and _rm_recursive(base_name(inner[0]), split_options(inner[1:])[0]):
+            d.add(ctx, "rm_unresolved_path", cmd.text,
+                  "Recursively deletes whatever paths its input lists; the gate cannot see them.")
     argv = [s.replace(replace, item) for s in sub] if replace else sub + [item]
     mass = frozenset({"mass"}) if _fed_by_listing(cmd) or _fed_by_ps(cmd) else frozenset()
     inner = Cmd(argv, [mass] * len(argv), cmd.text, upstream=cmd.upstream, cwd=cmd.cwd)
