@@ -122,6 +122,17 @@ class _Output:
             await self.changed.wait()
 
 
+MAX_CALLS = 20_000  # requests remembered for the tests to inspect
+KEEP_FINISHED = 256  # finished execs (and their output) kept per sandbox
+
+
+def _forget_finished(items: dict, keep: int) -> None:
+    """Drop the oldest finished entries (``.done`` set) beyond ``keep``: output is not kept forever."""
+    finished = [k for k, v in items.items() if v.done.is_set()]
+    for k in finished[: max(0, len(finished) - keep)]:
+        del items[k]
+
+
 class FakeExec:
     """One process started by TaskExecStart."""
 
@@ -251,6 +262,7 @@ class FakeSandbox:
             return self.execs[request.exec_id]
         ex = FakeExec(request)
         self.execs[request.exec_id] = ex
+        _forget_finished(self.execs, KEEP_FINISHED)
         env = dict(self.env)
         for source in request.secret_sources:
             env.update(source.env.contents)
@@ -737,6 +749,8 @@ class FakeModalServer:
     def record(self, method: str, request: Message, stream: Stream) -> None:
         metadata = {k: v for k, v in stream.metadata.items() if isinstance(v, str)}
         self.calls.append(Call(method, request, metadata))
+        if len(self.calls) > MAX_CALLS:  # a long-lived server (the bench's) keeps the latest only
+            del self.calls[: len(self.calls) - MAX_CALLS]
 
     def check_fault(self, method: str) -> None:
         fault = self.faults.get(method)

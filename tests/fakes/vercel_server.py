@@ -61,6 +61,7 @@ from aiohttp import web
 
 Json = dict[str, Any]
 MAX_RECORDS = 20_000
+KEEP_FINISHED = 256  # finished commands (and their logs) kept per session
 
 #: The sandbox environment every command starts from (the API adds the request's env on top).
 BASE_ENV = {
@@ -302,14 +303,19 @@ class FakeVercel:
 
     # -- middleware: record, inject faults, authenticate ---------------------------------------
 
+    def _record(self, entry: Json) -> None:
+        with self._lock:
+            self.requests.append(entry)
+            if len(self.requests) > MAX_RECORDS:  # a long-lived server keeps the latest only
+                del self.requests[: len(self.requests) - MAX_RECORDS]
+
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
         if request.path.startswith("/_fake/"):
             return await handler(request)
         if request.path.startswith("/_pty/") or request.path == "/health":
-            with self._lock:
-                self.requests.append({"method": request.method, "path": request.path,
-                                      "query": dict(request.query), "headers": {}, "time": time.time()})
+            self._record({"method": request.method, "path": request.path,
+                          "query": dict(request.query), "headers": {}, "time": time.time()})
             return await handler(request)
         body = await request.read()
         record: Json = {
@@ -327,10 +333,8 @@ class FakeVercel:
                 record["body_size"] = len(body)
         else:
             record["body_size"] = len(body)
+        self._record(record)
         with self._lock:
-            self.requests.append(record)
-            if len(self.requests) > MAX_RECORDS:  # a long-lived server keeps the latest only
-                del self.requests[: len(self.requests) - MAX_RECORDS]
             fault = next((f for f in self.faults if f["method"] == request.method
                           and f["path"] in request.path and f["times"] > 0), None)
             if fault is not None:
@@ -528,6 +532,9 @@ class FakeVercel:
         except NotADirectoryError as exc:
             raise ApiError(400, "command_failed", f"cannot start {cmd.name!r}: {exc}")
         s.commands[cmd.id] = cmd
+        finished = [k for k, c in s.commands.items() if c.done.is_set()]
+        for k in finished[: max(0, len(finished) - KEEP_FINISHED)]:  # output is not kept forever
+            del s.commands[k]
         asyncio.ensure_future(self._run(cmd, body.get("timeout")))
         wait = request.query.get("wait") == "true" or body.get("wait")
         if not wait:
@@ -671,9 +678,8 @@ class FakeVercel:
             await ws.close()
             return ws
         start = json.loads(first.data)
-        with self._lock:
-            self.requests.append({"method": "WS", "path": request.path, "query": {}, "headers": {},
-                                  "json": start, "time": time.time()})
+        self._record({"method": "WS", "path": request.path, "query": {}, "headers": {},
+                      "json": start, "time": time.time()})
         await _pty_session(self, ws, s, self.sandboxes[s.sandbox_name], start)
         await ws.close()
         return ws
