@@ -612,7 +612,10 @@ def pattern_handler(name: str) -> Handler | None:
 # -- deletion
 
 
-@handles("rm", "unlink", "srm", "rimraf", "del-cli", "trash-put", "gio-trash")
+RM_NAMES = ("rm", "unlink", "srm", "rimraf", "del-cli", "trash-put", "gio-trash")
+
+
+@handles(*RM_NAMES)
 def _h_rm(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     opts, ops = split_options(args)
     for t in ops:
@@ -2552,7 +2555,7 @@ def _h_xargs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
                 item = paths[0] if not filtered else posixpath.join(paths[0], "x" + UNKNOWN)
     if item == UNKNOWN:  # the paths come from input the gate cannot read (a file, another program)
         inner = unwrap(sub)[0]
-        if inner and base_name(inner[0]) in ("rm", "rimraf") and _rm_recursive(base_name(inner[0]), split_options(inner[1:])[0]):
+        if inner and base_name(inner[0]) in RM_NAMES and _rm_recursive(base_name(inner[0]), split_options(inner[1:])[0]):
             d.add(ctx, "rm_unresolved_path", cmd.text,
                   "Recursively deletes whatever paths its input lists; the gate cannot see them.")
     argv = [s.replace(replace, item) for s in sub] if replace else sub + [item]
