@@ -108,9 +108,10 @@ class PipeReader:
                 self._waiter = None
         data = self._chunks.popleft()
         if self._chunks and len(data) < READ_SIZE:
-            parts = [data]
-            while self._chunks and sum(map(len, parts)) < READ_SIZE:
+            parts, size = [data], len(data)
+            while self._chunks and size < READ_SIZE:
                 parts.append(self._chunks.popleft())
+                size += len(parts[-1])
             data = b"".join(parts)
         self._size -= len(data)
         self._watch()

@@ -343,9 +343,7 @@ class _Channel:
         self.limit = limit
         self.closed = False
         self._reader: asyncio.Future | None = None  # the consumer, waiting for an item
-        self._writable = asyncio.Event()
-        self._writable.set()
-        self._on_space: list = []
+        self._on_space: list = []  # producers waiting for room, called once there is
 
     def _wake(self) -> None:
         if self._reader is not None and not self._reader.done():
@@ -353,8 +351,9 @@ class _Channel:
 
     async def put_data(self, item) -> None:
         while len(self.items) >= self.limit and not self.closed:
-            self._writable.clear()
-            await self._writable.wait()
+            room = asyncio.get_running_loop().create_future()
+            self.when_space(lambda: room.done() or room.set_result(None))
+            await room
         if not self.closed:
             self.items.append(item)
             self._wake()
@@ -375,7 +374,6 @@ class _Channel:
             self._on_space.append(callback)
 
     def _space(self) -> None:
-        self._writable.set()
         if self._on_space:
             callbacks, self._on_space = self._on_space, []
             for callback in callbacks:
