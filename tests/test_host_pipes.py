@@ -58,13 +58,11 @@ async def test_push_delivers_in_order_and_pause_holds_the_writer():
     await asyncio.sleep(0.6)
     assert got.startswith(b"first") and MiB < len(got) < 8 * MiB
     assert proc.returncode is None  # paused: the writer waits
-    out.resume()
-    got_before = len(got)
-    while not ended.done():
+    deadline = asyncio.get_running_loop().time() + 30
+    while not ended.done():  # each chunk pauses it again (got > 1 MiB): resume until the end
+        assert asyncio.get_running_loop().time() < deadline, "the stream did not end after resume"
+        out.resume()
         await asyncio.sleep(0.01)
-        if len(got) > got_before:
-            out.resume()
-            got_before = len(got)
     assert ended.result() is None
     assert len(got) == len("first") + 8 * MiB + len("last") and got.endswith(b"last")
     assert await proc.wait() == 0
@@ -87,7 +85,11 @@ async def test_detach_drains_so_a_writer_is_never_stuck():
 async def test_subscribing_after_eof_reports_the_end_at_once():
     proc, out, err = await spawn("printf tail")
     assert await proc.wait() == 0
-    await asyncio.sleep(0.1)
+    for _ in range(500):  # the loop reads the data and then the EOF
+        if out._eof:
+            break
+        await asyncio.sleep(0.01)
+    assert out._eof
     got, ends = [], []
     out.subscribe(got.append, ends.append)
     assert b"".join(got) == b"tail" and ends == [None]
