@@ -40,11 +40,21 @@ def _atomic_write(path: pathlib.Path, data: bytes) -> None:
 
 
 class AlwaysStore:
-    """Rule ids approved for good, persisted in ``state_dir/approvals.json``."""
+    """Rules approved for good on one backend each, persisted in ``state_dir/approvals.json``.
+
+    An "approve always" holds for the rule *and the backend* it was granted on: approving a
+    recursive delete on an isolating backend never opens it on ``local``. The file is written
+    before memory changes, so a save that fails (disk full) raises and approves nothing.
+    Version 1 files (rules without a backend) are not carried over: their entries would hold on
+    every backend, so each asks again once (a warning names them)."""
+
+    VERSION = 2
 
     def __init__(self, state_dir: pathlib.Path) -> None:
         self.path = pathlib.Path(state_dir) / APPROVALS_FILE
-        self._rules: dict[str, dict[str, Any]] = {}
+        self._rules: dict[str, dict[str, dict[str, Any]]] = {}  # backend -> rule -> record
+        self._cache: dict[str, frozenset[str]] = {}
+        self.dropped_v1: list[str] = []
         self._load()
 
     def _load(self) -> None:
@@ -57,26 +67,57 @@ class AlwaysStore:
             rules = doc["always"]
             if not isinstance(rules, dict):
                 raise TypeError("'always' is not an object")
-        except (ValueError, KeyError, TypeError) as e:
+            version = doc.get("version", 1)
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise ValueError(
                 f"{self.path} is corrupt ({e}); fix or delete it (it only holds 'approve always' rules)"
             ) from e
-        self._rules = {str(k): dict(v) if isinstance(v, dict) else {} for k, v in rules.items()}
+        if version == 1:
+            self.dropped_v1 = sorted(str(k) for k in rules)
+            return
+        self._rules = {
+            str(backend): {str(r): dict(v) if isinstance(v, dict) else {} for r, v in per.items()}
+            for backend, per in rules.items()
+            if isinstance(per, dict)
+        }
+
+    def rules_for(self, backend: str) -> frozenset[str]:
+        cached = self._cache.get(backend)
+        if cached is None:
+            cached = self._cache[backend] = frozenset(self._rules.get(backend, ()))
+        return cached
 
     @property
     def rules(self) -> frozenset[str]:
-        return frozenset(self._rules)
+        """Every rule approved on some backend (for display)."""
+        return frozenset(r for per in self._rules.values() for r in per)
 
-    def add(self, rule: str, *, by: str = "", reason: str = "", command: str = "") -> None:
-        if rule in self._rules:
+    def approval_id(self, backend: str, rule: str) -> str:
+        return str(self._rules.get(backend, {}).get(rule, {}).get("approval_id", ""))
+
+    def add(self, backend: str, rule: str, *, approval_id: str = "", by: str = "", reason: str = "",
+            command: str = "") -> None:
+        if rule in self._rules.get(backend, {}):
             return
-        self._rules[rule] = {"when": time.time(), "by": by, "reason": reason, "command": command}
-        doc = {"version": 1, "always": self._rules}
-        _atomic_write(self.path, json.dumps(doc, indent=2, sort_keys=True).encode())
+        record = {"when": time.time(), "by": by, "reason": reason, "command": command, "approval_id": approval_id}
+        updated = {b: dict(per) for b, per in self._rules.items()}
+        updated.setdefault(backend, {})[rule] = record
+        self._save(updated)  # raises OSError (ENOSPC, EROFS): nothing changed
+        self._rules = updated
+        self._cache.clear()
 
-    def remove(self, rule: str) -> None:
-        if self._rules.pop(rule, None) is not None:
-            _atomic_write(self.path, json.dumps({"version": 1, "always": self._rules}, indent=2).encode())
+    def remove(self, backend: str, rule: str) -> None:
+        if rule not in self._rules.get(backend, {}):
+            return
+        updated = {b: {r: v for r, v in per.items() if not (b == backend and r == rule)}
+                   for b, per in self._rules.items()}
+        self._save(updated)
+        self._rules = updated
+        self._cache.clear()
+
+    def _save(self, rules: dict[str, dict[str, dict[str, Any]]]) -> None:
+        doc = {"version": self.VERSION, "always": rules}
+        _atomic_write(self.path, json.dumps(doc, indent=2, sort_keys=True).encode())
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)

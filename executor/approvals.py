@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import logging
 import pathlib
 import time
 import uuid
@@ -20,13 +21,15 @@ from dataclasses import dataclass, field
 
 from executor.approval import AlwaysStore, AuditLog, Decision, GateConfig, Verdict, evaluate
 
+STORED = "stored_approval"  # the rule id of an ALLOW that a session/always approval gave
+
 
 class ApprovalDecision(enum.Enum):
     """An approver's answer (mirrors the proto's ApprovalDecision)."""
 
     APPROVE_ONCE = "approve_once"
-    APPROVE_SESSION = "approve_session"  # this task and this rule, from now on
-    APPROVE_ALWAYS = "approve_always"  # this rule, persisted across restarts
+    APPROVE_SESSION = "approve_session"  # this task, this backend and this rule, from now on
+    APPROVE_ALWAYS = "approve_always"  # this rule on this backend, persisted across restarts
     DENY = "deny"
 
     @property
@@ -84,7 +87,7 @@ class _Answer:
 class _Slot:
     pending: Pending
     verdict: Verdict
-    key: tuple[str, str, bool]
+    key: tuple[str, str, str | None]
     future: asyncio.Future[_Answer]
     deadline: float = 0.0  # time.monotonic(): wall-clock jumps neither shorten nor extend the wait
     waiters: int = 0
@@ -98,27 +101,45 @@ class Approvals:
         self.config = config
         self.state_dir = pathlib.Path(state_dir)
         self._always = AlwaysStore(self.state_dir)
+        if self._always.dropped_v1:
+            logging.getLogger("executor.approvals").warning(
+                "approvals.json is from an older version whose 'approve always' rules held on every backend; "
+                "not carried over (they ask again once, per backend): %s", ", ".join(self._always.dropped_v1))
         self._audit = AuditLog(self.state_dir)
-        self._session: dict[str, set[str]] = {}
+        self._session: dict[tuple[str, str], dict[str, str]] = {}  # (task, backend) -> rule -> approval id
         self._pending: dict[str, _Slot] = {}
-        self._by_key: dict[tuple[str, str, bool], str] = {}
+        self._by_key: dict[tuple[str, str, str | None], str] = {}
         self._watchers: list[tuple[str | None, asyncio.Queue[PendingEvent]]] = []
 
     # -- dry run ---------------------------------------------------------------------
 
-    def approved_rules(self, task_id: str) -> frozenset[str]:
-        """Rule ids approved for this task: its session approvals plus the "always" ones."""
-        return self._always.rules | frozenset(self._session.get(task_id, ()))
+    def approved_rules(self, task_id: str, backend: str) -> frozenset[str]:
+        """Rule ids approved for this task on this backend: its session approvals plus the
+        "always" ones granted on that backend. An approval never crosses backends."""
+        session = self._session.get((task_id, backend))
+        always = self._always.rules_for(backend)
+        return always | frozenset(session) if session else always
 
-    def check(self, command: str, *, task_id: str = "", backend: str = "", interactive_pty: bool = False) -> Verdict:
-        """The dry run (CheckCommand): what authorize would decide right now, without asking."""
-        return evaluate(
-            command,
-            self.config,
-            backend=backend,
-            approved_rules=self.approved_rules(task_id),
-            interactive_pty=interactive_pty,
-        )
+    def check(self, command: str, *, task_id: str = "", backend: str = "", interactive: str | None = None) -> Verdict:
+        """The dry run (CheckCommand): what authorize would decide right now, without asking.
+
+        ``interactive``: why live input to the program could run commands the gate never sees.
+        A command let through by a stored (session or always) approval gets an ALLOW verdict
+        whose rule is ``stored_approval`` and whose segment names the approval and its rule."""
+        approved = self.approved_rules(task_id, backend)
+        verdict = _evaluate(command, self.config, backend, approved, interactive)
+        if approved and verdict.decision is Decision.ALLOW:
+            bare = _evaluate(command, self.config, backend, frozenset(), interactive)
+            if bare.decision is Decision.ASK and bare.rule in approved:
+                return Verdict(Decision.ALLOW, STORED, f"allowed by {self._describe(task_id, backend, bare.rule)}",
+                               bare.segment)
+        return verdict
+
+    def _describe(self, task_id: str, backend: str, rule: str) -> str:
+        session = self._session.get((task_id, backend), {})
+        if rule in session:
+            return f"approval {session[rule]} (approve_session, rule {rule}, backend {backend})"
+        return f"approval {self._always.approval_id(backend, rule)} (approve_always, rule {rule}, backend {backend})"
 
     # -- the gate ----------------------------------------------------------------------
 
@@ -130,7 +151,7 @@ class Approvals:
         backend: str,
         caller: str = "",
         on_pending: Callable[[Pending], Awaitable[None]] | None = None,
-        interactive_pty: bool = False,
+        interactive: str | None = None,
         verdict: Verdict | None = None,
     ) -> Authorization:
         """Decide whether ``command`` may run, asking a human when the policy says ask.
@@ -140,15 +161,15 @@ class Approvals:
         command's :meth:`check` when the caller has just made it (it is not evaluated twice).
         """
         if verdict is None:
-            verdict = self.check(command, task_id=task_id, backend=backend, interactive_pty=interactive_pty)
+            verdict = self.check(command, task_id=task_id, backend=backend, interactive=interactive)
         if verdict.decision is not Decision.ASK:
             return self.settle(command, verdict, task_id=task_id, backend=backend, caller=caller)
-        return await self._ask(command, verdict, task_id, backend, caller, on_pending, interactive_pty)
+        return await self._ask(command, verdict, task_id, backend, caller, on_pending, interactive)
 
     def settle(self, command: str, verdict: Verdict, *, task_id: str, backend: str, caller: str = "") -> Authorization:
         """The decision for a verdict that asks nobody (allow or deny), recorded in the audit log."""
         if verdict.decision is Decision.ALLOW:
-            by = "mode" if verdict.rule else "gate"
+            by = "stored approval" if verdict.rule == STORED else "mode" if verdict.rule else "gate"
             self._record(task_id, backend, command, verdict, "allow", by, caller)
             return Authorization(True, verdict, decided_by=by)
         if verdict.decision is Decision.DENY:
@@ -165,9 +186,9 @@ class Approvals:
         backend: str,
         caller: str,
         on_pending: Callable[[Pending], Awaitable[None]] | None,
-        interactive_pty: bool,
+        interactive: str | None,
     ) -> Authorization:
-        slot = self._join_or_create(command, verdict, task_id, backend, interactive_pty)
+        slot = self._join_or_create(command, verdict, task_id, backend, interactive)
         slot.waiters += 1
         slot.callers.append(caller)
         try:
@@ -195,9 +216,9 @@ class Approvals:
         return Authorization(False, verdict, msg, pid, answer.by)
 
     def _join_or_create(
-        self, command: str, verdict: Verdict, task_id: str, backend: str, interactive_pty: bool
+        self, command: str, verdict: Verdict, task_id: str, backend: str, interactive: str | None
     ) -> _Slot:
-        key = (task_id, command, interactive_pty)
+        key = (task_id, command, interactive)
         existing = self._by_key.get(key)
         if existing is not None and existing in self._pending:
             return self._pending[existing]
@@ -268,22 +289,23 @@ class Approvals:
         slot = self._pending.get(approval_id)
         if slot is None or slot.future.done() or slot.deadline <= time.monotonic():
             raise KeyError(f"no pending approval {approval_id!r}: unknown, already decided or expired")
-        rule = slot.verdict.rule
-        if decision is ApprovalDecision.APPROVE_SESSION:
-            self._session.setdefault(slot.pending.task_id, set()).add(rule)
-        elif decision is ApprovalDecision.APPROVE_ALWAYS:
-            self._always.add(rule, by=by, reason=reason, command=slot.pending.command)
+        rule, p = slot.verdict.rule, slot.pending
+        if decision is ApprovalDecision.APPROVE_ALWAYS:
+            # Persisted first: a save that fails (disk full) raises and changes nothing.
+            self._always.add(p.backend, rule, approval_id=approval_id, by=by, reason=reason, command=p.command)
+        elif decision is ApprovalDecision.APPROVE_SESSION:
+            self._session.setdefault((p.task_id, p.backend), {}).setdefault(rule, approval_id)
         self._finish(slot, _Answer(decision, by or "approver", reason))
         if decision in (ApprovalDecision.APPROVE_SESSION, ApprovalDecision.APPROVE_ALWAYS):
-            self._release_covered(slot.pending.task_id if decision is ApprovalDecision.APPROVE_SESSION else None, by)
+            self._release_covered(p.task_id if decision is ApprovalDecision.APPROVE_SESSION else None, p.backend, by)
 
-    def _release_covered(self, task_id: str | None, by: str) -> None:
+    def _release_covered(self, task_id: str | None, backend: str, by: str) -> None:
         """Pending requests that a new session/always approval now covers go through too."""
         for slot in list(self._pending.values()):
-            if task_id is not None and slot.pending.task_id != task_id:
-                continue
             p = slot.pending
-            again = self.check(p.command, task_id=p.task_id, backend=p.backend, interactive_pty=slot.key[2])
+            if (task_id is not None and p.task_id != task_id) or p.backend != backend:
+                continue
+            again = self.check(p.command, task_id=p.task_id, backend=p.backend, interactive=slot.key[2])
             if again.decision is Decision.ALLOW:
                 self._finish(
                     slot, _Answer(ApprovalDecision.APPROVE_ONCE, by or "approver", "covered by a broader approval")
@@ -316,7 +338,8 @@ class Approvals:
 
     def forget_task(self, task_id: str) -> None:
         """CloseTask: drop the task's session approvals and deny whatever it still waits for."""
-        self._session.pop(task_id, None)
+        for key in [k for k in self._session if k[0] == task_id]:
+            del self._session[key]
         for slot in list(self._pending.values()):
             if slot.pending.task_id == task_id:
                 self._finish(slot, _Answer(ApprovalDecision.DENY, "task closed", "the task was closed"))
@@ -352,6 +375,11 @@ class Approvals:
             caller=caller,
             **extra,
         )
+
+
+def _evaluate(command: str, config: GateConfig, backend: str, approved: frozenset[str],
+              interactive: str | None) -> Verdict:
+    return evaluate(command, config, backend=backend, approved_rules=approved, interactive_pty=interactive is not None)
 
 
 def _denied_message(verdict: Verdict) -> str:

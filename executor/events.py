@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
+
+
+class Entry(enum.Enum):
+    """The ways a command can start."""
+
+    EXEC = "exec"  # Exec and Run: one command in the task's shell (or on a terminal with pty=true)
+    START_PROCESS = "start_process"  # a background process; its stdin stays writable
+    PTY = "pty"  # an interactive terminal stream
 
 
 @dataclass
@@ -55,6 +64,19 @@ class ApprovalNeeded:
 @dataclass
 class Finished:
     exit: ExitInfo
+
+
+@dataclass
+class ExecRecord:
+    """What listeners (metrics, logs) learn of each finished command, of any entry point. Never
+    its output."""
+
+    task_id: str
+    backend: str
+    exit: ExitInfo
+    gate: str  # allow | approved | denied | deny (the floor or the policy)
+    caller: str
+    entry: Entry = Entry.EXEC
 
 
 Event = Started | Output | ApprovalNeeded | Finished

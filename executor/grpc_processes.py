@@ -6,9 +6,10 @@ A thin layer: auth, request -> ``executor.processes.ProcessManager`` call -> mes
 
 from __future__ import annotations
 
+from executor.admission import StartParams
 from executor.errors import CoreError
-from executor.processes import EXITED, KILLED, LOST, RUNNING, ManagedProcess, StartParams
-from executor.server import _abort
+from executor.grpc_common import _abort
+from executor.processes import EXITED, KILLED, LOST, RUNNING, ManagedProcess
 from executor.v1 import executor_pb2 as pb
 
 STATE = {
@@ -27,13 +28,10 @@ def process_pb(mp: ManagedProcess) -> pb.ProcessInfo:
 
 
 class ProcessServicer:
-    """Mixed into the daemon's servicer (``executor.server._servicer_class``)."""
+    """Mixed into the daemon's servicer (``executor.server.ExecutorServicer``)."""
 
     def _manager(self):
-        manager = self.core.processes
-        if manager is None:
-            raise CoreError("UNAVAILABLE", "background processes are not available in this daemon")
-        return manager
+        return self.core.processes
 
     async def StartProcess(self, request: pb.StartProcessRequest, context) -> pb.ProcessInfo:
         caller = await self.auth.caller(context, "exec")
@@ -41,7 +39,7 @@ class ProcessServicer:
                              env=dict(request.env), backend=request.backend, pty=request.pty,
                              rows=request.size.rows, cols=request.size.cols, merge_stderr=request.merge_stderr)
         try:
-            mp = await self._manager().start(params, caller.name)
+            mp = await self._manager().start_process(params, caller)
         except CoreError as exc:
             await _abort(context, exc)
         return process_pb(mp)

@@ -12,10 +12,11 @@ import logging
 
 import grpc
 
+from executor.admission import PtyOpenParams
 from executor.errors import CoreError
 from executor.events import ApprovalNeeded, Finished, Output
-from executor.pty import PtyOpenParams, PtySession
-from executor.server import _abort, exit_pb
+from executor.grpc_common import _abort, exit_pb
+from executor.pty import PtySession
 from executor.v1 import executor_pb2 as pb
 
 log = logging.getLogger("executor.pty")
@@ -39,12 +40,10 @@ async def _feed(session: PtySession, requests) -> None:
 
 
 class PtyServicer:
-    """Mixed into the daemon's servicer (``executor.server._servicer_class``)."""
+    """Mixed into the daemon's servicer (``executor.server.ExecutorServicer``)."""
 
     async def Pty(self, request_iterator, context):
         caller = await self.auth.caller(context, "exec")
-        if self.core.pty is None:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "terminals are not available in this daemon")
         requests = request_iterator.__aiter__()
         try:
             first = await requests.__anext__()

@@ -10,6 +10,11 @@ keeping ``processes.spill_files`` files; a reader asking for a rotated-away offs
 gets the oldest kept byte and ``rotated=True``, so a client that disconnects can
 always resume and knows when it lost something.
 
+A process starts only through the core's one admission path (``executor.admission``: the
+gate judges it, including whether what is written to its stdin later could run commands the gate
+never sees) and ``executor.launch``; its output passes the one output pipeline
+(``executor.output``: redacted before it is stored, so reads, streams and spill files agree).
+
 The manager is transport-neutral: ``executor.grpc_processes`` adapts it to gRPC.
 """
 
@@ -22,20 +27,26 @@ import signal as signal_mod
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from executor.backends.base import BackendError, ErrorKind, Process, PtySize
+from executor import launch
+from executor.admission import Admission, Admitted, Caller, Refused, StartParams
+from executor.backends.base import BackendError, Process
+from executor.config import ProcessLimits
 from executor.errors import CoreError, exhausted, from_backend, invalid, not_found, precondition
-from executor.shell import PidHandshake, wrapped_script
-from executor.tasks import Task, check_task_id, resolve_inside
+from executor.events import ApprovalNeeded, Entry, ExecRecord, ExitInfo
+from executor.output import OutputPipeline
+from executor.redact import Redactor
+from executor.tasks import Task, TaskManager
+
+if TYPE_CHECKING:
+    from executor.pty import PtyManager
 
 log = logging.getLogger("executor.processes")
 
-BASH = ["bash", "--noprofile", "--norc", "-c"]
-PTY_TERM = "xterm-256color"
-HANDSHAKE_SECONDS = 60.0  # cloud backends can take a while to start a process
 EXIT_DRAIN_SECONDS = 1.0  # output still read after the leader exited
 DEFAULT_READ_BYTES = 1 << 20
 
@@ -187,71 +198,6 @@ def signal_name(number: int) -> str:
         return f"SIG{number}"
 
 
-# ---------------------------------------------------------------------------
-# Spawning with the task's state (shared with the PTY manager)
-# ---------------------------------------------------------------------------
-
-
-async def task_state(task: Task, lock_held: bool) -> tuple[str, bool]:
-    """The task's shell state as a script a fresh bash can eval, and whether it is fresh.
-
-    Asking the live shell is a round trip through it, which must not overlap a command.
-    With the task's lock held (by the caller, or taken here when free) the shell is asked;
-    when another command is running the last saved state is used (stale: exports made
-    since the last snapshot are missing), so a background start never waits for a long
-    foreground command."""
-    shell = task.shell
-    if shell is None:
-        return task.saved_state, True
-    if lock_held:
-        return await shell.snapshot(), True
-    if task.lock.locked():
-        return shell.state, False
-    async with task.lock:
-        return await shell.snapshot(), True
-
-
-@dataclass
-class Spawned:
-    proc: Process
-    pid: int  # the session id inside the sandbox
-    first: bytes  # stdout bytes that arrived with the handshake
-
-
-async def spawn_wrapped(core, task: Task, command: str | None, *, env: Mapping[str, str], workdir: str | None,
-                        merge_stderr: bool, pty: PtySize | None, lock_held: bool) -> Spawned:
-    """Start command (None: an interactive shell) in the task's sandbox with its state;
-    wait for the pid handshake. Raises BackendError."""
-    secret = uuid.uuid4().hex
-    state, fresh = await task_state(task, lock_held)
-    if not fresh and workdir is None:
-        workdir = task.cwd  # the cwd after the last finished command, newer than a stale state
-    extra = dict(env)
-    if pty is not None:
-        extra = {"TERM": PTY_TERM, **extra}
-    script = wrapped_script(secret, state, command, cwd=task.cwd, env=extra, workdir=workdir,
-                            merge_stderr=merge_stderr, interactive=command is None)
-    proc = await task.sandbox.spawn([*BASH, script], cwd=task.root, env=core.tasks.command_env(task), pty=pty)
-    handshake = PidHandshake(secret)
-    first = bytearray()
-    try:
-        async with asyncio.timeout(HANDSHAKE_SECONDS):
-            while handshake.pid is None:
-                data = await proc.stdout.read()
-                if not data:
-                    code = await _exit_code(proc, 5)
-                    raise BackendError(f"the process exited before it started (exit code {code})",
-                                       ErrorKind.FAILED_PRECONDITION)
-                first += handshake.feed(data)
-    except TimeoutError:
-        await proc.detach()
-        raise BackendError(f"the process did not start within {HANDSHAKE_SECONDS:g} s", ErrorKind.UNAVAILABLE) from None
-    except BaseException:
-        await proc.detach()
-        raise
-    return Spawned(proc, handshake.pid, bytes(first))
-
-
 async def _exit_code(proc: Process, timeout: float) -> int:
     try:
         return await asyncio.wait_for(proc.wait(), timeout)
@@ -278,29 +224,22 @@ async def end_session(sandbox, pid: int, grace: float, done: asyncio.Event) -> N
 # ---------------------------------------------------------------------------
 
 
-@dataclass
-class StartParams:
-    task_id: str
-    command: str
-    workdir: str = ""
-    env: Mapping[str, str] = field(default_factory=dict)
-    backend: str = ""
-    pty: bool = False
-    rows: int = 0
-    cols: int = 0
-    merge_stderr: bool = False
-
-
 class ManagedProcess:
     """A background process and its output, alive or finished."""
 
-    def __init__(self, manager: "ProcessManager", task: Task, params: StartParams, backend_name: str) -> None:
+    def __init__(self, manager: "ProcessManager", task: Task, admitted: Admitted, caller: str) -> None:
+        req = admitted.request
         self.id = "p-" + uuid.uuid4().hex[:16]
         self.task = task
         self.task_id = task.id
-        self.command = params.command
-        self.backend = backend_name
-        self.pty = params.pty
+        self.command = req.command
+        self.backend = req.backend
+        self.pty = req.terminal is not None
+        self.caller = caller
+        self.gate = "approved" if admitted.auth.approval_id else "allow"
+        self.rule = admitted.auth.verdict.rule
+        self._t0 = time.monotonic()
+        self._publish = manager.publish
         self.state = RUNNING
         self.exit_code = 0
         self.signal = ""
@@ -324,6 +263,8 @@ class ManagedProcess:
         stdout = new("stdout")
         # Under a terminal there is one stream: the interleaved view is stdout itself.
         self.logs = {"stdout": stdout, "stderr": new("stderr"), "": stdout if self.pty else new("")}
+        # Redacted before it is stored: what is read, streamed and spilled is the same.
+        self.pipeline = OutputPipeline(manager.redactor)
 
     @property
     def running(self) -> bool:
@@ -343,6 +284,10 @@ class ManagedProcess:
         return self._changed
 
     def output(self, stream: str, data: bytes) -> None:
+        if data:
+            self._store(stream, self.pipeline.feed(stream, data))
+
+    def _store(self, stream: str, data: bytes) -> None:
         if not data:
             return
         self.logs[stream].append(data)
@@ -353,12 +298,18 @@ class ManagedProcess:
     def finish(self, state: str, code: int = 0, message: str = "") -> None:
         if not self.running:
             return
+        for stream, tail in self.pipeline.flush():  # what redaction still held back
+            self._store(stream, tail)
         self.state = state
         self.message = message
         self.exit_code = code
         self.ended_at = time.time()
         self.done.set()
         self._notify()
+        status = {EXITED: "completed", KILLED: "cancelled"}.get(state, "backend_error")
+        info = ExitInfo(code, status, duration=time.monotonic() - self._t0, stdout_bytes=self.logs["stdout"].end,
+                        stderr_bytes=self.logs["stderr"].end, message=message, rule=self.rule, backend=self.backend)
+        self._publish(self.task_id, self.backend, info, self.gate, self.caller, Entry.START_PROCESS)
 
     def finish_with_code(self, code: int) -> None:
         """The wrapper's exit status: -N (killed by N), or 128+N after a signal we sent."""
@@ -395,20 +346,37 @@ class Chunk:
 
 
 class ProcessManager:
-    """Every background process of the daemon (``core.processes``)."""
+    """Every background process of the daemon (``core.processes``), built by the core with the
+    parts it uses: the one admission path, the tasks, the redactor, the listeners and the
+    terminals (whose sessions count as a task's running work)."""
 
-    def __init__(self, core) -> None:
-        self.core = core
-        self.limits = core.config.processes
-        self.grace = core.config.limits.kill_grace_seconds
-        self.dir = Path(core.state_dir) / "processes"
+    def __init__(self, admission: Admission, tasks: TaskManager, redactor: Redactor,
+                 publish: Callable[..., None], pty: "PtyManager", *, limits: ProcessLimits, grace: float,
+                 max_read_bytes: int, state_dir: Path) -> None:
+        self.admission = admission
+        self.tasks = tasks
+        self.redactor = redactor
+        self._publish_record = publish
+        self.pty = pty
+        self.limits = limits
+        self.grace = grace
+        self.max_read_bytes = max_read_bytes
+        self.dir = Path(state_dir) / "processes"
         # Output of a previous daemon's processes is of no use: they were ended at its
         # backend's start(); remove their spill files.
         shutil.rmtree(self.dir, ignore_errors=True)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, ManagedProcess] = {}
         self._starting: dict[str, int] = {}  # task id -> starts between the cap check and the spawn
-        self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever())
+        self._sweeper: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Begin the retention sweep (inside the daemon's event loop)."""
+        if self._sweeper is None:
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever())
+
+    def publish(self, task_id: str, backend: str, info: ExitInfo, gate: str, caller: str, entry: Entry) -> None:
+        self._publish_record(ExecRecord(task_id, backend, info, gate, caller, entry))
 
     # -- counts (the core's contract) ---------------------------------------------------
 
@@ -417,10 +385,7 @@ class ProcessManager:
 
     def tasks_with_running(self) -> set[str]:
         busy = {p.task_id for p in self.procs.values() if p.running}
-        pty = getattr(self.core, "pty", None)
-        if pty is not None and hasattr(pty, "active_tasks"):
-            busy |= pty.active_tasks()
-        return busy | set(self._starting)
+        return busy | self.pty.active_tasks() | set(self._starting)
 
     def _check_caps(self, task_id: str) -> None:
         running = sum(1 for p in self.procs.values() if p.running) + sum(self._starting.values())
@@ -434,54 +399,41 @@ class ProcessManager:
 
     # -- start ----------------------------------------------------------------------------
 
-    async def start(self, params: StartParams, caller_name: str,
-                    on_pending=None) -> ManagedProcess:
-        """Validate, pass the gate, spawn; returns once the process runs in the backend."""
-        core = self.core
-        from executor.service import ExecParams
-
-        check_task_id(params.task_id)
-        core._validate(ExecParams(task_id=params.task_id, command=params.command, env=dict(params.env)))
-        backend_name = core.backend_for(params.backend)
-        caps = core.backends[backend_name].capabilities
-        if not caps.background:
-            raise precondition(f"backend {backend_name!r} cannot run background processes; use Exec instead")
-        if params.pty and not caps.pty:
-            raise precondition(f"backend {backend_name!r} has no terminal support; start the process without pty")
-        if params.rows < 0 or params.cols < 0 or params.rows > 10000 or params.cols > 10000:
-            raise invalid("size rows and cols must be between 1 and 10000 (0 = 24x80)")
-        self._check_caps(params.task_id)
-        auth = await core.approvals.authorize(params.command, task_id=params.task_id, backend=backend_name,
-                                              caller=caller_name, on_pending=on_pending)
-        if not auth.allowed:
-            raise CoreError("PERMISSION_DENIED", auth.message or "the approval gate refused the command")
-        self._check_caps(params.task_id)
-        self._starting[params.task_id] = self._starting.get(params.task_id, 0) + 1
+    async def start_process(self, params: StartParams, caller: Caller) -> ManagedProcess:
+        """Admit (validate, judge, ask a human if the gate says so), then spawn; returns once the
+        process runs in the backend. A refusal is PERMISSION_DENIED with the gate's message."""
+        req = self.admission.start_request(params)
+        self._check_caps(req.task_id)
+        outcome: Admitted | Refused | None = None
+        async for item in self.admission.decide(req, caller):
+            if not isinstance(item, ApprovalNeeded):  # approvers see it through WatchApprovals
+                outcome = item
+        if not isinstance(outcome, Admitted):
+            raise CoreError("PERMISSION_DENIED", outcome.message if outcome else "the approval gate refused the command")
+        self._check_caps(req.task_id)
+        self._starting[req.task_id] = self._starting.get(req.task_id, 0) + 1
         try:
-            return await self._spawn(params, backend_name)
+            return await self._spawn(outcome, caller.name)
         finally:
-            self._starting[params.task_id] -= 1
-            if not self._starting[params.task_id]:
-                del self._starting[params.task_id]
+            self._starting[req.task_id] -= 1
+            if not self._starting[req.task_id]:
+                del self._starting[req.task_id]
 
-    async def _spawn(self, params: StartParams, backend_name: str) -> ManagedProcess:
-        core = self.core
-        task = core.tasks.get_or_create(params.task_id, backend_name)
-        await core.tasks.ensure_shell(task)
+    async def _spawn(self, admitted: Admitted, caller: str) -> ManagedProcess:
+        req = admitted.request
+        task = self.tasks.get_or_create(req.task_id, req.backend)
+        await self.tasks.ensure_shell(task)
         task.touch()
-        workdir = resolve_inside(task.root, params.workdir, "workdir") if params.workdir else None
-        size = PtySize(params.rows or 24, params.cols or 80) if params.pty else None
-        mp = ManagedProcess(self, task, params, backend_name)
+        mp = ManagedProcess(self, task, admitted, caller)
         try:
-            spawned = await spawn_wrapped(core, task, params.command, env=params.env, workdir=workdir,
-                                          merge_stderr=params.merge_stderr, pty=size, lock_held=False)
+            spawned = await launch.spawn(admitted, task, self.tasks, size=req.terminal, lock_held=False)
         except BackendError as exc:
-            raise from_backend(backend_name, exc) from exc
+            raise from_backend(req.backend, exc) from exc
         mp.proc, mp.pid = spawned.proc, spawned.pid
         mp.output("stdout", spawned.first)
         self.procs[mp.id] = mp
         mp._supervisor = asyncio.get_running_loop().create_task(self._supervise(mp))
-        log.info("process %s started in task %s (session %s): %s", mp.id, mp.task_id, mp.pid, params.command[:200])
+        log.info("process %s started in task %s (session %s): %s", mp.id, mp.task_id, mp.pid, req.command[:200])
         return mp
 
     async def _supervise(self, mp: ManagedProcess) -> None:
@@ -573,7 +525,7 @@ class ProcessManager:
         output = mp.log(stream)
         if max_bytes < 0:
             raise invalid("max_bytes must be >= 0 (0 = 1 MiB)")
-        limit = min(max_bytes or DEFAULT_READ_BYTES, self.core.config.limits.max_message_bytes - (64 << 10))
+        limit = min(max_bytes or DEFAULT_READ_BYTES, self.max_read_bytes)
         data, start, rotated = output.read(offset, limit)
         next_offset = start + len(data)
         return mp, Chunk(data, start, next_offset, rotated), (not mp.running and next_offset >= output.end)
@@ -582,7 +534,7 @@ class ProcessManager:
         """Chunks from offset as they arrive; the last one (empty) carries the ended process."""
         mp = self.get(process_id)
         output = mp.log(stream)
-        limit = min(DEFAULT_READ_BYTES, self.core.config.limits.max_message_bytes - (64 << 10))
+        limit = min(DEFAULT_READ_BYTES, self.max_read_bytes)
         while True:
             changed = mp.changed()
             data, start, rotated = output.read(offset, limit)
@@ -610,7 +562,7 @@ class ProcessManager:
 
     async def write_stdin(self, process_id: str, data: bytes, close: bool) -> int:
         mp = self.get(process_id)
-        if not self.core.backends[mp.backend].capabilities.stdin:
+        if not mp.task.backend.capabilities.stdin:
             raise precondition(f"backend {mp.backend!r} cannot write to a running process's stdin; "
                                "pass input in the command instead (e.g. a here-document)")
         if not mp.running or mp.proc is None:
@@ -631,7 +583,7 @@ class ProcessManager:
     async def signal(self, process_id: str, name: str) -> ManagedProcess:
         sig = parse_signal(name)
         mp = self.get(process_id)
-        if not self.core.backends[mp.backend].capabilities.signals:
+        if not mp.task.backend.capabilities.signals:
             raise precondition(f"backend {mp.backend!r} cannot deliver signals to a process")
         if not mp.running:
             return mp  # already ended: nothing to signal
@@ -663,20 +615,15 @@ class ProcessManager:
         """CloseTask: end the task's running processes (and its terminals); how many."""
         mine = [p for p in self.procs.values() if p.task_id == task_id and p.running]
         await asyncio.gather(*(self._end(p) for p in mine), return_exceptions=True)
-        ended = len(mine)
-        pty = getattr(self.core, "pty", None)
-        if pty is not None and hasattr(pty, "end_task"):
-            ended += await pty.end_task(task_id)
-        return ended
+        return len(mine) + await self.pty.end_task(task_id)
 
     async def shutdown(self) -> None:
         """Daemon shutdown: end every process, remove every spill file."""
-        self._sweeper.cancel()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         await asyncio.gather(*(self._end(p) for p in list(self.procs.values()) if p.running),
                              return_exceptions=True)
-        pty = getattr(self.core, "pty", None)
-        if pty is not None and hasattr(pty, "shutdown"):
-            await pty.shutdown()
+        await self.pty.shutdown()
         for mp in self.procs.values():
             mp.close()
         self.procs.clear()
@@ -697,11 +644,5 @@ class ProcessManager:
             self._sweep()
 
 
-def attach(core) -> ProcessManager:
-    """Called by the daemon at start: ``core.processes``."""
-    core.processes = ProcessManager(core)
-    return core.processes
-
-
-__all__ = ["ProcessManager", "ManagedProcess", "OutputLog", "StartParams", "Chunk", "attach", "parse_signal",
-           "spawn_wrapped", "end_session", "RUNNING", "EXITED", "KILLED", "LOST"]
+__all__ = ["ProcessManager", "ManagedProcess", "OutputLog", "StartParams", "Chunk", "parse_signal", "end_session",
+           "RUNNING", "EXITED", "KILLED", "LOST"]

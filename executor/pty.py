@@ -10,6 +10,10 @@ a grace, then KILL.
 
 A session ends when its program exits (after a short drain of what it printed) or
 when it is ended from outside. The client closing its sending side ends nothing.
+
+A terminal starts only through the core's one admission path (``executor.admission``: a
+terminal's program is judged default-deny, since what is typed into it never reaches the gate)
+and ``executor.launch``; its output passes the one output pipeline (``executor.output``).
 """
 
 from __future__ import annotations
@@ -18,28 +22,21 @@ import asyncio
 import logging
 import signal as signal_mod
 import time
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable
 
-from executor.approval import opens_interactive_shell
-from executor.backends.base import BackendError, PtySize, Sandbox
-from executor.errors import CoreError, from_backend, invalid, precondition
-from executor.events import ApprovalNeeded, ExitInfo, Finished, Output, Timings
-from executor.processes import EXIT_DRAIN_SECONDS, Spawned, end_session, parse_signal, spawn_wrapped
+from executor import launch
+from executor.admission import DEFAULT_SIZE, Admission, Admitted, Caller, PtyOpenParams, Refused, pty_size
+from executor.backends.base import BackendError, Sandbox
+from executor.errors import from_backend
+from executor.events import ApprovalNeeded, Entry, ExecRecord, ExitInfo, Finished, Output, Timings
+from executor.launch import Spawned
+from executor.output import OutputPipeline
+from executor.processes import EXIT_DRAIN_SECONDS, end_session, parse_signal
+from executor.redact import Redactor
 from executor.shell import CommandResult, CommandSpec
-from executor.tasks import Task, check_task_id, resolve_inside
+from executor.tasks import Task, TaskManager
 
 log = logging.getLogger("executor.pty")
-
-DEFAULT_SIZE = PtySize(24, 80)
-MAX_DIMENSION = 10000
-
-
-def pty_size(rows: int, cols: int) -> PtySize:
-    """A requested size; 0 means the default (24x80)."""
-    if rows < 0 or cols < 0 or rows > MAX_DIMENSION or cols > MAX_DIMENSION:
-        raise invalid(f"terminal size rows={rows} cols={cols} is out of range (1..{MAX_DIMENSION}; 0 = default)")
-    return PtySize(rows or DEFAULT_SIZE.rows, cols or DEFAULT_SIZE.cols)
 
 
 class Terminal:
@@ -164,80 +161,69 @@ class Terminal:
         return self.code if self.code is not None else -int(signal_mod.SIGKILL)
 
 
-@dataclass
-class PtyOpenParams:
-    task_id: str
-    command: str = ""  # empty: an interactive shell
-    backend: str = ""
-    rows: int = 0
-    cols: int = 0
-    env: Mapping[str, str] = field(default_factory=dict)
-    workdir: str = ""
-
-
 class PtySession:
     """One ``Pty`` stream: gate, spawn, then output until the program ends.
 
     Input (``write``/``resize``/``signal``) waits until the program runs (``ready``)."""
 
-    def __init__(self, manager: "PtyManager", params: PtyOpenParams, caller) -> None:
+    def __init__(self, manager: "PtyManager", params: PtyOpenParams, caller: Caller) -> None:
         self.manager = manager
         self.params = params
-        self.caller = caller  # executor.service.Caller
+        self.caller = caller
         self.ready = asyncio.Event()
         self.term: Terminal | None = None
         self.task: Task | None = None
         self.ended_by = ""  # why it was ended from outside (task closed, daemon stopping)
 
     async def run(self) -> AsyncIterator[ApprovalNeeded | Output | Finished]:
-        core = self.manager.core
-        p = self.params
+        manager = self.manager
         t0 = time.monotonic()
         timings = Timings()
-        check_task_id(p.task_id)
-        from executor.service import ExecParams
+        req = manager.admission.pty_request(self.params)
+        backend_name = req.backend
 
-        core._validate(ExecParams(task_id=p.task_id, command=p.command or ":", env=dict(p.env)))
-        backend_name = core.backend_for(p.backend)
-        if not core.backends[backend_name].capabilities.pty:
-            raise precondition(f"backend {backend_name!r} has no terminal support; use Exec without pty")
-        size = pty_size(p.rows, p.cols)
-
-        auth = None
-        async for item in core.gate(p.command, task_id=p.task_id, backend=backend_name, caller=self.caller,
-                                    interactive_pty=opens_interactive_shell(p.command)):
+        outcome: Admitted | Refused | None = None
+        async for item in manager.admission.decide(req, self.caller):
             if isinstance(item, ApprovalNeeded):
                 yield item
             else:
-                auth = item
+                outcome = item
+        assert outcome is not None
+        auth = outcome.auth
+        gate = ("approved" if auth.allowed else "denied") if auth.approval_id else ("allow" if auth.allowed else "deny")
         timings.gate = timings.approval = time.monotonic() - t0
-        if not auth.allowed:
-            yield Finished(ExitInfo(0, "denied", duration=time.monotonic() - t0, message=auth.message,
-                                    rule=auth.verdict.rule, backend=backend_name, timings=timings))
+        if isinstance(outcome, Refused):
+            info = ExitInfo(0, "denied", duration=time.monotonic() - t0, message=outcome.message,
+                            rule=auth.verdict.rule, backend=backend_name, timings=timings)
+            manager.publish(ExecRecord(req.task_id, backend_name, info, gate, self.caller.name, Entry.PTY))
+            yield Finished(info)
             return
 
-        task = core.tasks.get_or_create(p.task_id, backend_name)
-        await core.tasks.ensure_shell(task)
+        task = manager.tasks.get_or_create(req.task_id, backend_name)
+        await manager.tasks.ensure_shell(task)
         task.touch()
         self.task = task
-        workdir = resolve_inside(task.root, p.workdir, "workdir") if p.workdir else None
         s0 = time.monotonic()
         try:
-            spawned = await spawn_wrapped(core, task, p.command or None, env=p.env, workdir=workdir,
-                                          merge_stderr=False, pty=size, lock_held=False)
+            spawned = await launch.spawn(outcome, task, manager.tasks, size=req.terminal, lock_held=False)
         except BackendError as exc:
             raise from_backend(backend_name, exc) from exc
         timings.spawn = time.monotonic() - s0
-        term = self.term = Terminal(task.sandbox, spawned, self.manager.grace)
-        self.manager._register(self)
+        term = self.term = Terminal(task.sandbox, spawned, manager.grace)
+        manager._register(self)
         self.ready.set()
+        out = OutputPipeline(manager.redactor, ("stdout",))
         finished = False
         r0 = time.monotonic()
         try:
             async for data in term.output(None):
                 if not timings.first_byte:
                     timings.first_byte = time.monotonic() - r0
-                yield Output("stdout", data)
+                data = out.feed("stdout", data)
+                if data:
+                    yield Output("stdout", data)
+            for _, tail in out.flush():
+                yield Output("stdout", tail)
             timings.run = time.monotonic() - r0
             task.touch()
             status, message = "completed", ""
@@ -246,14 +232,16 @@ class PtySession:
             elif self.ended_by:
                 status, message = "cancelled", self.ended_by
             finished = True
-            yield Finished(ExitInfo(term.exit_code, status, cwd=task.cwd, duration=time.monotonic() - t0,
-                                    stdout_bytes=term.bytes_out, message=message, rule=auth.verdict.rule,
-                                    backend=backend_name, timings=timings))
+            info = ExitInfo(term.exit_code, status, cwd=task.cwd, duration=time.monotonic() - t0,
+                            stdout_bytes=out.counts["stdout"], message=message, rule=auth.verdict.rule,
+                            backend=backend_name, timings=timings)
+            manager.publish(ExecRecord(req.task_id, backend_name, info, gate, self.caller.name, Entry.PTY))
+            yield Finished(info)
         finally:
             if not finished:  # the client went away: end the program's tree in the backend
                 await asyncio.shield(term.stop())
             await term.close()
-            self.manager._unregister(self)
+            manager._unregister(self)
 
     async def write(self, data: bytes) -> None:
         await self.ready.wait()
@@ -289,11 +277,15 @@ class PtySession:
 
 
 class PtyManager:
-    """Terminals of the daemon (``core.pty``)."""
+    """Terminals of the daemon (``core.pty``), built by the core with the parts it uses."""
 
-    def __init__(self, core) -> None:
-        self.core = core
-        self.grace = core.config.limits.kill_grace_seconds
+    def __init__(self, admission: Admission, tasks: TaskManager, redactor: Redactor,
+                 publish: Callable[[ExecRecord], None], *, grace: float) -> None:
+        self.admission = admission
+        self.tasks = tasks
+        self.redactor = redactor
+        self.publish = publish
+        self.grace = grace
         self.sessions: set[PtySession] = set()
 
     def _register(self, session: PtySession) -> None:
@@ -305,18 +297,16 @@ class PtyManager:
     def active_tasks(self) -> set[str]:
         return {s.task.id for s in self.sessions if s.task is not None}
 
-    def open(self, params: PtyOpenParams, caller) -> PtySession:
+    def open(self, params: PtyOpenParams, caller: Caller) -> PtySession:
         return PtySession(self, params, caller)
 
-    async def exec(self, task: Task, spec: CommandSpec, deadline: float) -> AsyncIterator[tuple[str, bytes] | CommandResult]:
-        """Exec with pty=true (the caller holds the task's lock): the terminal stream as
-        stdout, then a CommandResult. At the deadline the session is ended in the backend
-        and what it printed is still returned."""
-        caps = task.backend.capabilities
-        if not caps.pty:
-            raise precondition(f"backend {task.backend_name!r} has no terminal support; run the command without pty")
-        spawned = await spawn_wrapped(self.core, task, spec.command, env=spec.env, workdir=spec.workdir,
-                                      merge_stderr=False, pty=DEFAULT_SIZE, lock_held=True)
+    async def exec(self, admitted: Admitted, task: Task, spec: CommandSpec, deadline: float
+                   ) -> AsyncIterator[tuple[str, bytes] | CommandResult]:
+        """An admitted Exec with pty=true (the caller holds the task's lock and passes the output
+        through its pipeline): the terminal stream as stdout, then a CommandResult. At the deadline
+        the session is ended in the backend and what it printed is still returned."""
+        spawned = await launch.spawn(admitted, task, self.tasks, workdir=spec.workdir,
+                                     size=admitted.request.terminal or DEFAULT_SIZE, lock_held=True)
         term = Terminal(task.sandbox, spawned, self.grace)
         finished = False
         first_byte = 0.0
@@ -353,11 +343,4 @@ class PtyManager:
                              return_exceptions=True)
 
 
-def attach(core) -> PtyManager:
-    """Called by the daemon at start: ``core.pty``."""
-    core.pty = PtyManager(core)
-    return core.pty
-
-
-__all__ = ["PtyManager", "PtySession", "PtyOpenParams", "Terminal", "attach", "pty_size"]
-_ = CoreError
+__all__ = ["PtyManager", "PtySession", "PtyOpenParams", "Terminal", "pty_size"]

@@ -15,52 +15,24 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from executor import files
-from executor.approvals import ApprovalDecision
-from executor.approval import Decision
+from executor.admission import Caller, ExecParams
 from executor.config import Config, ConfigError
 from executor.errors import CoreError
-from executor.events import ApprovalNeeded, ExitInfo, Finished, Output, Started
-from executor.service import Caller, Executor, ExecParams
+from executor.events import ApprovalNeeded, Finished, Output, Started
+from executor.grpc_common import APPROVAL_DECISION, APPROVAL_DECISION_PB, GATE_DECISION, _abort, exit_pb
+from executor.grpc_processes import ProcessServicer
+from executor.grpc_pty import PtyServicer
+from executor.service import Executor
 from executor.v1 import executor_pb2 as pb
 from executor.v1 import executor_pb2_grpc as pb_grpc
 
 log = logging.getLogger("executor.server")
-
-EXIT_STATUS = {
-    "completed": pb.EXIT_STATUS_COMPLETED,
-    "timed_out": pb.EXIT_STATUS_TIMED_OUT,
-    "cancelled": pb.EXIT_STATUS_CANCELLED,
-    "denied": pb.EXIT_STATUS_DENIED,
-    "backend_error": pb.EXIT_STATUS_BACKEND_ERROR,
-}
-GATE_DECISION = {Decision.ALLOW: pb.GATE_DECISION_ALLOW, Decision.ASK: pb.GATE_DECISION_ASK,
-                 Decision.DENY: pb.GATE_DECISION_DENY}
-APPROVAL_DECISION = {
-    pb.APPROVAL_DECISION_APPROVE_ONCE: ApprovalDecision.APPROVE_ONCE,
-    pb.APPROVAL_DECISION_APPROVE_SESSION: ApprovalDecision.APPROVE_SESSION,
-    pb.APPROVAL_DECISION_APPROVE_ALWAYS: ApprovalDecision.APPROVE_ALWAYS,
-    pb.APPROVAL_DECISION_DENY: ApprovalDecision.DENY,
-}
-APPROVAL_DECISION_PB = {v: k for k, v in APPROVAL_DECISION.items()}
-
-
-def exit_pb(info: ExitInfo) -> pb.Exit:
-    t = info.timings
-    return pb.Exit(
-        exit_code=info.exit_code, status=EXIT_STATUS[info.status], cwd=info.cwd, duration_seconds=info.duration,
-        stdout_bytes=info.stdout_bytes, stderr_bytes=info.stderr_bytes, truncated=info.truncated,
-        message=info.message, rule=info.rule, backend=info.backend,
-        timings=pb.StageTimings(gate_seconds=t.gate, approval_seconds=t.approval, queue_seconds=t.queue,
-                                spawn_seconds=t.spawn, first_byte_seconds=t.first_byte, run_seconds=t.run),
-    )
-
 
 def event_pb(event) -> pb.ExecEvent:
     if isinstance(event, Output):
@@ -113,10 +85,6 @@ class Auth:
             await context.abort(grpc.StatusCode.PERMISSION_DENIED,
                                 f"token {name!r} lacks the {role!r} role needed for this call")
         return Caller(name, roles)
-
-
-async def _abort(context: grpc.aio.ServicerContext, exc: CoreError) -> None:
-    await context.abort(getattr(grpc.StatusCode, exc.code, grpc.StatusCode.UNKNOWN), exc.message)
 
 
 def _deadline(context: grpc.aio.ServicerContext) -> float | None:
@@ -177,7 +145,7 @@ class Servicer(pb_grpc.ExecutorServicer):
         procs = self.core.processes
         tasks = [
             pb.TaskInfo(task_id=t.id, backend=t.backend_name, cwd=t.cwd, root=t.root, busy=t.busy,
-                        running_processes=procs.running_count(t.id) if procs else 0, created_at=t.created_at,
+                        running_processes=procs.running_count(t.id), created_at=t.created_at,
                         last_used_at=t.last_used, commands_run=t.commands_run,
                         shell_alive=bool(t.shell and t.shell.alive))
             for t in self.core.list_tasks()
@@ -333,20 +301,8 @@ def _is_loopback(address: str) -> bool:
         return False
 
 
-def _servicer_class():
-    """The servicer with the process and PTY RPCs mixed in, when their modules exist."""
-    bases: list[type] = []
-    try:
-        from executor.grpc_processes import ProcessServicer
-        bases.append(ProcessServicer)
-    except ImportError:
-        pass
-    try:
-        from executor.grpc_pty import PtyServicer
-        bases.append(PtyServicer)
-    except ImportError:
-        pass
-    return type("ExecutorServicer", (*bases, Servicer), {}) if bases else Servicer
+class ExecutorServicer(ProcessServicer, PtyServicer, Servicer):
+    """Every RPC of executor.v1.Executor."""
 
 
 class Daemon:
@@ -366,6 +322,11 @@ class Daemon:
         for address in self.listen:
             if address.startswith("unix:"):
                 continue
+            if not self.auth.enabled:
+                # Loopback is no boundary: every local user (and every local command) could connect
+                # and would hold every role, approve included.
+                raise ConfigError(f"listen {address}: a TCP listener (loopback included) needs auth.tokens; "
+                                  "configure tokens, or listen only on the 0600 unix socket")
             if not _is_loopback(address) and self.config.tls is None:
                 raise ConfigError(f"listen {address}: a TCP listener that is not loopback needs TLS "
                                   "(tls.cert and tls.key)")
@@ -380,23 +341,13 @@ class Daemon:
         self.metrics = Metrics(self.core) if self.config.metrics.listen else None
         if self.metrics is not None:
             self.metrics.serve(self.config.metrics.listen)
-        try:
-            from executor.processes import attach as attach_processes
-            attach_processes(self.core)
-        except ImportError:
-            pass
-        try:
-            from executor.pty import attach as attach_pty
-            attach_pty(self.core)
-        except ImportError:
-            pass
         limit = self.config.limits.max_message_bytes
         self.server = grpc.aio.server(options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
             ("grpc.so_reuseport", 0),
         ])
-        self.server.add_generic_rpc_handlers((executor_handler(_servicer_class()(self.core, self.auth)),))
+        self.server.add_generic_rpc_handlers((executor_handler(ExecutorServicer(self.core, self.auth)),))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         names = (pb.DESCRIPTOR.services_by_name["Executor"].full_name, health.SERVICE_NAME, reflection.SERVICE_NAME)
         reflection.enable_server_reflection(names, self.server)
@@ -467,5 +418,4 @@ async def serve(config: Config, state_dir: Path, listen: list[str], ready_file: 
     print("executor: stopped", flush=True)
 
 
-__all__ = ["Daemon", "Servicer", "serve", "exit_pb", "event_pb", "Auth"]
-_ = Any
+__all__ = ["Daemon", "Servicer", "ExecutorServicer", "serve", "exit_pb", "event_pb", "Auth"]

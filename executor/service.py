@@ -16,41 +16,24 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from executor.approvals import Approvals, ApprovalDecision, Authorization, Pending, PendingEvent
+from executor import launch
+from executor.admission import Admission, Admitted, Caller, ExecParams, Refused, Request
+from executor.approvals import Approvals, ApprovalDecision, PendingEvent
 from executor.approval import Decision, Verdict
 from executor.backends import backend_class
 from executor.backends.base import Backend, BackendError, Health
 from executor.config import Config
 from executor.errors import CoreError, exhausted, from_backend, invalid, not_found
-from executor.redact import Redactor, options_secrets
-from executor.events import ApprovalNeeded, Event, ExitInfo, Finished, Output, Started, Timings
+from executor.events import ApprovalNeeded, Event, ExecRecord, ExitInfo, Finished, Output, Started, Timings
 from executor.headtail import HeadTail
-from executor.shell import SENT, CommandResult, CommandSpec, valid_env_name
-from executor.tasks import Task, TaskManager, check_task_id, resolve_inside
+from executor.output import OutputPipeline
+from executor.processes import ProcessManager
+from executor.pty import PtyManager
+from executor.redact import Redactor, options_secrets
+from executor.shell import SENT, CommandResult
+from executor.tasks import Task, TaskManager, check_task_id
 
 log = logging.getLogger("executor")
-
-
-@dataclass
-class ExecParams:
-    """An Exec/Run request, transport-neutral."""
-
-    task_id: str
-    command: str
-    workdir: str = ""
-    env: Mapping[str, str] = field(default_factory=dict)
-    timeout_seconds: float = 0.0
-    stdin: bytes = b""
-    backend: str = ""
-    pty: bool = False
-    idempotency_key: str = ""
-    merge_stderr: bool = False
-
-
-@dataclass
-class Caller:
-    name: str = "local"
-    roles: frozenset[str] = frozenset({"exec", "approve", "admin"})
 
 
 @dataclass
@@ -58,17 +41,6 @@ class RunOutcome:
     stdout: bytes
     stderr: bytes
     exit: ExitInfo
-
-
-@dataclass
-class ExecRecord:
-    """What listeners (metrics, logs) learn of each finished command. Never its output."""
-
-    task_id: str
-    backend: str
-    exit: ExitInfo
-    gate: str  # allow | approved | denied | deny (the floor or the policy)
-    caller: str
 
 
 @dataclass
@@ -102,15 +74,23 @@ class Executor:
         self.tasks = TaskManager(self.backends, env_base=env_base, max_tasks=config.limits.max_tasks,
                                  kill_grace=config.limits.kill_grace_seconds, state_dir=self.state_dir)
         self.approvals = Approvals(config.approval, self.state_dir)
+        #: The one admission path of every entry point (Exec, Run, StartProcess, Pty).
+        self.admission = Admission(config, self.backends, self.approvals)
         secrets += [t.secret() for t in config.auth.tokens]
         self.redactor = Redactor(secrets)
         self._execs = 0
         self._exec_slots = asyncio.Semaphore(config.limits.max_concurrent_execs)
         self._idempotent: OrderedDict[tuple[str, str], asyncio.Future[RunOutcome]] = OrderedDict()
         self._reaper: asyncio.Task | None = None
-        self.processes = None  # executor.processes.ProcessManager, attached by the daemon
         self.started_at = time.time()
         self.listeners: list = []  # callables taking an ExecRecord (metrics, structured logs)
+        # The managers are the core's own parts: they get what they need, not the core.
+        self.pty = PtyManager(self.admission, self.tasks, self.redactor, self.publish,
+                              grace=config.limits.kill_grace_seconds)
+        self.processes = ProcessManager(self.admission, self.tasks, self.redactor, self.publish, self.pty,
+                                        limits=config.processes, grace=config.limits.kill_grace_seconds,
+                                        max_read_bytes=config.limits.max_message_bytes - (64 << 10),
+                                        state_dir=self.state_dir)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -122,14 +102,14 @@ class Executor:
                 log.warning("backend %s did not start: %s", name, exc)
 
         await asyncio.gather(*(start_one(n, b) for n, b in self.backends.items()))
+        self.processes.start()
         if self.config.limits.task_idle_seconds > 0:
             self._reaper = asyncio.create_task(self._reap_idle())
 
     async def shutdown(self) -> None:
         if self._reaper is not None:
             self._reaper.cancel()
-        if self.processes is not None:
-            await self.processes.shutdown()
+        await self.processes.shutdown()
         await self.tasks.shutdown()
         self.approvals.close()
         for backend in self.backends.values():
@@ -142,7 +122,7 @@ class Executor:
         idle = self.config.limits.task_idle_seconds
         while True:
             await asyncio.sleep(max(1.0, idle / 4))
-            busy = self.processes.tasks_with_running() if self.processes is not None else set()
+            busy = self.processes.tasks_with_running()
             for task_id in self.tasks.idle(idle, busy):
                 log.info("reaping idle task %s", task_id)
                 task = self.tasks.get(task_id)
@@ -154,43 +134,10 @@ class Executor:
                 await self.tasks.close(task_id, remove_files=False, keep_state=True)
                 self.tasks.reaped += 1
 
-    # -- validation --------------------------------------------------------------------
+    # -- requests ---------------------------------------------------------------------------
 
     def backend_for(self, name: str) -> str:
-        name = name or self.config.backend
-        if name not in self.backends:
-            raise not_found(f"unknown backend {name!r}; configured backends: {', '.join(self.backends)}")
-        return name
-
-    def _validate(self, p: ExecParams) -> float:
-        """Checks a request; returns the timeout in seconds."""
-        limits = self.config.limits
-        check_task_id(p.task_id)
-        if not p.command.strip():
-            raise invalid("command is empty")
-        size = len(p.command.encode("utf-8", "surrogateescape"))
-        if size > limits.max_command_bytes:
-            raise invalid(f"command is {size} bytes; the limit is {limits.max_command_bytes} (limits.max_command_bytes)")
-        if "\0" in p.command:
-            raise invalid("command contains a NUL byte, which a shell cannot run")
-        if p.timeout_seconds < 0 or p.timeout_seconds != p.timeout_seconds:
-            raise invalid(f"timeout_seconds must be >= 0 (0 = the default {limits.default_timeout_seconds:g} s)")
-        if p.timeout_seconds > limits.max_timeout_seconds:
-            raise invalid(f"timeout_seconds {p.timeout_seconds:g} exceeds the maximum {limits.max_timeout_seconds:g}")
-        if len(p.env) > limits.max_env_vars:
-            raise invalid(f"env has {len(p.env)} variables; the limit is {limits.max_env_vars}")
-        env_bytes = 0
-        for name, value in p.env.items():
-            if not valid_env_name(name):
-                raise invalid(f"env name {name[:64]!r} is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)")
-            if "\0" in value:
-                raise invalid(f"env {name} contains a NUL byte")
-            env_bytes += len(name) + len(value.encode("utf-8", "surrogateescape"))
-        if env_bytes > limits.max_env_bytes:
-            raise invalid(f"env is {env_bytes} bytes; the limit is {limits.max_env_bytes}")
-        if len(p.stdin) > limits.max_stdin_bytes:
-            raise invalid(f"stdin is {len(p.stdin)} bytes; the limit is {limits.max_stdin_bytes}")
-        return p.timeout_seconds or limits.default_timeout_seconds
+        return self.admission.backend_for(name)
 
     # -- Exec ----------------------------------------------------------------------------
 
@@ -202,99 +149,64 @@ class Executor:
         on the hot path). ``deadline`` (monotonic) is the transport's own deadline: a shorter one
         counts as the timeout. Closing or cancelling the stream kills the command's tree in the
         backend."""
-        timeout = self._validate(p)
-        backend_name = self.backend_for(p.backend)
+        req = self.admission.exec_request(p)
         if p.idempotency_key:
-            return self._idempotent_exec(p, caller, deadline, timeout, backend_name)
-        return self._exec(p, caller, deadline, timeout, backend_name)
+            return self._idempotent_exec(req, p.idempotency_key, caller, deadline)
+        return self._exec(req, caller, deadline)
 
-    async def gate(self, command: str, *, task_id: str, backend: str, caller: Caller,
-                   interactive_pty: bool = False, verdict: Verdict | None = None
-                   ) -> AsyncIterator[ApprovalNeeded | Authorization]:
-        """Authorize a command: yields ApprovalNeeded while a human is asked, then the Authorization.
-        ``verdict``: the gate's verdict on it, when the caller already has it.
-
-        Cancelling the consumer withdraws the pending approval."""
-        if verdict is None:
-            verdict = self.approvals.check(command, task_id=task_id, backend=backend, interactive_pty=interactive_pty)
-        if verdict.decision is not Decision.ASK:
-            # No human to wait for (the usual case): decide and record without the machinery below.
-            yield self.approvals.settle(command, verdict, task_id=task_id, backend=backend, caller=caller.name)
-            return
-        pending: asyncio.Queue[Pending] = asyncio.Queue()
-
-        async def on_pending(item: Pending) -> None:
-            pending.put_nowait(item)
-
-        authorize = asyncio.ensure_future(self.approvals.authorize(
-            command, task_id=task_id, backend=backend, caller=caller.name, on_pending=on_pending,
-            interactive_pty=interactive_pty, verdict=verdict))
-        try:
-            while not authorize.done():
-                getter = asyncio.ensure_future(pending.get())
-                await asyncio.wait({authorize, getter}, return_when=asyncio.FIRST_COMPLETED)
-                if getter.done():
-                    item = getter.result()
-                    yield ApprovalNeeded(item.approval_id, item.rule, item.reason, item.segment,
-                                         max(0.0, item.expires_at - time.time()))
-                else:
-                    getter.cancel()
-        except BaseException:
-            authorize.cancel()
-            raise
-        yield authorize.result()
-
-    def _publish(self, p: ExecParams, backend: str, info: ExitInfo, gate: str, caller: Caller) -> None:
-        record = ExecRecord(p.task_id, backend, info, gate, caller.name)
+    def publish(self, record: ExecRecord) -> None:
+        """Tell the listeners (metrics, structured logs) of a finished command of any entry point."""
         for listener in self.listeners:
             try:
                 listener(record)
             except Exception:  # an observer never breaks a command
                 log.exception("exec listener failed")
 
-    async def _exec(self, p: ExecParams, caller: Caller, deadline: float | None, timeout: float,
-                    backend_name: str) -> AsyncIterator[Event]:
+    async def _exec(self, req: Request, caller: Caller, deadline: float | None) -> AsyncIterator[Event]:
         """``started`` goes out as soon as the command is in the shell, so sending it overlaps the
         command's run; before that only if something may wait (an approval, the task's queue, a
         shell to start), so a client always hears of its call before it waits."""
         t0 = time.monotonic()
         timings = Timings()
-        task = self.tasks.get_or_create(p.task_id, backend_name)
+        backend_name = req.backend
+        task = self.tasks.get_or_create(req.task_id, backend_name)
         task.touch()
-        started: Started | None = Started(os.urandom(8).hex(), backend_name, p.task_id)
+        started: Started | None = Started(os.urandom(8).hex(), backend_name, req.task_id)
 
-        # The gate: every command passes it before it reaches a backend.
+        # Admission: every command passes the gate before it reaches a backend.
         g0 = time.monotonic()
-        verdict = self.approvals.check(p.command, task_id=p.task_id, backend=backend_name)
+        verdict = self.admission.verdict(req)
         if verdict.decision is Decision.ASK:
             yield started
             started = None
             g0 = time.monotonic()  # after `started` went out: the gate's own time
-            auth = None
-            async for item in self.gate(p.command, task_id=p.task_id, backend=backend_name, caller=caller,
-                                        verdict=verdict):
+            outcome: Admitted | Refused | None = None
+            async for item in self.admission.decide(req, caller, verdict):
                 if isinstance(item, ApprovalNeeded):
                     yield item
                 else:
-                    auth = item
+                    outcome = item
+            assert outcome is not None
         else:
-            auth = self.approvals.settle(p.command, verdict, task_id=p.task_id, backend=backend_name, caller=caller.name)
+            outcome = self.admission.settle_now(req, verdict, caller)
         timings.gate = time.monotonic() - g0
+        auth = outcome.auth
         if auth.approval_id:
             timings.approval = timings.gate
         gate = ("approved" if auth.allowed else "denied") if auth.approval_id else ("allow" if auth.allowed else "deny")
-        if not auth.allowed:
-            info = ExitInfo(0, "denied", cwd=task.cwd, duration=time.monotonic() - t0, message=auth.message,
+        if isinstance(outcome, Refused):
+            info = ExitInfo(0, "denied", cwd=task.cwd, duration=time.monotonic() - t0, message=outcome.message,
                             rule=auth.verdict.rule, backend=backend_name, timings=timings)
-            self._publish(p, backend_name, info, gate, caller)
+            self.publish(ExecRecord(req.task_id, backend_name, info, gate, caller.name))
             if started is not None:
                 yield started
             yield Finished(info)
             return
+        admitted = outcome
 
         # The task's queue: one command at a time per task.
         if task.waiting >= self.config.limits.max_queued_per_task:
-            raise exhausted(f"task {p.task_id!r} already has {task.waiting} commands waiting; "
+            raise exhausted(f"task {req.task_id!r} already has {task.waiting} commands waiting; "
                             f"wait for them (limits.max_queued_per_task)")
         if started is not None and (task.lock.locked() or self._exec_slots.locked()
                                     or task.shell is None or not task.shell.alive):
@@ -317,19 +229,15 @@ class Executor:
                 timings.queue = time.monotonic() - q0
                 s0 = time.monotonic()
                 shell = await self.tasks.ensure_shell(task)
-                spec = CommandSpec(p.command, env=dict(p.env), stdin=p.stdin, merge_stderr=p.merge_stderr,
-                                   workdir=resolve_inside(task.root, p.workdir, "workdir") if p.workdir else None)
-                run_deadline = time.monotonic() + timeout
+                spec = await launch.command_spec(admitted, task)
+                run_deadline = time.monotonic() + req.timeout
                 if deadline is not None:
                     run_deadline = min(run_deadline, deadline)
-                if p.pty:
-                    if self.pty is None:
-                        raise CoreError("UNIMPLEMENTED", "terminals are not available in this daemon")
-                    stream = self.pty.exec(task, spec, run_deadline)
+                if req.terminal is not None:
+                    stream = self.pty.exec(admitted, task, spec, run_deadline)
                 else:
-                    stream = shell.run(spec, deadline=run_deadline)
-                counts = {"stdout": 0, "stderr": 0}
-                scrub = {k: self.redactor.stream() for k in counts} if self.redactor else None
+                    stream = launch.run_in_shell(admitted, shell, spec, run_deadline)
+                out = OutputPipeline(self.redactor)
                 result: CommandResult | None = None
                 timings.spawn = time.monotonic() - s0
                 r0 = time.monotonic()
@@ -344,21 +252,15 @@ class Executor:
                         if item is SENT:
                             continue
                         kind, data = item
-                        if scrub is not None:
-                            data = scrub[kind].feed(data)
-                            if not data:
-                                continue
-                        counts[kind] += len(data)
-                        yield Output(kind, data)
+                        data = out.feed(kind, data)
+                        if data:
+                            yield Output(kind, data)
                 except BackendError as exc:
                     result = CommandResult(0, task.cwd, "backend_error", exc.message)
                 finally:
                     await stream.aclose()
-                for kind, redactor in (scrub or {}).items():
-                    tail = redactor.flush()
-                    if tail:
-                        counts[kind] += len(tail)
-                        yield Output(kind, tail)
+                for kind, tail in out.flush():
+                    yield Output(kind, tail)
                 task.commands_run += 1
                 task.touch()
                 if result is None:
@@ -371,26 +273,24 @@ class Executor:
                 if notice:  # e.g. the container was gone and has been recreated
                     message = f"{message}; {notice}" if message else notice
                 if result.status == "timed_out" and not message:
-                    message = f"timed out after {timeout:g} s; the command's process tree was killed"
+                    message = f"timed out after {req.timeout:g} s; the command's process tree was killed"
                 if result.status == "backend_error":
                     message = f"backend {backend_name!r}: {message}"
                 info = ExitInfo(result.exit_code, result.status, cwd=result.cwd or task.cwd,
-                                duration=time.monotonic() - t0, stdout_bytes=counts["stdout"],
-                                stderr_bytes=counts["stderr"], message=message, rule=auth.verdict.rule,
+                                duration=time.monotonic() - t0, stdout_bytes=out.counts["stdout"],
+                                stderr_bytes=out.counts["stderr"], message=message, rule=auth.verdict.rule,
                                 backend=backend_name, timings=timings)
-                self._publish(p, backend_name, info, gate, caller)
+                self.publish(ExecRecord(req.task_id, backend_name, info, gate, caller.name))
                 if started is not None:
                     yield started
                 yield Finished(info)
         finally:
             task.lock.release()
 
-    pty = None  # executor.pty.PtyManager, attached by the daemon
-
-    async def _idempotent_exec(self, p: ExecParams, caller: Caller, deadline: float | None, timeout: float,
-                               backend_name: str) -> AsyncIterator[Event]:
+    async def _idempotent_exec(self, req: Request, idempotency_key: str, caller: Caller, deadline: float | None
+                               ) -> AsyncIterator[Event]:
         """A retried call with the same key gets the first call's result (bounded output)."""
-        key = (p.task_id, p.idempotency_key)
+        key = (req.task_id, idempotency_key)
         fut = self._idempotent.get(key)
         if fut is None:
             fut = asyncio.get_running_loop().create_future()
@@ -398,7 +298,7 @@ class Executor:
             while len(self._idempotent) > 1024:
                 self._idempotent.popitem(last=False)
             try:
-                outcome = await self._collect(self._exec(p, caller, deadline, timeout, backend_name), live=None)
+                outcome = await self._collect(self._exec(req, caller, deadline), live=None)
             except BaseException as exc:
                 self._idempotent.pop(key, None)
                 if not fut.done():
@@ -407,7 +307,7 @@ class Executor:
                 raise
             fut.set_result(outcome)
         outcome = await asyncio.shield(fut)
-        yield Started("replay", backend_name, p.task_id)
+        yield Started("replay", req.backend, req.task_id)
         if outcome.stdout:
             yield Output("stdout", outcome.stdout)
         if outcome.stderr:
@@ -439,9 +339,7 @@ class Executor:
 
     async def close_task(self, task_id: str, remove_files: bool) -> tuple[bool, int]:
         check_task_id(task_id)
-        ended = 0
-        if self.processes is not None:
-            ended = await self.processes.end_task(task_id)
+        ended = await self.processes.end_task(task_id)
         task = self.tasks.get(task_id)
         if task is None and remove_files:
             # Not live in this daemon, but its files may be: open the sandbox to remove them.
@@ -475,13 +373,16 @@ class Executor:
     # -- the gate ------------------------------------------------------------------------
 
     def check_command(self, command: str, task_id: str = "", backend: str = "") -> Verdict:
-        if not command.strip():
-            raise invalid("command is empty")
-        if len(command.encode("utf-8", "surrogateescape")) > self.config.limits.max_command_bytes:
-            raise invalid(f"command exceeds limits.max_command_bytes ({self.config.limits.max_command_bytes})")
+        """CheckCommand: what Exec of ``command`` on this task and backend would be judged now."""
         if task_id:
-            check_task_id(task_id)
-        return self.approvals.check(command, task_id=task_id, backend=self.backend_for(backend) if backend else "")
+            task = self.tasks.get(task_id)
+            if not backend and task is not None:
+                backend = task.backend_name
+            return self.admission.verdict(self.admission.exec_request(
+                ExecParams(task_id=task_id, command=command, backend=backend)))
+        # No task: judged as a first command on the backend (no task's session approvals).
+        self.admission.exec_request(ExecParams(task_id="check", command=command, backend=backend))
+        return self.approvals.check(command, task_id="", backend=self.backend_for(backend))
 
     def resolve_approval(self, approval_id: str, decision: ApprovalDecision, reason: str, caller: Caller) -> None:
         if not approval_id:
@@ -490,6 +391,10 @@ class Executor:
             self.approvals.resolve(approval_id, decision, reason=reason, by=caller.name)
         except KeyError:
             raise not_found(f"no pending approval {approval_id!r} (already decided, expired or unknown)") from None
+        except OSError as exc:  # the approval could not be saved (disk full, read-only): nothing changed
+            raise CoreError("UNAVAILABLE", f"could not save the approval ({exc.strerror or exc}); nothing was "
+                                           "approved and the request is still pending: free space in the state "
+                                           "directory, or approve it once") from None
 
     def watch_approvals(self, task_id: str | None) -> AsyncIterator[PendingEvent]:
         return self.approvals.watch(task_id or None)

@@ -91,18 +91,23 @@ async def test_deny_with_reason(tmp_path: pathlib.Path) -> None:
     a.close()
 
 
-async def test_session_approval_is_per_task_and_rule(tmp_path: pathlib.Path) -> None:
+async def test_session_approval_is_per_task_backend_and_rule(tmp_path: pathlib.Path) -> None:
     a = make(tmp_path)
 
     async def approve_session(p: Pending) -> None:
         a.resolve(p.approval_id, ApprovalDecision.APPROVE_SESSION, by="alice")
 
-    assert (await a.authorize("git clean -fd", task_id="t1", backend="local", on_pending=approve_session)).allowed
-    assert a.check("git clean -fdx", task_id="t1").decision is Decision.ALLOW
-    assert a.check("git clean -fdx", task_id="t2").decision is Decision.ASK
-    assert a.check("git push -f", task_id="t1").decision is Decision.ASK
+    first = await a.authorize("git clean -fd", task_id="t1", backend="local", on_pending=approve_session)
+    assert first.allowed
+    covered = a.check("git clean -fdx", task_id="t1", backend="local")
+    assert covered.decision is Decision.ALLOW
+    # The verdict names the approval that let it through (the audit log records it).
+    assert covered.rule == "stored_approval" and first.approval_id in covered.reason, covered
+    assert a.check("git clean -fdx", task_id="t1", backend="docker").decision is Decision.ASK
+    assert a.check("git clean -fdx", task_id="t2", backend="local").decision is Decision.ASK
+    assert a.check("git push -f", task_id="t1", backend="local").decision is Decision.ASK
     a.forget_task("t1")
-    assert a.check("git clean -fdx", task_id="t1").decision is Decision.ASK
+    assert a.check("git clean -fdx", task_id="t1", backend="local").decision is Decision.ASK
     a.close()
 
 
@@ -117,13 +122,45 @@ async def test_always_is_persisted_atomically_and_survives_restart(tmp_path: pat
     ).allowed
     path = tmp_path / "approvals.json"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert "git_reset_hard" in json.loads(path.read_text())["always"]
+    assert "git_reset_hard" in json.loads(path.read_text())["always"]["local"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".approvals")]
     a.close()
     b = make(tmp_path)
-    assert b.check("git reset --hard", task_id="other").decision is Decision.ALLOW
-    assert b.check("rm -rf /", task_id="other").decision is Decision.DENY
+    assert b.check("git reset --hard", task_id="other", backend="local").decision is Decision.ALLOW
+    # Granted on one backend, it holds there only.
+    assert b.check("git reset --hard", task_id="other", backend="docker").decision is Decision.ASK
+    assert b.check("rm -rf /", task_id="other", backend="local").decision is Decision.DENY
     b.close()
+
+
+async def test_an_old_unscoped_always_file_is_not_carried_over(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "approvals.json").write_text(json.dumps({"version": 1, "always": {"git_reset_hard": {}}}))
+    a = make(tmp_path)
+    assert a.check("git reset --hard", task_id="t", backend="local").decision is Decision.ASK
+    a.close()
+
+
+async def test_a_failed_always_save_approves_nothing(tmp_path: pathlib.Path) -> None:
+    """The save comes first: when it fails, the rule is not approved in memory either and the
+    request stays pending (a later save cannot write it behind the approver's back)."""
+    a = make(tmp_path)
+    seen: list[Pending] = []
+
+    async def remember(p: Pending) -> None:
+        seen.append(p)
+
+    waiting = asyncio.ensure_future(a.authorize("git reset --hard", task_id="t", backend="local", on_pending=remember))
+    while not seen:
+        await asyncio.sleep(0.01)
+    (tmp_path / "approvals.json").mkdir()  # the atomic rename onto it fails
+    with pytest.raises(OSError):
+        a.resolve(seen[0].approval_id, ApprovalDecision.APPROVE_ALWAYS, by="alice")
+    assert a.check("git reset --hard", task_id="t", backend="local").decision is Decision.ASK
+    assert [p.approval_id for p in a.pending()] == [seen[0].approval_id]
+    a.resolve(seen[0].approval_id, ApprovalDecision.APPROVE_ONCE, by="alice")
+    assert (await waiting).allowed
+    assert a.check("git reset --hard", task_id="t", backend="local").decision is Decision.ASK
+    a.close()
 
 
 async def test_timeout_denies(tmp_path: pathlib.Path) -> None:
@@ -216,11 +253,11 @@ async def test_modes_deny_and_allow_never_wait(tmp_path: pathlib.Path) -> None:
 
 async def test_interactive_pty_asks_unless_allowed(tmp_path: pathlib.Path) -> None:
     a = make(tmp_path, mode="deny")
-    r = await a.authorize("bash", task_id="t", backend="local", interactive_pty=True)
+    r = await a.authorize("bash", task_id="t", backend="local", interactive="opens an interactive shell")
     assert not r.allowed and r.verdict.rule == "interactive_shell"
     a.close()
     b = make(tmp_path / "b", allow_interactive_pty=True)
-    assert (await b.authorize("bash", task_id="t", backend="local", interactive_pty=True)).allowed
+    assert (await b.authorize("bash", task_id="t", backend="local", interactive="opens an interactive shell")).allowed
     b.close()
 
 

@@ -10,7 +10,8 @@ import pytest
 from executor.backends.base import BackendError, ErrorKind
 from executor.config import Config
 from executor.errors import CoreError
-from executor.processes import EXITED, KILLED, LOST, StartParams, attach
+from executor.admission import Caller, StartParams
+from executor.processes import EXITED, KILLED, LOST
 from executor.service import Executor
 
 
@@ -21,7 +22,6 @@ async def core(tmp_path):
                                     "processes": {"retain_seconds": 60}})
     core = Executor(config, tmp_path / "state")
     await core.start()
-    attach(core)
     yield core
     await core.shutdown()
 
@@ -64,11 +64,11 @@ class _LosingSandbox:
 
 async def test_lost_backend_marks_the_process_lost_and_keeps_its_output(core):
     procs = core.processes
-    first = await procs.start(StartParams(task_id="lost", command="echo hi; sleep 30"), "test")
+    first = await procs.start_process(StartParams(task_id="lost", command="echo hi; sleep 30"), Caller("test"))
     await until(lambda: first.logs["stdout"].end > 0)
     task = core.tasks.get("lost")
     task.sandbox = _LosingSandbox(task.sandbox)
-    mp = await procs.start(StartParams(task_id="lost", command="echo before; sleep 30"), "test")
+    mp = await procs.start_process(StartParams(task_id="lost", command="echo before; sleep 30"), Caller("test"))
     await until(lambda: not mp.running)
     assert mp.state == LOST and "lost" in mp.message
     # what still ran of it in the backend is ended, not orphaned
@@ -84,7 +84,7 @@ async def test_lost_backend_marks_the_process_lost_and_keeps_its_output(core):
 
 async def test_exit_codes_wait_and_retention(core):
     procs = core.processes
-    mp = await procs.start(StartParams(task_id="codes", command="exit 5"), "test")
+    mp = await procs.start_process(StartParams(task_id="codes", command="exit 5"), Caller("test"))
     done = await procs.wait(mp.id, 10)
     assert done.state == EXITED and done.exit_code == 5
     again = await procs.wait(mp.id, 0)
@@ -97,7 +97,7 @@ async def test_exit_codes_wait_and_retention(core):
 
 async def test_follow_ends_with_the_process(core):
     procs = core.processes
-    mp = await procs.start(StartParams(task_id="follow", command="printf a; sleep 0.3; printf b >&2"), "test")
+    mp = await procs.start_process(StartParams(task_id="follow", command="printf a; sleep 0.3; printf b >&2"), Caller("test"))
     chunks = [c async for c in procs.follow(mp.id, 0, "")]
     assert b"".join(c.data for c in chunks) == b"ab"
     assert chunks[-1].exited is mp and mp.state == EXITED

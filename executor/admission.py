@@ -1,0 +1,312 @@
+"""One admission path: every way a command can start in a backend passes through here.
+
+Exec and Run, StartProcess and Pty (and whatever entry point comes later) hand their request
+to :class:`Admission`, which
+
+1. validates it (task id, command, env, timeout, stdin, terminal size, what the backend can do),
+2. asks the gate for a verdict, including whether live input to the program could run commands the
+   gate never sees (an interactive shell, a REPL, an editor with a shell escape, stdin fed to a
+   shell), and
+3. settles it: allowed, denied, or a human asked through the approval broker (audited either way).
+
+What comes out is an :class:`Admitted` (or a :class:`Refused`). The functions that start anything
+in a backend for a request (``executor.launch``) take an ``Admitted`` and nothing else, and an
+``Admitted`` can only be made here, from an authorization that allowed exactly that request: an
+entry point cannot start a command it did not admit, by construction rather than by convention.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+
+from executor.approval import Decision, Verdict
+
+try:
+    from executor.approval import interactive_risk, runs_input
+except ImportError:  # TEMPORARY until the gate's interactive classification lands
+    from executor.approval import opens_interactive_shell
+
+    def interactive_risk(command: str, *, terminal: bool) -> str | None:
+        return "opens an interactive shell" if opens_interactive_shell(command) else None
+
+    def runs_input(command: str) -> bool:
+        return opens_interactive_shell(command)
+from executor.approvals import Approvals, Authorization, Pending
+from executor.backends.base import Backend, PtySize
+from executor.config import Config
+from executor.errors import invalid, not_found, precondition
+from executor.events import ApprovalNeeded, Entry
+from executor.shell import valid_env_name
+from executor.tasks import check_task_id
+
+__all__ = ["Admission", "Admitted", "Caller", "Entry", "ExecParams", "PtyOpenParams", "Refused", "Request",
+           "StartParams", "pty_size"]
+
+MAX_DIMENSION = 10000
+DEFAULT_SIZE = PtySize(24, 80)
+
+
+@dataclass
+class Caller:
+    name: str = "local"
+    roles: frozenset[str] = frozenset({"exec", "approve", "admin"})
+
+
+# -- requests, transport-neutral ----------------------------------------------------------
+
+
+@dataclass
+class ExecParams:
+    """An Exec/Run request."""
+
+    task_id: str
+    command: str
+    workdir: str = ""
+    env: Mapping[str, str] = field(default_factory=dict)
+    timeout_seconds: float = 0.0
+    stdin: bytes = b""
+    backend: str = ""
+    pty: bool = False
+    idempotency_key: str = ""
+    merge_stderr: bool = False
+
+
+@dataclass
+class StartParams:
+    """A StartProcess request."""
+
+    task_id: str
+    command: str
+    workdir: str = ""
+    env: Mapping[str, str] = field(default_factory=dict)
+    backend: str = ""
+    pty: bool = False
+    rows: int = 0
+    cols: int = 0
+    merge_stderr: bool = False
+
+
+@dataclass
+class PtyOpenParams:
+    """The ``open`` of a Pty stream."""
+
+    task_id: str
+    command: str = ""  # empty: the task's shell, interactive
+    backend: str = ""
+    rows: int = 0
+    cols: int = 0
+    env: Mapping[str, str] = field(default_factory=dict)
+    workdir: str = ""
+
+
+def pty_size(rows: int, cols: int) -> PtySize:
+    """A requested terminal size; 0 means the default (24x80)."""
+    if rows < 0 or cols < 0 or rows > MAX_DIMENSION or cols > MAX_DIMENSION:
+        raise invalid(f"terminal size rows={rows} cols={cols} is out of range (1..{MAX_DIMENSION}; 0 = default)")
+    return PtySize(rows or DEFAULT_SIZE.rows, cols or DEFAULT_SIZE.cols)
+
+
+@dataclass
+class Request:
+    """A validated request of any entry point, as the gate and the launcher see it."""
+
+    entry: Entry
+    task_id: str
+    command: str  # "" only for a Pty running the task's shell
+    backend: str
+    env: Mapping[str, str]
+    workdir: str  # as requested (resolved in the backend at launch)
+    timeout: float = 0.0  # Exec: seconds
+    stdin: bytes = b""  # Exec: fixed input
+    terminal: PtySize | None = None  # runs on a pseudo-terminal of this size
+    merge_stderr: bool = False
+    #: Why input the gate never sees could run commands (live input to a shell, stdin fed to a
+    #: shell); None when it cannot.
+    interactive: str | None = None
+    #: The text the gate judges: the command, plus Exec's stdin when the program runs its input.
+    judged: str = ""
+
+    @property
+    def shown(self) -> str:
+        """The command as approvers and the audit log see it."""
+        return self.judged or "(the task's interactive shell)"
+
+
+class Admitted:
+    """Proof that a request passed admission and was allowed. Only :class:`Admission` makes one;
+    ``executor.launch`` starts nothing without one."""
+
+    __slots__ = ("request", "auth", "admitted_at")
+
+    def __init__(self, key: object, request: Request, auth: Authorization) -> None:
+        if key is not _KEY:
+            raise TypeError("an Admitted is made by Admission only: every command passes the gate")
+        if not auth.allowed:
+            raise TypeError("a refused request cannot be admitted")
+        self.request = request
+        self.auth = auth
+        self.admitted_at = time.monotonic()
+
+
+_KEY = object()
+
+
+@dataclass
+class Refused:
+    """The gate (or a human, or silence) said no."""
+
+    request: Request
+    auth: Authorization
+
+    @property
+    def message(self) -> str:
+        return self.auth.message or "the approval gate refused the command"
+
+
+class Admission:
+    """Validation, the gate's verdict, approvals and audit for every entry point (``core.admission``)."""
+
+    def __init__(self, config: Config, backends: dict[str, Backend], approvals: Approvals) -> None:
+        self.config = config
+        self.limits = config.limits
+        self.backends = backends
+        self.approvals = approvals
+
+    # -- 1. validation --------------------------------------------------------------------
+
+    def backend_for(self, name: str) -> str:
+        name = name or self.config.backend
+        if name not in self.backends:
+            raise not_found(f"unknown backend {name!r}; configured backends: {', '.join(self.backends)}")
+        return name
+
+    def _check_common(self, task_id: str, command: str, env: Mapping[str, str], *, empty_ok: bool = False) -> None:
+        limits = self.limits
+        check_task_id(task_id)
+        if not command.strip() and not empty_ok:
+            raise invalid("command is empty")
+        size = len(command.encode("utf-8", "surrogateescape"))
+        if size > limits.max_command_bytes:
+            raise invalid(f"command is {size} bytes; the limit is {limits.max_command_bytes} (limits.max_command_bytes)")
+        if "\0" in command:
+            raise invalid("command contains a NUL byte, which a shell cannot run")
+        if len(env) > limits.max_env_vars:
+            raise invalid(f"env has {len(env)} variables; the limit is {limits.max_env_vars}")
+        env_bytes = 0
+        for name, value in env.items():
+            if not valid_env_name(name):
+                raise invalid(f"env name {name[:64]!r} is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)")
+            if "\0" in value:
+                raise invalid(f"env {name} contains a NUL byte")
+            env_bytes += len(name) + len(value.encode("utf-8", "surrogateescape"))
+        if env_bytes > limits.max_env_bytes:
+            raise invalid(f"env is {env_bytes} bytes; the limit is {limits.max_env_bytes}")
+
+    def _check_workdir(self, workdir: str) -> None:
+        if "\0" in workdir:
+            raise invalid("workdir contains a NUL byte")
+
+    def exec_request(self, p: ExecParams) -> Request:
+        """Validate an Exec/Run request (CoreError when it cannot be served)."""
+        limits = self.limits
+        self._check_common(p.task_id, p.command, p.env)
+        self._check_workdir(p.workdir)
+        if p.timeout_seconds < 0 or p.timeout_seconds != p.timeout_seconds:
+            raise invalid(f"timeout_seconds must be >= 0 (0 = the default {limits.default_timeout_seconds:g} s)")
+        if p.timeout_seconds > limits.max_timeout_seconds:
+            raise invalid(f"timeout_seconds {p.timeout_seconds:g} exceeds the maximum {limits.max_timeout_seconds:g}")
+        if len(p.stdin) > limits.max_stdin_bytes:
+            raise invalid(f"stdin is {len(p.stdin)} bytes; the limit is {limits.max_stdin_bytes}")
+        backend = self.backend_for(p.backend)
+        if p.pty and not self.backends[backend].capabilities.pty:
+            raise precondition(f"backend {backend!r} has no terminal support; run the command without pty")
+        judged, interactive = p.command, None
+        if p.stdin and runs_input(p.command):
+            # The program runs its input as commands: the input is judged as part of the command,
+            # and whatever the gate cannot read in it needs a human.
+            judged = f"{p.command}\n{p.stdin.decode('utf-8', 'surrogateescape')}"
+            interactive = interactive_risk(p.command, terminal=False)
+        return Request(Entry.EXEC, p.task_id, p.command, backend, p.env, p.workdir,
+                       timeout=p.timeout_seconds or limits.default_timeout_seconds, stdin=p.stdin,
+                       terminal=DEFAULT_SIZE if p.pty else None, merge_stderr=p.merge_stderr,
+                       interactive=interactive, judged=judged)
+
+    def start_request(self, p: StartParams) -> Request:
+        """Validate a StartProcess request. Its stdin stays writable (WriteProcessStdin): live input."""
+        self._check_common(p.task_id, p.command, p.env)
+        self._check_workdir(p.workdir)
+        backend = self.backend_for(p.backend)
+        caps = self.backends[backend].capabilities
+        if not caps.background:
+            raise precondition(f"backend {backend!r} cannot run background processes; use Exec instead")
+        if p.pty and not caps.pty:
+            raise precondition(f"backend {backend!r} has no terminal support; start the process without pty")
+        if p.rows < 0 or p.cols < 0 or p.rows > MAX_DIMENSION or p.cols > MAX_DIMENSION:
+            raise invalid(f"size rows and cols must be between 1 and {MAX_DIMENSION} (0 = 24x80)")
+        size = PtySize(p.rows or 24, p.cols or 80) if p.pty else None
+        interactive = interactive_risk(p.command, terminal=p.pty)
+        return Request(Entry.START_PROCESS, p.task_id, p.command, backend, p.env, p.workdir, terminal=size,
+                       merge_stderr=p.merge_stderr, interactive=interactive, judged=p.command)
+
+    def pty_request(self, p: PtyOpenParams) -> Request:
+        """Validate a Pty ``open``: a terminal with live input, so default-deny on what runs on it."""
+        self._check_common(p.task_id, p.command, p.env, empty_ok=True)
+        self._check_workdir(p.workdir)
+        backend = self.backend_for(p.backend)
+        if not self.backends[backend].capabilities.pty:
+            raise precondition(f"backend {backend!r} has no terminal support; use Exec without pty")
+        size = pty_size(p.rows, p.cols)
+        command = p.command if p.command.strip() else ""
+        interactive = interactive_risk(command, terminal=True) if command else "the task's interactive shell"
+        return Request(Entry.PTY, p.task_id, command, backend, p.env, p.workdir, terminal=size,
+                       interactive=interactive, judged=command)
+
+    # -- 2. the verdict -------------------------------------------------------------------
+
+    def verdict(self, req: Request) -> Verdict:
+        """What the gate says of this request right now (no human asked, nothing recorded)."""
+        return self.approvals.check(req.judged, task_id=req.task_id, backend=req.backend, interactive=req.interactive)
+
+    # -- 3. settling ------------------------------------------------------------------------
+
+    def settle_now(self, req: Request, verdict: Verdict, caller: Caller) -> Admitted | Refused:
+        """Settle a verdict that asks nobody (allow or deny); recorded in the audit log."""
+        auth = self.approvals.settle(req.shown, verdict, task_id=req.task_id, backend=req.backend,
+                                     caller=caller.name)
+        return Admitted(_KEY, req, auth) if auth.allowed else Refused(req, auth)
+
+    async def decide(self, req: Request, caller: Caller, verdict: Verdict | None = None
+                     ) -> AsyncIterator[ApprovalNeeded | Admitted | Refused]:
+        """Settle a request: ``ApprovalNeeded`` while a human is asked, then ``Admitted`` or ``Refused``.
+        Cancelling the consumer withdraws the pending approval."""
+        if verdict is None:
+            verdict = self.verdict(req)
+        if verdict.decision is not Decision.ASK:
+            yield self.settle_now(req, verdict, caller)
+            return
+        pending: asyncio.Queue[Pending] = asyncio.Queue()
+
+        async def on_pending(item: Pending) -> None:
+            pending.put_nowait(item)
+
+        authorize = asyncio.ensure_future(self.approvals.authorize(
+            req.shown, task_id=req.task_id, backend=req.backend, caller=caller.name, on_pending=on_pending,
+            interactive=req.interactive, verdict=verdict))
+        try:
+            while not authorize.done():
+                getter = asyncio.ensure_future(pending.get())
+                await asyncio.wait({authorize, getter}, return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
+                    item = getter.result()
+                    yield ApprovalNeeded(item.approval_id, item.rule, item.reason, item.segment,
+                                         max(0.0, item.expires_at - time.time()))
+                else:
+                    getter.cancel()
+        except BaseException:
+            authorize.cancel()
+            raise
+        auth = authorize.result()
+        yield Admitted(_KEY, req, auth) if auth.allowed else Refused(req, auth)
