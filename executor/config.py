@@ -110,6 +110,14 @@ class LoggingConfig(_Model):
     format: Literal["text", "json"] = "text"
 
 
+class RedactionConfig(_Model):
+    """Values masked in every command's output, besides auth tokens and backend credentials."""
+
+    #: Names of the daemon's environment variables whose values are masked (cloud keys the daemon
+    #: itself holds, say). A name that is not set is ignored.
+    env: list[str] = []
+
+
 class BackendEntry(_Model):
     """One entry of ``backends:``; its options are validated by the backend's own model."""
 
@@ -129,6 +137,7 @@ class Config(_Model):
     tls: TLSConfig | None = None
     metrics: MetricsConfig = MetricsConfig()
     logging: LoggingConfig = LoggingConfig()
+    redaction: RedactionConfig = RedactionConfig()
 
     @field_validator("listen", mode="before")
     @classmethod

@@ -322,14 +322,14 @@ class Daemon:
         for address in self.listen:
             if address.startswith("unix:"):
                 continue
+            if not _is_loopback(address) and self.config.tls is None:
+                raise ConfigError(f"listen {address}: a TCP listener that is not loopback needs TLS "
+                                  "(tls.cert and tls.key)")
             if not self.auth.enabled:
                 # Loopback is no boundary: every local user (and every local command) could connect
                 # and would hold every role, approve included.
                 raise ConfigError(f"listen {address}: a TCP listener (loopback included) needs auth.tokens; "
-                                  "configure tokens, or listen only on the 0600 unix socket")
-            if not _is_loopback(address) and self.config.tls is None:
-                raise ConfigError(f"listen {address}: a TCP listener that is not loopback needs TLS "
-                                  "(tls.cert and tls.key)")
+                                  "configure tokens, or listen only on the 0600 unix socket (the default)")
 
     async def start(self) -> None:
         from executor.observe import Metrics, log_exec

@@ -77,6 +77,7 @@ class Executor:
         #: The one admission path of every entry point (Exec, Run, StartProcess, Pty).
         self.admission = Admission(config, self.backends, self.approvals)
         secrets += [t.secret() for t in config.auth.tokens]
+        secrets += [os.environ[name] for name in config.redaction.env if os.environ.get(name)]
         self.redactor = Redactor(secrets)
         self._execs = 0
         self._exec_slots = asyncio.Semaphore(config.limits.max_concurrent_execs)

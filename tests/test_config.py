@@ -59,6 +59,17 @@ def test_non_loopback_tcp_needs_tls(tmp_path):
     assert "needs TLS" in r.stderr
 
 
+@pytest.mark.parametrize("address", ["127.0.0.1:7777", "[::1]:7777", "localhost:7777"])
+def test_a_tcp_listener_needs_tokens_even_on_loopback(tmp_path, address):
+    """Without tokens every caller holds every role: fine on the 0600 unix socket, never on TCP."""
+    cfg = write(tmp_path, f"listen: '{address}'\n")
+    r = subprocess.run([sys.executable, "-m", "executor", "serve", "--config", str(cfg), "--state-dir",
+                        str(tmp_path / "s")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "needs auth.tokens" in r.stderr
+    assert r.stderr.strip().count("\n") == 0, "one line that says what to do"
+
+
 def test_readme_config_example_loads(tmp_path):
     """The README's config example is valid."""
     from pathlib import Path

@@ -24,6 +24,12 @@ SELECTED = [k.strip() for k in os.environ.get("EXECUTOR_TEST_BACKENDS", ",".join
 
 _counter = itertools.count()
 
+#: A value the conformance daemons must redact from every output (their `redaction.env` names it).
+REDACT_VALUE = "xq7-" + uuid.uuid4().hex
+os.environ["EXECUTOR_TEST_REDACT"] = REDACT_VALUE
+#: Commands containing this are denied by an operator rule of the conformance daemons (harmless if run).
+DENY_MARKER = "executor-conformance-denied"
+
 
 def provision(kind: str) -> dict:
     module = importlib.import_module(f"tests.infra.{kind}")
@@ -39,7 +45,9 @@ def daemon(request):
         "backend": kind,
         "backends": {kind: options},
         "limits": {"default_timeout_seconds": 60, "max_timeout_seconds": 600, "kill_grace_seconds": 2},
-        "approval": {"mode": "ask", "timeout_seconds": 3},
+        "approval": {"mode": "ask", "timeout_seconds": 3,
+                     "rules": [{"action": "deny", "pattern": DENY_MARKER, "name": "conformance"}]},
+        "redaction": {"env": ["EXECUTOR_TEST_REDACT"]},
     }
     state = Path(tempfile.mkdtemp(prefix=f"executor-conf-{kind}-")) / "state"
     d = DaemonProcess(config, state_dir=state).start()

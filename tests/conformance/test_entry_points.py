@@ -1,0 +1,250 @@
+"""Every way a command can start, attacked with the same cases, on every backend.
+
+The promises the daemon makes about a command (it is judged by the gate, including what live input
+could run; its output is redacted; its working directory cannot be led out of the task by a planted
+symlink; its whole tree dies when it is stopped) hold once, in the core's one admission path and one
+output pipeline. This module checks that each entry point (Exec, Run, StartProcess, the Pty stream)
+keeps them, so a new entry point or backend cannot skip them: add it to ``ENTRIES``.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import uuid
+from dataclasses import dataclass, field
+
+import grpc
+import pytest
+
+from executor.v1 import executor_pb2 as pb
+from tests.conformance.conftest import DENY_MARKER, REDACT_VALUE, capabilities
+from tests.conformance.test_processes import poll
+
+DENIED = pb.EXIT_STATUS_DENIED
+
+
+@dataclass
+class Outcome:
+    """What any entry point did with a command, in one shape."""
+
+    refused: bool = False  # denied by the gate (an Exit with DENIED, or PERMISSION_DENIED)
+    rule: str = ""
+    message: str = ""
+    error: str = ""  # a gRPC status name when the call itself failed (INVALID_ARGUMENT, ...)
+    output: bytes = b""
+    exit_code: int | None = None
+    approvals: list = field(default_factory=list)
+
+
+def _error(exc: grpc.RpcError) -> Outcome:
+    return Outcome(error=exc.code().name, message=exc.details() or "",
+                   refused=exc.code() == grpc.StatusCode.PERMISSION_DENIED)
+
+
+def via_exec(client, task, command, *, env=None, workdir="", stdin=b"", timeout=30.0) -> Outcome:
+    req = pb.ExecRequest(task_id=task, command=command, env=env or {}, workdir=workdir, stdin=stdin,
+                         timeout_seconds=timeout)
+    out, approvals = bytearray(), []
+    try:
+        for ev in client.stub.Exec(req, timeout=120):
+            kind = ev.WhichOneof("event")
+            if kind in ("stdout", "stderr"):
+                out += getattr(ev, kind)
+            elif kind == "approval_required":
+                approvals.append(ev.approval_required)
+            elif kind == "exit":
+                e = ev.exit
+                return Outcome(e.status == DENIED, e.rule, e.message, "", bytes(out), e.exit_code, approvals)
+    except grpc.RpcError as exc:
+        return _error(exc)
+    raise AssertionError("Exec ended without an exit")
+
+
+def via_run(client, task, command, *, env=None, workdir="", stdin=b"", timeout=30.0) -> Outcome:
+    req = pb.ExecRequest(task_id=task, command=command, env=env or {}, workdir=workdir, stdin=stdin,
+                         timeout_seconds=timeout)
+    try:
+        r = client.stub.Run(req, timeout=120)
+    except grpc.RpcError as exc:
+        return _error(exc)
+    e = r.exit
+    return Outcome(e.status == DENIED, e.rule, e.message, "", r.stdout + r.stderr, e.exit_code)
+
+
+def _start(client, task, command, *, env=None, workdir="", pty=False, timeout=30.0) -> Outcome:
+    req = pb.StartProcessRequest(task_id=task, command=command, env=env or {}, workdir=workdir, pty=pty)
+    try:
+        info = client.stub.StartProcess(req, timeout=120)
+        done = client.stub.WaitProcess(pb.WaitProcessRequest(process_id=info.process_id, timeout_seconds=timeout),
+                                       timeout=timeout + 60)
+        if done.state == pb.PROCESS_STATE_RUNNING:
+            client.stub.SignalProcess(pb.SignalProcessRequest(process_id=info.process_id, signal="KILL"), timeout=60)
+        out, offset = bytearray(), 0
+        while True:
+            chunk = client.stub.ReadProcessOutput(pb.ReadProcessOutputRequest(process_id=info.process_id,
+                                                                              offset=offset), timeout=60)
+            out += chunk.data
+            offset = chunk.next_offset
+            if not chunk.data:
+                break
+    except grpc.RpcError as exc:
+        return _error(exc)
+    return Outcome(output=bytes(out), exit_code=done.exit_code)
+
+
+def via_start_process(client, task, command, **kwargs) -> Outcome:
+    kwargs.pop("stdin", None)
+    return _start(client, task, command, **kwargs)
+
+
+def via_start_process_pty(client, task, command, **kwargs) -> Outcome:
+    kwargs.pop("stdin", None)
+    return _start(client, task, command, pty=True, **kwargs)
+
+
+def via_pty(client, task, command, *, env=None, workdir="", stdin=b"", timeout=30.0,
+            cancel_after: float | None = None) -> Outcome:
+    inputs: queue.Queue = queue.Queue()
+    inputs.put(pb.PtyInput(open=pb.PtyOpen(task_id=task, command=command, env=env or {}, workdir=workdir)))
+    if stdin:
+        inputs.put(pb.PtyInput(data=stdin))
+
+    def requests():
+        while (item := inputs.get()) is not None:
+            yield item
+
+    call = client.stub.Pty(requests(), timeout=timeout + 60)
+    if cancel_after is not None:
+        threading.Timer(cancel_after, call.cancel).start()
+    out, approvals = bytearray(), []
+    try:
+        for msg in call:
+            kind = msg.WhichOneof("output")
+            if kind == "data":
+                out += msg.data
+            elif kind == "approval_required":
+                approvals.append(msg.approval_required)
+            elif kind == "exit":
+                e = msg.exit
+                return Outcome(e.status == DENIED, e.rule, e.message, "", bytes(out), e.exit_code, approvals)
+    except grpc.RpcError as exc:
+        return _error(exc)
+    finally:
+        inputs.put(None)
+    raise AssertionError("the Pty stream ended without an exit")
+
+
+#: Every entry point, with the capabilities it needs from a backend.
+ENTRIES = {
+    "exec": (via_exec, ()),
+    "run": (via_run, ()),
+    "start_process": (via_start_process, ("background",)),
+    "start_process_pty": (via_start_process_pty, ("background", "pty")),
+    "pty": (via_pty, ("pty",)),
+}
+
+
+@pytest.fixture(params=sorted(ENTRIES))
+def entry(request, client, daemon):
+    fn, needs = ENTRIES[request.param]
+    caps = capabilities(client, daemon.kind)
+    missing = [n for n in needs if not getattr(caps, n)]
+    if missing:
+        pytest.skip(f"backend {daemon.kind} lacks {', '.join(missing)}")
+    fn.entry = request.param
+    return fn
+
+
+# -- judged ------------------------------------------------------------------------------------------
+
+
+def test_the_gate_judges_every_entry_point(client, task, entry):
+    """An operator deny rule (harmless if it ran: it only prints) refuses the command everywhere."""
+    outcome = entry(client, task, f"echo {DENY_MARKER}")
+    assert outcome.refused, outcome
+    assert DENY_MARKER.encode() not in outcome.output
+
+
+@pytest.mark.parametrize("program", ["bash", "sh -c 'exec bash -i'", "python3"])
+def test_a_program_that_is_or_becomes_a_shell_is_asked_about(client, task, entry, program):
+    """Live input to a shell or REPL never reaches the gate: starting one needs a human (silence: no).
+    Exec and Run have no live input; their stdin, when given to a program that runs its input, is
+    judged with the command and asked about."""
+    stdin = b"echo typed-in\n"
+    outcome = entry(client, task, program, stdin=stdin, timeout=20)
+    assert outcome.refused, outcome
+    assert "interactive_shell" in (outcome.rule + outcome.message), outcome
+    assert b"typed-in" not in outcome.output
+
+
+def test_an_ordinary_program_is_not_asked_about(client, task, entry):
+    outcome = entry(client, task, "echo plain-output")
+    assert not outcome.refused and not outcome.error, outcome
+    assert b"plain-output" in outcome.output
+
+
+# -- redacted ----------------------------------------------------------------------------------------
+
+
+def test_the_daemons_secrets_are_redacted_from_every_output(client, task, entry):
+    half = len(REDACT_VALUE) // 2
+    outcome = entry(client, task, 'printf "%s%s\\n" "$A" "$B"; echo done',
+                    env={"A": REDACT_VALUE[:half], "B": REDACT_VALUE[half:]})
+    assert not outcome.refused and not outcome.error, outcome
+    assert b"done" in outcome.output
+    assert REDACT_VALUE.encode() not in outcome.output
+    assert b"[REDACTED]" in outcome.output
+
+
+# -- confined ----------------------------------------------------------------------------------------
+
+
+def test_a_planted_symlink_cannot_lead_the_workdir_out(client, task, entry):
+    client.run(task, "ln -s /etc planted")
+    outcome = entry(client, task, "pwd; ls", workdir="planted")
+    assert outcome.error == "INVALID_ARGUMENT", outcome
+    assert "planted" in outcome.message
+
+
+def test_a_workdir_inside_the_task_still_works(client, task, entry):
+    client.run(task, "mkdir -p real/sub && ln -s real/sub inner")
+    outcome = entry(client, task, "basename \"$(pwd -P)\"", workdir="inner")
+    assert not outcome.error and not outcome.refused, outcome
+    assert b"sub" in outcome.output
+
+
+# -- killed ------------------------------------------------------------------------------------------
+
+
+def _alive(client, task, marker) -> int:
+    out = client.run(task, f"ps -eo args 2>/dev/null | grep -c '^{marker}' || true").stdout
+    return int(out.strip() or b"0")
+
+
+def test_stopping_a_command_kills_what_it_started_even_in_a_new_session(client, daemon, task, entry):
+    """A timeout (Exec, Run), a kill (StartProcess) or a cancel (Pty) ends the whole tree, including a
+    child that left the session with setsid."""
+    policy = next(b.policy for b in client.list_backends().backends if b.name == daemon.kind)
+    if "setsid escapes" in policy.get("kill", ""):
+        pytest.skip(f"backend {daemon.kind} says a setsid child escapes its kill: {policy.get('kill')}")
+    marker = f"executor-ep-{uuid.uuid4().hex[:8]}"
+    command = (f"setsid bash -c 'exec -a {marker} sleep 300' </dev/null >/dev/null 2>&1 & "
+               f"echo started; exec -a {marker}x sleep 300")
+    name = entry.entry
+    if name == "pty":
+        outcome = entry(client, task, command, cancel_after=3)  # the client cancels its call
+        assert outcome.error == "CANCELLED", outcome
+    else:
+        # Exec and Run time out; a background process is waited for, then SIGKILLed.
+        outcome = entry(client, task, command, timeout=3)
+        assert not outcome.error and b"started" in outcome.output, outcome
+    assert poll(lambda: _alive(client, task, marker) == 0, timeout=30), f"{marker} survived on {daemon.kind}"
+
+
+def test_every_entry_point_is_covered():
+    """A new entry point must join this module: the RPCs that start a command are these."""
+    starts = {"Exec", "Run", "StartProcess", "Pty"}
+    service = pb.DESCRIPTOR.services_by_name["Executor"]
+    assert starts <= {m.name for m in service.methods}
+    assert {"exec", "run", "start_process", "pty"} <= set(ENTRIES)
