@@ -264,14 +264,15 @@ class Sandbox(abc.ABC):
                              base: str | None = None) -> list[str]:
         """``resolve_path`` for many paths in one round trip (relative ones against ``base``,
         default ``root``): each resolved, each checked to be inside ``root``."""
+        return [path for path, _ in await self._resolve_checked(paths, what=what, base=base)]
+
+    async def _resolve_checked(self, paths: Sequence[str], *, what: str,
+                               base: str | None = None) -> list[tuple[str, Resolved]]:
         root = posixpath.normpath(self.root)
         absolute = [_absolute(p, base or root, what) for p in paths]
         answers = await self.resolve_paths([root, *absolute])
         real_root = answers[0]
-        out = []
-        for asked, got in zip(paths, answers[1:]):
-            out.append(_check_inside(root, real_root, asked, got, what))
-        return out
+        return [(_check_inside(root, real_root, asked, got, what), got) for asked, got in zip(paths, answers[1:])]
 
     # archives -----------------------------------------------------------------
     async def put_archive(self, path: str, data: AsyncIterator[bytes]) -> None:
@@ -290,9 +291,9 @@ class Sandbox(abc.ABC):
             spool.seek(0)
             plan = plan_archive(spool)
             (dest,) = await self.resolve_inside([path], what="path")
-            await self.resolve_inside(plan.paths + plan.hardlinks, what="archive member", base=dest)
+            members = await self._resolve_checked(plan.paths + plan.hardlinks, what="archive member", base=dest)
             spool.seek(0)
-            await self.unpack_tar(dest, _read_spool(spool))
+            await self.unpack_tar(dest, _read_spool(spool), through_links=any(r.links for _, r in members))
         if plan.symlinks:
             root = posixpath.normpath(self.root)
             links = [posixpath.join(dest, n) for n in plan.symlinks]
@@ -311,10 +312,11 @@ class Sandbox(abc.ABC):
         await drain(proc)
         await proc.wait()
 
-    async def unpack_tar(self, dest: str, data: AsyncIterator[bytes]) -> None:
+    async def unpack_tar(self, dest: str, data: AsyncIterator[bytes], *, through_links: bool = False) -> None:
         """Unpack a tar stream into ``dest`` (already resolved and checked; created if missing).
 
-        The default pipes it through ``tar -x`` inside the sandbox; backends with a better
+        ``through_links``: some member's path goes through a symlink already on disk (one that
+        stays inside the task's directory); the unpacking must follow it, not replace it. The default pipes it through ``tar -x`` inside the sandbox; backends with a better
         transport override this, not ``put_archive`` (which does the checks)."""
         proc = await self.spawn(
             ["/bin/sh", "-c", 'mkdir -p -- "$1" && exec tar -x -f - -C "$1"', "put", dest],

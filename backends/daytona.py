@@ -692,7 +692,7 @@ class DaytonaSandbox(Sandbox):
 
     # Sandbox.put_archive / get_archive resolve and check every path in the sandbox first;
     # these only move the bytes.
-    async def unpack_tar(self, path: str, data: AsyncIterator[bytes]) -> None:
+    async def unpack_tar(self, path: str, data: AsyncIterator[bytes], *, through_links: bool = False) -> None:
         remote = await self._remote()
         tmp = f"/tmp/.executor-put-{uuid.uuid4().hex}.tar"
         await self._guard(f"uploading into {path}", remote.fs.upload_file_stream(data, tmp), timeout=None)

@@ -529,7 +529,7 @@ class VercelSandbox(Sandbox):
     def _scratch(self, what: str) -> str:
         return f"/tmp/executor-{what}-{uuid.uuid4().hex}.tar"
 
-    async def unpack_tar(self, path: str, data: AsyncIterator[bytes]) -> None:
+    async def unpack_tar(self, path: str, data: AsyncIterator[bytes], *, through_links: bool = False) -> None:
         """Upload the tar as a scratch file (byte-exact file API), then unpack it in the sandbox
         (``Sandbox.put_archive`` has resolved and checked every path in the sandbox first)."""
         scratch = self._scratch("put")
