@@ -34,8 +34,10 @@ import abc
 import asyncio
 import enum
 import io
+import posixpath
 import shlex
 import tarfile
+import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +57,11 @@ __all__ = [
     "ByteQueue",
     "Options",
     "KILL_SESSION_SCRIPT",
+    "RESOLVE_SCRIPT",
+    "Resolved",
+    "ArchivePlan",
+    "plan_archive",
+    "resolve_with",
     "drain",
     "read_all",
 ]
@@ -215,13 +222,104 @@ class Sandbox(abc.ABC):
         await drain(proc)
         await proc.wait()
 
-    async def put_archive(self, path: str, data: AsyncIterator[bytes]) -> None:
-        """Unpack a tar stream into ``path`` (created if missing).
+    # paths --------------------------------------------------------------------
+    async def resolve_paths(self, paths: Sequence[str]) -> list[Resolved]:
+        """Resolve absolute paths on the sandbox's own filesystem, in one round trip.
 
-        The caller has validated the archive (no member leaves ``path``). The
-        default pipes it through ``tar -x`` inside the sandbox."""
+        Every existing component's symlinks are followed (as the kernel would), missing
+        trailing components are kept as written. The default runs ``RESOLVE_SCRIPT`` through
+        ``spawn`` inside the sandbox; a backend that can look at its files directly overrides it."""
+        if not paths:
+            return []
+        proc = await self.spawn(["/bin/sh", "-c", RESOLVE_SCRIPT, "executor-resolve"], cwd="/",
+                                env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
+        out = asyncio.ensure_future(read_all(proc.stdout))
+        err = asyncio.ensure_future(read_all(proc.stderr)) if proc.stderr is not None else None
+        try:
+            await proc.write(encode_path_lines(paths))
+            await proc.close_stdin()
+        finally:
+            code = await proc.wait()
+            stdout = await out
+            message = (await err).decode(errors="replace").strip() if err is not None else ""
+        if code != 0:
+            raise BackendError(f"resolving paths in the sandbox failed: {message or f'sh exited {code}'}; the "
+                               "sandbox needs a POSIX sh and readlink", ErrorKind.FAILED_PRECONDITION)
+        results = parse_resolved(stdout)
+        if len(results) != len(paths):
+            raise BackendError(f"resolving paths in the sandbox returned {len(results)} answers for {len(paths)} "
+                               f"paths{': ' + message if message else ''}", ErrorKind.INTERNAL)
+        return results
+
+    async def resolve_path(self, path: str, *, what: str = "path") -> str:
+        """``path`` (relative to ``root``, or absolute) with every existing component's symlinks
+        resolved on the sandbox's filesystem; missing trailing components are allowed.
+
+        Raises BackendError(INVALID_ARGUMENT) when the result is not ``root`` or below it
+        (naming the links that led out), or for a NUL byte."""
+        (resolved,) = await self.resolve_inside([path], what=what)
+        return resolved
+
+    async def resolve_inside(self, paths: Sequence[str], *, what: str = "path",
+                             base: str | None = None) -> list[str]:
+        """``resolve_path`` for many paths in one round trip (relative ones against ``base``,
+        default ``root``): each resolved, each checked to be inside ``root``."""
+        return [path for path, _ in await self._resolve_checked(paths, what=what, base=base)]
+
+    async def _resolve_checked(self, paths: Sequence[str], *, what: str,
+                               base: str | None = None) -> list[tuple[str, Resolved]]:
+        root = posixpath.normpath(self.root)
+        absolute = [_absolute(p, base or root, what) for p in paths]
+        answers = await self.resolve_paths([root, *absolute])
+        real_root = answers[0]
+        return [(_check_inside(root, real_root, asked, got, what), got) for asked, got in zip(paths, answers[1:])]
+
+    # archives -----------------------------------------------------------------
+    async def put_archive(self, path: str, data: AsyncIterator[bytes]) -> None:
+        """Unpack a tar stream into ``path`` (created if missing), refusing (INVALID_ARGUMENT)
+        any member that would be written outside the task's directory.
+
+        Checked here, on the sandbox's filesystem, whatever the caller checked before: the
+        destination and every member's path are resolved in the sandbox (a symlink already on
+        disk that leads out is refused); no member may be written through, or over, a link the
+        same archive creates; hard-link targets are resolved in the sandbox; devices and FIFOs
+        are refused; after unpacking, each symlink the archive made is resolved and one that
+        leads out is removed and refused. ``unpack_tar`` does the unpacking."""
+        with tempfile.SpooledTemporaryFile(max_size=8 << 20) as spool:
+            async for chunk in data:
+                spool.write(chunk)
+            spool.seek(0)
+            plan = plan_archive(spool)
+            (dest,) = await self.resolve_inside([path], what="path")
+            members = await self._resolve_checked(plan.paths + plan.hardlinks, what="archive member", base=dest)
+            spool.seek(0)
+            await self.unpack_tar(dest, _read_spool(spool), through_links=any(r.links for _, r in members))
+        if plan.symlinks:
+            root = posixpath.normpath(self.root)
+            links = [posixpath.join(dest, n) for n in plan.symlinks]
+            answers = await self.resolve_paths([root, *links])
+            bad = [(link, got) for link, got in zip(links, answers[1:]) if not _inside(answers[0].path, got)]
+            if bad:
+                await self._remove_links([link for link, _ in bad])
+                link, got = bad[0]
+                raise BackendError(f"archive link {posixpath.relpath(link, dest)!r} leads outside the task's "
+                                   f"directory {root} ({_describe(got)}); it was removed", ErrorKind.INVALID_ARGUMENT)
+
+    async def _remove_links(self, links: Sequence[str]) -> None:
+        proc = await self.spawn(["/bin/sh", "-c", 'for l do [ -L "$l" ] && rm -f -- "$l"; done; exit 0',
+                                 "executor-unlink", *links], cwd="/", env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
+        await proc.close_stdin()
+        await drain(proc)
+        await proc.wait()
+
+    async def unpack_tar(self, dest: str, data: AsyncIterator[bytes], *, through_links: bool = False) -> None:
+        """Unpack a tar stream into ``dest`` (already resolved and checked; created if missing).
+
+        ``through_links``: some member's path goes through a symlink already on disk (one that
+        stays inside the task's directory); the unpacking must follow it, not replace it. The default pipes it through ``tar -x`` inside the sandbox; backends with a better
+        transport override this, not ``put_archive`` (which does the checks)."""
         proc = await self.spawn(
-            ["/bin/sh", "-c", 'mkdir -p -- "$1" && exec tar -x -f - -C "$1"', "put", path],
+            ["/bin/sh", "-c", 'mkdir -p -- "$1" && exec tar -x -f - -C "$1"', "put", dest],
             cwd=self.root,
             env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
         )
@@ -237,11 +335,22 @@ class Sandbox(abc.ABC):
             message = (await err).decode(errors="replace").strip() if err is not None else ""
         if code != 0:
             full = "No space left on device" in message or "Disk quota exceeded" in message
-            raise BackendError(f"unpacking into {path} failed: {message or f'tar exited {code}'}",
+            raise BackendError(f"unpacking into {dest} failed: {message or f'tar exited {code}'}",
                                ErrorKind.RESOURCE_EXHAUSTED if full else ErrorKind.FAILED_PRECONDITION)
 
     async def get_archive(self, path: str) -> AsyncIterator[bytes]:
-        """A tar stream of ``path`` (a file or a directory), its last component at the top."""
+        """A tar stream of ``path`` (a file or a directory), its last component at the top.
+
+        ``path`` is resolved in the sandbox first: one that leads outside the task's directory
+        is refused (INVALID_ARGUMENT). Links below it are stored as links, never followed."""
+        (target,) = await self.resolve_inside([path], what="path")
+        async for chunk in self.pack_tar(target):
+            yield chunk
+
+    async def pack_tar(self, path: str) -> AsyncIterator[bytes]:
+        """A tar stream of ``path`` (already resolved and checked), without following links.
+
+        The default runs ``tar -c`` inside the sandbox; backends override this, not ``get_archive``."""
         parent, _, name = path.rstrip("/").rpartition("/")
         proc = await self.spawn(
             ["/bin/sh", "-c", 'cd -- "$1" && exec tar -c -f - -- "$2"', "get", parent or "/", name or "."],
@@ -348,6 +457,224 @@ while [ $pass -lt 8 ]; do
 done
 exit 0
 """
+
+
+#: Resolves paths on the sandbox's own filesystem, as the kernel would, with POSIX sh built-ins
+#: plus ``readlink`` (only when a symlink is met). stdin: one absolute path a line, with ``\`` and
+#: newline escaped as ``\\`` and ``\n``. stdout, per path, NUL-separated: ``L link target`` for each
+#: symlink followed, ``!`` after 40 links (a loop), then ``R resolved``. Missing components are kept
+#: as written; ``..`` after a symlink goes to the parent of the link's target.
+RESOLVE_SCRIPT = r"""
+while IFS= read -r p; do
+  case $p in *\\*) p=$(printf '%bx' "$p"); p=${p%x} ;; esac
+  cur=; rest=$p; hops=0; gone=
+  while [ -n "$rest" ]; do
+    comp=${rest%%/*}
+    case $rest in */*) rest=${rest#*/} ;; *) rest= ;; esac
+    case $comp in
+      ''|.) continue ;;
+      ..) cur=${cur%/*}; gone=; continue ;;
+    esac
+    next=$cur/$comp
+    if [ -z "$gone" ] && [ -L "$next" ]; then
+      hops=$((hops + 1))
+      if [ $hops -gt 40 ]; then printf '!\000'; break; fi
+      t=$(readlink -- "$next" && printf x) || { echo "executor: cannot read the link $next" >&2; exit 3; }
+      t=${t%?x}
+      printf 'L\000%s\000%s\000' "$next" "$t"
+      case $t in /*) cur= ;; esac
+      rest=$t/$rest
+    else
+      [ -z "$gone" ] && [ ! -e "$next" ] && gone=1
+      cur=$next
+    fi
+  done
+  printf 'R\000%s\000' "${cur:-/}"
+done
+exit 0
+"""
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A path as the sandbox's filesystem sees it."""
+
+    path: str  # absolute, every existing component's links followed
+    links: tuple[tuple[str, str], ...] = ()  # (link, its target) for each symlink followed, in order
+    loop: bool = False  # gave up after 40 links
+
+
+def encode_path_lines(paths: Sequence[str]) -> bytes:
+    """``RESOLVE_SCRIPT``'s input: one path a line, ``\\`` and newline escaped."""
+    return b"".join(p.replace("\\", "\\\\").replace("\n", "\\n").encode("utf-8", "surrogateescape") + b"\n"
+                    for p in paths)
+
+
+def parse_resolved(out: bytes) -> list[Resolved]:
+    """``RESOLVE_SCRIPT``'s output, one Resolved per input path."""
+    fields = [f.decode("utf-8", "surrogateescape") for f in out.split(b"\0")]
+    results: list[Resolved] = []
+    links: list[tuple[str, str]] = []
+    loop = False
+    i = 0
+    while i < len(fields) - 1:
+        tag = fields[i]
+        if tag == "L" and i + 2 < len(fields):
+            links.append((fields[i + 1], fields[i + 2]))
+            i += 3
+        elif tag == "!":
+            loop = True
+            i += 1
+        elif tag == "R":
+            results.append(Resolved(fields[i + 1], tuple(links), loop))
+            links, loop = [], False
+            i += 2
+        else:
+            raise BackendError(f"resolving paths in the sandbox gave unexpected output {tag[:80]!r}", ErrorKind.INTERNAL)
+    return results
+
+
+def resolve_with(path: str, readlink: Any) -> Resolved:
+    """``RESOLVE_SCRIPT``'s algorithm for a backend that sees its files directly: ``readlink(p)``
+    returns the target of the symlink ``p``, or None when ``p`` is not a symlink (or is missing)."""
+    cur = ""
+    rest = [c for c in reversed(path.split("/"))]
+    links: list[tuple[str, str]] = []
+    while rest:
+        comp = rest.pop()
+        if comp in ("", "."):
+            continue
+        if comp == "..":
+            cur = cur.rpartition("/")[0]
+            continue
+        nxt = f"{cur}/{comp}"
+        target = readlink(nxt)
+        if target is None:
+            cur = nxt
+            continue
+        if len(links) >= 40:
+            return Resolved(cur or "/", tuple(links), True)
+        links.append((nxt, target))
+        if target.startswith("/"):
+            cur = ""
+        rest.extend(reversed(target.split("/")))
+    return Resolved(cur or "/", tuple(links))
+
+
+def _absolute(path: str, base: str, what: str) -> str:
+    if "\0" in path:
+        raise BackendError(f"{what} contains a NUL byte", ErrorKind.INVALID_ARGUMENT)
+    return posixpath.normpath(posixpath.join(base, path)) if not path.startswith("/") else path
+
+
+def _inside(real_root: str, got: Resolved) -> bool:
+    if got.loop:
+        return False
+    return real_root == "/" or got.path == real_root or got.path.startswith(real_root + "/")
+
+
+def _describe(got: Resolved, root: str = "") -> str:
+    if got.loop:
+        return "too many levels of symbolic links"
+    prefix = root.rstrip("/") + "/"
+    hops = [f"{l[len(prefix):] if root and l.startswith(prefix) else l} -> {t}" for l, t in got.links]
+    if not hops:
+        return f"it resolves to {got.path}"
+    if len(hops) > 4:
+        hops = hops[:2] + ["..."] + hops[-1:]
+    return ", ".join(hops)
+
+
+def _check_inside(root: str, real_root: Resolved, asked: str, got: Resolved, what: str) -> str:
+    """The resolved path, spelled under ``root``; BackendError(INVALID_ARGUMENT) when it is not inside."""
+    if not _inside(real_root.path, got):
+        raise BackendError(f"{what} {asked!r} leads outside the task's directory {root} ({_describe(got, root)})",
+                           ErrorKind.INVALID_ARGUMENT)
+    rel = got.path[len(real_root.path):] if real_root.path != "/" else got.path
+    return root.rstrip("/") + rel if rel else root
+
+
+@dataclass
+class ArchivePlan:
+    """What an archive will write, relative to its destination (checked by ``plan_archive``)."""
+
+    count: int = 0
+    paths: list[str] = field(default_factory=list)  # every member's path
+    hardlinks: list[str] = field(default_factory=list)  # every hard link's target
+    symlinks: list[str] = field(default_factory=list)  # every symlink the archive makes
+
+
+def _invalid(message: str) -> BackendError:
+    return BackendError(message, ErrorKind.INVALID_ARGUMENT)
+
+
+def plan_archive(fileobj: Any) -> ArchivePlan:
+    """Read a tar archive's headers and refuse what no backend may unpack: absolute or ``..``
+    member names, devices and FIFOs, links whose target leaves the destination (absolute or
+    ``..`` too far), and any member written through or over a symlink the same archive makes
+    (its target would only be known once unpacked). Paths on disk are checked by the caller."""
+    plan = ArchivePlan()
+    symlinks: set[str] = set()
+    paths: dict[str, None] = {}
+
+    def through_link(norm: str) -> str | None:
+        parts = norm.split("/")
+        for i in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:i])
+            if prefix in symlinks:
+                return prefix
+        return None
+
+    try:
+        with tarfile.open(fileobj=fileobj, mode="r:") as tar:
+            for member in tar:
+                plan.count += 1
+                name = member.name
+                if "\0" in name or "\0" in member.linkname:
+                    raise _invalid(f"archive member {name!r} contains a NUL byte")
+                norm = posixpath.normpath(name)
+                if name.startswith("/") or norm == ".." or norm.startswith("../"):
+                    raise _invalid(f"archive member {name!r} leaves the destination directory")
+                if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
+                    raise _invalid(f"archive member {name!r} is a device or FIFO; only files, directories and "
+                                   "links are accepted")
+                link = through_link(norm) if norm != "." else None
+                if link is not None:
+                    raise _invalid(f"archive member {name!r} would be written through the link {link!r} that the "
+                                   "same archive makes; unpack links in a separate archive")
+                if member.issym() or member.islnk():
+                    target = member.linkname
+                    if target.startswith("/"):
+                        raise _invalid(f"archive link {name!r} -> {target!r} points outside the task's directory "
+                                       "(absolute link targets are refused)")
+                    base = posixpath.dirname(norm) if member.issym() else ""
+                    resolved = posixpath.normpath(posixpath.join(base, target))
+                    if resolved == ".." or resolved.startswith("../"):
+                        raise _invalid(f"archive link {name!r} -> {target!r} points outside the destination "
+                                       "directory")
+                    if member.islnk():
+                        via = through_link(resolved)
+                        if via is not None:
+                            raise _invalid(f"archive hard link {name!r} -> {target!r} goes through the link "
+                                           f"{via!r} that the same archive makes")
+                        plan.hardlinks.append(resolved)
+                    else:
+                        symlinks.add(norm)
+                        plan.symlinks.append(norm)
+                if norm != ".":
+                    paths[norm] = None
+    except tarfile.TarError as exc:
+        raise _invalid(f"not a valid tar stream: {exc}") from None
+    plan.paths = list(paths)
+    return plan
+
+
+async def _read_spool(spool: Any, size: int = 1 << 20) -> AsyncIterator[bytes]:
+    while True:
+        data = spool.read(size)
+        if not data:
+            return
+        yield data
 
 
 async def read_all(stream: Any) -> bytes:

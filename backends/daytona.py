@@ -690,7 +690,9 @@ class DaytonaSandbox(Sandbox):
         self.signalled[pid] = sig
         await self.run(kill_sessions_command([pid], sig), f"signalling session {pid}", timeout=30)
 
-    async def put_archive(self, path: str, data: AsyncIterator[bytes]) -> None:
+    # Sandbox.put_archive / get_archive resolve and check every path in the sandbox first;
+    # these only move the bytes.
+    async def unpack_tar(self, path: str, data: AsyncIterator[bytes], *, through_links: bool = False) -> None:
         remote = await self._remote()
         tmp = f"/tmp/.executor-put-{uuid.uuid4().hex}.tar"
         await self._guard(f"uploading into {path}", remote.fs.upload_file_stream(data, tmp), timeout=None)
@@ -701,7 +703,7 @@ class DaytonaSandbox(Sandbox):
             raise BackendError(f"unpacking into {path} failed: {out.strip() or f'tar exited {code}'}",
                                ErrorKind.FAILED_PRECONDITION)
 
-    async def get_archive(self, path: str) -> AsyncIterator[bytes]:
+    async def pack_tar(self, path: str) -> AsyncIterator[bytes]:
         remote = await self._remote()
         parent, _, name = path.rstrip("/").rpartition("/")
         tmp = f"/tmp/.executor-get-{uuid.uuid4().hex}.tar"

@@ -1111,17 +1111,20 @@ class DockerSandbox(Sandbox):
         container's helper (one round trip); the helper is respawned if it died."""
         await self.container.killer.signal(self, pid, sig)
 
-    async def put_archive(self, path: str, data: AsyncIterator[bytes]) -> None:
+    # Sandbox.put_archive / get_archive resolve and check every path in the container first;
+    # these only move the bytes (the engine's archive API where it is safe, else tar inside).
+    async def unpack_tar(self, dest: str, data: AsyncIterator[bytes], *, through_links: bool = False) -> None:
         cid = await self._ready()
-        if not await self.backend.native_archive_ok(cid, self.root, path, create=True):
-            await super().put_archive(path, data)
+        # the engine's unpacking replaces a symlink on a member's path with a directory: tar follows it
+        if through_links or not await self.backend.native_archive_ok(cid, self.root, dest, create=True):
+            await super().unpack_tar(dest, data)
             return
-        await self.backend.put_archive(cid, path, data)
+        await self.backend.put_archive(cid, dest, data)
 
-    async def get_archive(self, path: str) -> AsyncIterator[bytes]:
+    async def pack_tar(self, path: str) -> AsyncIterator[bytes]:
         cid = await self._ready()
         if not await self.backend.native_archive_ok(cid, self.root, path, create=False):
-            async for chunk in super().get_archive(path):
+            async for chunk in super().pack_tar(path):
                 yield chunk
             return
         async for chunk in self.backend.get_archive(cid, path):

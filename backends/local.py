@@ -14,9 +14,11 @@ import shutil
 import signal
 import struct
 import subprocess
+import tarfile
+import tempfile
 import termios
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 
 from ._host import PipeReader, PtyReader, spawn_piped
@@ -29,7 +31,9 @@ from .base import (
     Options,
     Process,
     PtySize,
+    Resolved,
     Sandbox,
+    resolve_with,
 )
 
 
@@ -266,6 +270,54 @@ class LocalSandbox(Sandbox):
     async def release(self, remove_files: bool = False) -> None:
         if remove_files:
             await asyncio.to_thread(shutil.rmtree, self.path, True)
+
+    # paths and archives: in-process, on the host's filesystem -----------------------
+    async def resolve_paths(self, paths: Sequence[str]) -> list[Resolved]:
+        if len(paths) <= 16:
+            return [resolve_with(p, _readlink) for p in paths]
+        return await asyncio.to_thread(lambda: [resolve_with(p, _readlink) for p in paths])
+
+    async def put_archive(self, path: str, data: AsyncIterator[bytes]) -> None:
+        """Unpack in-process with the stdlib's ``data`` extraction filter, which resolves every
+        member (and every link's target) with ``realpath`` on disk just before writing it: a
+        symlink already in the task directory, or one made earlier by the same archive, that
+        leads out of the destination is refused; so are devices, FIFOs and absolute names."""
+        with tempfile.SpooledTemporaryFile(max_size=8 << 20) as spool:
+            async for chunk in data:
+                spool.write(chunk)
+            spool.seek(0)
+            dest = await self.resolve_path(path, what="path")
+            await asyncio.to_thread(_extract, spool, dest)
+
+
+def _readlink(path: str) -> str | None:
+    try:
+        return os.readlink(path)
+    except OSError as exc:
+        if exc.errno in (errno.EINVAL, errno.ENOENT, errno.ENOTDIR):
+            return None  # not a link, or missing
+        raise BackendError(f"cannot look at {path}: {exc.strerror}", ErrorKind.FAILED_PRECONDITION) from exc
+
+
+def _strict_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    if member.name.startswith("/"):
+        raise tarfile.AbsolutePathError(member)  # the data filter would strip the slash; refuse instead
+    return tarfile.data_filter(member, dest)
+
+
+def _extract(spool, dest: str) -> None:
+    try:
+        os.makedirs(dest, exist_ok=True)
+        with tarfile.open(fileobj=spool, mode="r:") as tar:
+            tar.extractall(dest, filter=_strict_filter)
+    except tarfile.FilterError as exc:
+        raise BackendError(f"archive member refused: {exc}", ErrorKind.INVALID_ARGUMENT) from None
+    except tarfile.TarError as exc:
+        raise BackendError(f"not a valid tar stream: {exc}", ErrorKind.INVALID_ARGUMENT) from None
+    except OSError as exc:
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        raise BackendError(f"unpacking into {dest} failed: {exc.strerror}: {exc.filename}",
+                           ErrorKind.RESOURCE_EXHAUSTED if full else ErrorKind.FAILED_PRECONDITION) from exc
 
 
 class LocalBackend(Backend):

@@ -529,8 +529,9 @@ class VercelSandbox(Sandbox):
     def _scratch(self, what: str) -> str:
         return f"/tmp/executor-{what}-{uuid.uuid4().hex}.tar"
 
-    async def put_archive(self, path: str, data: AsyncIterator[bytes]) -> None:
-        """Upload the tar as a scratch file (byte-exact file API), then unpack it in the sandbox."""
+    async def unpack_tar(self, path: str, data: AsyncIterator[bytes], *, through_links: bool = False) -> None:
+        """Upload the tar as a scratch file (byte-exact file API), then unpack it in the sandbox
+        (``Sandbox.put_archive`` has resolved and checked every path in the sandbox first)."""
         scratch = self._scratch("put")
 
         async def upload() -> None:
@@ -549,8 +550,9 @@ class VercelSandbox(Sandbox):
             raise BackendError(f"unpacking into {path} failed: {err.strip() or f'tar exited {code}'}",
                                ErrorKind.FAILED_PRECONDITION)
 
-    async def get_archive(self, path: str) -> AsyncIterator[bytes]:
-        """Pack ``path`` into a scratch tar in the sandbox, then stream it down through the file API."""
+    async def pack_tar(self, path: str) -> AsyncIterator[bytes]:
+        """Pack ``path`` (resolved and checked by ``Sandbox.get_archive``) into a scratch tar in the
+        sandbox, then stream it down through the file API."""
         parent, _, name = path.rstrip("/").rpartition("/")
         scratch = self._scratch("get")
         code, _, err = await self._run('cd -- "$1" && tar -c -f "$3" -- "$2"', parent or "/", name or ".", scratch,

@@ -1,42 +1,33 @@
 """PutArchive / GetArchive: tar streams in and out of a task's directory.
 
-Uploaded archives are spooled and checked before anything reaches the backend: every
-member must stay inside the destination, links included; devices and FIFOs are refused."""
+Two layers. Here, before the backend is touched, a fast first pass on strings: the path must
+not leave the task's directory as written, and ``plan_archive`` (the same rules every backend
+applies) refuses absolute or ``..`` member names, devices, FIFOs and links that point out.
+The guarantee itself is in ``Sandbox.put_archive`` / ``get_archive``: the path, every member
+and every link are resolved there, on the sandbox's own filesystem, so a symlink a command
+planted in the task directory cannot lead a read or a write outside it."""
 
 from __future__ import annotations
 
-import posixpath
-import tarfile
 import tempfile
 from collections.abc import AsyncIterator
 
-from executor.backends.base import BackendError
+from executor.backends.base import BackendError, ErrorKind, plan_archive
 from executor.errors import CoreError, from_backend, invalid
 from executor.tasks import resolve_inside
 
 CHUNK = 1 << 20
 
 
-def check_members(tar: tarfile.TarFile) -> int:
-    """Raises CoreError for a member that would leave the destination; returns the count."""
-    count = 0
-    for member in tar:
-        count += 1
-        name = member.name
-        norm = posixpath.normpath(name)
-        if name.startswith("/") or norm == ".." or norm.startswith("../"):
-            raise invalid(f"archive member {name!r} leaves the destination directory")
-        if member.issym() or member.islnk():
-            target = member.linkname
-            if target.startswith("/"):
-                raise invalid(f"archive link {name!r} -> {target!r} points outside the task's directory")
-            base = posixpath.dirname(norm) if member.issym() else ""
-            resolved = posixpath.normpath(posixpath.join(base, target))
-            if resolved == ".." or resolved.startswith("../"):
-                raise invalid(f"archive link {name!r} -> {target!r} points outside the destination directory")
-        elif not (member.isfile() or member.isdir()):
-            raise invalid(f"archive member {name!r} is a device or FIFO; only files, directories and links are accepted")
-    return count
+def check_members(tar_file) -> int:
+    """The first pass over an archive (a binary file object at its start): raises CoreError
+    for a member that would leave the destination as written; returns the member count."""
+    try:
+        return plan_archive(tar_file).count
+    except BackendError as exc:
+        if exc.kind is ErrorKind.INVALID_ARGUMENT:
+            raise invalid(exc.message) from None
+        raise
 
 
 async def put_archive(core, chunks: AsyncIterator, max_bytes: int) -> tuple[int, int]:
@@ -55,11 +46,7 @@ async def put_archive(core, chunks: AsyncIterator, max_bytes: int) -> tuple[int,
         task = await core.task_for_files(first.task_id, first.backend)
         dest = resolve_inside(task.root, first.path or ".", "path")
         spool.seek(0)
-        try:
-            with tarfile.open(fileobj=spool, mode="r:") as tar:
-                entries = check_members(tar)
-        except tarfile.TarError as exc:
-            raise invalid(f"not a valid tar stream: {exc}") from None
+        entries = check_members(spool)
         spool.seek(0)
 
         async def body():

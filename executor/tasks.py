@@ -32,7 +32,10 @@ def check_task_id(task_id: str) -> str:
 
 
 def resolve_inside(root: str, path: str, what: str = "path") -> str:
-    """An absolute POSIX path for ``path`` (relative to ``root``) that stays inside root."""
+    """An absolute POSIX path for ``path`` (relative to ``root``) that stays inside root *as a string*.
+
+    Only the fast first pass: symlinks are resolved where the files are, by
+    ``Sandbox.resolve_path`` (and inside ``Sandbox.put_archive`` / ``get_archive``)."""
     if "\0" in path:
         raise invalid(f"{what} contains a NUL byte")
     joined = posixpath.normpath(posixpath.join(root, path))
