@@ -128,20 +128,46 @@ class AuditLog:
 
     Inside an event loop an entry is written at the loop's next turn (one write() for all the
     entries of that turn), so the command it admits is already on its way and the write costs it
-    nothing; that is before any of the command's output is relayed. Outside a loop it is written
-    at once. ``flush()`` writes what waits; ``close()`` flushes."""
+    nothing; that is before any of the command's output is relayed. Outside a loop, or with
+    ``sync=True`` (what a gated decision uses), it is written at once and a failure raises, so the
+    caller can refuse what it could not record. ``flush()`` writes what waits; ``close()`` flushes.
+
+    The file is reopened when it was deleted or rotated away (checked before each write: one
+    ``stat``) and on ``reopen()`` (SIGHUP). A write that fails keeps its entries (up to
+    ``MAX_WAITING``) for the next attempt and sets ``broken`` to the reason; nothing is dropped
+    silently."""
+
+    MAX_WAITING = 100_000
 
     def __init__(self, state_dir: pathlib.Path) -> None:
         self.path = pathlib.Path(state_dir) / AUDIT_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        os.fchmod(fd, 0o600)
-        self._fd = fd
+        self._fd = -1
+        self._ino: tuple[int, int] | None = None
         self._waiting: list[dict[str, Any]] = []
         self._scheduled = False
+        self.broken = ""  # why the last write failed; "" while the log is written
+        self.dropped = 0
+        self._open()
 
-    def record(self, **fields: Any) -> None:
+    def _open(self) -> None:
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        os.fchmod(fd, 0o600)
+        st = os.fstat(fd)
+        old, self._fd, self._ino = self._fd, fd, (st.st_dev, st.st_ino)
+        if old >= 0:
+            os.close(old)
+
+    def reopen(self) -> None:
+        """Open the path again (after logrotate, or SIGHUP)."""
+        with self._lock:
+            try:
+                self._open()
+            except OSError as exc:
+                self.broken = f"cannot open the audit log {self.path}: {exc.strerror}"
+
+    def record(self, *, sync: bool = False, **fields: Any) -> None:
         entry = {"when": time.time(), **fields}
         try:
             loop = asyncio.get_running_loop()
@@ -149,8 +175,8 @@ class AuditLog:
             loop = None
         with self._lock:
             self._waiting.append(entry)
-            if loop is None:
-                self._write_waiting()
+            if loop is None or sync:
+                self._write_waiting(raise_errors=sync)
             elif not self._scheduled:
                 self._scheduled = True
                 loop.call_soon(self.flush)
@@ -160,12 +186,35 @@ class AuditLog:
             self._scheduled = False
             self._write_waiting()
 
-    def _write_waiting(self) -> None:
+    def _current(self) -> None:
+        """Reopen when the file at the path is no longer the one we hold (deleted, rotated)."""
+        try:
+            st = os.stat(self.path)
+            same = (st.st_dev, st.st_ino) == self._ino
+        except FileNotFoundError:
+            same = False
+        if not same:
+            self._open()
+
+    def _write_waiting(self, raise_errors: bool = False) -> None:
         if not self._waiting or self._fd < 0:
             return
         data = "".join([_ENCODER.encode(e) + "\n" for e in self._waiting]).encode()
+        try:
+            self._current()
+            written = os.write(self._fd, data)  # one write() per batch: O_APPEND keeps lines whole
+            if written != len(data):
+                raise OSError(28, "short write (No space left on device?)")
+        except OSError as exc:
+            self.broken = f"cannot write the audit log {self.path}: {exc.strerror or exc}"
+            if len(self._waiting) > self.MAX_WAITING:
+                self.dropped += len(self._waiting) - self.MAX_WAITING
+                del self._waiting[: len(self._waiting) - self.MAX_WAITING]
+            if raise_errors:
+                raise
+            return
         self._waiting.clear()
-        os.write(self._fd, data)  # one write() per batch: O_APPEND keeps lines whole
+        self.broken = ""
 
     def close(self) -> None:
         self.flush()

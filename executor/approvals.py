@@ -170,7 +170,14 @@ class Approvals:
         """The decision for a verdict that asks nobody (allow or deny), recorded in the audit log."""
         if verdict.decision is Decision.ALLOW:
             by = "stored approval" if verdict.rule == STORED else "mode" if verdict.rule else "gate"
-            self._record(task_id, backend, command, verdict, "allow", by, caller)
+            if not verdict.rule:
+                self._record(task_id, backend, command, verdict, "allow", by, caller)
+                return Authorization(True, verdict, decided_by=by)
+            # A flagged command let through (mode allow, a stored approval): only once it is on record.
+            try:
+                self._record(task_id, backend, command, verdict, "allow", by, caller, sync=True)
+            except OSError:
+                return Authorization(False, verdict, self._unrecorded(), decided_by="audit")
             return Authorization(True, verdict, decided_by=by)
         if verdict.decision is Decision.DENY:
             by = "gate" if verdict.hardline else "policy"
@@ -188,6 +195,8 @@ class Approvals:
         on_pending: Callable[[Pending], Awaitable[None]] | None,
         interactive: str | None,
     ) -> Authorization:
+        if self._audit.broken:  # a decision that cannot be recorded is not made
+            return Authorization(False, verdict, self._unrecorded(), decided_by="audit")
         slot = self._join_or_create(command, verdict, task_id, backend, interactive)
         slot.waiters += 1
         slot.callers.append(caller)
@@ -206,6 +215,8 @@ class Approvals:
             raise
         slot.waiters -= 1
         pid = slot.pending.approval_id
+        if answer.decision.approves and self._audit.broken:
+            return Authorization(False, verdict, self._unrecorded(), pid, "audit")
         if answer.decision.approves:
             return Authorization(True, verdict, "", pid, answer.by)
         if answer.by == "timeout":
@@ -256,7 +267,7 @@ class Approvals:
                 slot.future.cancel()
             return
         decision = "allow" if answer.decision.approves else "deny"
-        self._record(
+        self._record_quietly(
             p.task_id,
             p.backend,
             p.command,
@@ -352,6 +363,26 @@ class Approvals:
 
     # -- audit ---------------------------------------------------------------------------
 
+    @property
+    def audit_problem(self) -> str:
+        """Why the audit log cannot be written ("" when it can): health reports it."""
+        return self._audit.broken
+
+    def reopen_audit(self) -> None:
+        self._audit.reopen()
+
+    def _unrecorded(self) -> str:
+        return (f"denied: the audit log cannot be written ({self._audit.broken}); commands the gate flags are "
+                "refused until it can (free space in the state directory)")
+
+    def _record_quietly(self, *args: object, **extra: object) -> None:
+        """Record an approver's decision at once; a failure marks the log broken (the waiting caller
+        then refuses) instead of failing the approver's call."""
+        try:
+            self._record(*args, sync=True, **extra)  # type: ignore[arg-type]
+        except OSError:
+            pass
+
     def _record(
         self,
         task_id: str,
@@ -361,9 +392,11 @@ class Approvals:
         decision: str,
         by: str,
         caller: str,
+        sync: bool = False,
         **extra: object,
     ) -> None:
         self._audit.record(
+            sync=sync,
             task=task_id,
             backend=backend,
             command=command,

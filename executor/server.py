@@ -371,6 +371,28 @@ class Daemon:
             if address.startswith("unix:"):
                 os.chmod(address.split("://", 1)[-1] if "://" in address else address[5:], 0o600)
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)
+        self._gate_watch = asyncio.ensure_future(self._watch_gate())
+
+    #: The health service name that reports whether the gate can record its decisions.
+    GATE_HEALTH = "executor.v1.Executor.gate"
+
+    async def _watch_gate(self) -> None:
+        """The gate is NOT_SERVING while its audit log cannot be written (flagged commands are then
+        refused); the reason goes to the log once per change."""
+        problem: str | None = None
+        while True:
+            now = self.core.approvals.audit_problem
+            if now != problem:
+                problem = now
+                if now:
+                    log.error("the gate refuses flagged commands: %s", now)
+                elif problem is not None:
+                    log.info("the audit log is written again; the gate serves")
+                status = health_pb2.HealthCheckResponse.NOT_SERVING if now else health_pb2.HealthCheckResponse.SERVING
+                result = self.health.set(self.GATE_HEALTH, status)
+                if asyncio.iscoroutine(result):
+                    await result
+            await asyncio.sleep(1.0)
 
     def _tls_credentials(self) -> grpc.ServerCredentials:
         tls = self.config.tls
@@ -389,12 +411,19 @@ class Daemon:
                 await result
 
     async def stop(self) -> None:
-        """Drain: stop taking calls, give running commands a grace period, then kill their trees."""
+        """Drain: stop taking calls, give running commands ``limits.drain_seconds`` to finish, then
+        end them (each running Exec and Pty still gets its Exit, CANCELLED, "the daemon is shutting
+        down") and everything else, in bounded time however many tasks there are."""
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
-        grace = self.config.limits.drain_seconds
-        stopping = asyncio.ensure_future(self.server.stop(grace)) if self.server else None
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(t.busy for t in self.core.list_tasks()):
+        if getattr(self, "_gate_watch", None) is not None:
+            self._gate_watch.cancel()
+        limits = self.config.limits
+        # The server's own grace covers the drain plus the final Exit of every interrupted call.
+        stopping = (asyncio.ensure_future(self.server.stop(limits.drain_seconds + limits.kill_grace_seconds + 10))
+                    if self.server else None)
+        deadline = time.monotonic() + limits.drain_seconds
+        while time.monotonic() < deadline and (any(t.busy for t in self.core.list_tasks())
+                                               or self.core.pty.sessions):
             await asyncio.sleep(0.05)
         await self.core.shutdown()
         if stopping is not None:
@@ -408,6 +437,7 @@ async def serve(config: Config, state_dir: Path, listen: list[str], ready_file: 
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, daemon.core.approvals.reopen_audit)  # after logrotate
     log.info("executor serving on %s (default backend %s)", ", ".join(daemon.listen), config.backend)
     print(f"executor: serving on {', '.join(daemon.listen)} (default backend {config.backend!r})", flush=True)
     if ready_file:

@@ -31,6 +31,7 @@ from executor.processes import ProcessManager
 from executor.pty import PtyManager
 from executor.redact import Redactor, options_secrets
 from executor.shell import SENT, CommandResult
+from executor.statedir import StateDir
 from executor.tasks import Task, TaskManager, check_task_id
 
 log = logging.getLogger("executor")
@@ -58,8 +59,8 @@ class Executor:
     def __init__(self, config: Config, state_dir: Path) -> None:
         self.config = config
         self.state_dir = Path(state_dir)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.state_dir, 0o700)
+        # First of all: one daemon per state directory (before any backend recovers anything).
+        self._state_lock = StateDir(self.state_dir).acquire()
         self.backends: dict[str, Backend] = {}
         self.kinds: dict[str, str] = {}
         env_base: dict[str, dict[str, str]] = {}
@@ -108,16 +109,28 @@ class Executor:
             self._reaper = asyncio.create_task(self._reap_idle())
 
     async def shutdown(self) -> None:
+        """End everything: background processes and terminals, then the tasks' commands (each
+        running Exec gets its Exit, CANCELLED) and shells, then the backends' connections. Bounded
+        in time whatever the number of tasks (``limits.kill_grace_seconds`` + about 10 s)."""
         if self._reaper is not None:
             self._reaper.cancel()
+        grace = self.config.limits.kill_grace_seconds
         await self.processes.shutdown()
-        await self.tasks.shutdown()
+        await self.tasks.shutdown(budget=grace + 6)
         self.approvals.close()
-        for backend in self.backends.values():
+
+        async def close(backend: Backend) -> None:
             try:
-                await asyncio.wait_for(backend.close(), 10)
+                await backend.close()
             except Exception as exc:
                 log.warning("backend %s did not close cleanly: %s", backend.name, exc)
+
+        closing = [asyncio.ensure_future(close(b)) for b in self.backends.values()]
+        _, late = await asyncio.wait(closing, timeout=5)
+        for fut in late:
+            log.warning("a backend did not close within 5 s; leaving it to the next start's recovery")
+            fut.cancel()
+        self._state_lock.release()
 
     async def _reap_idle(self) -> None:
         idle = self.config.limits.task_idle_seconds

@@ -179,18 +179,24 @@ class TaskManager:
             self._state_file(task_id).unlink(missing_ok=True)
         return task
 
-    async def shutdown(self) -> None:
-        """Daemon shutdown: save each shell's state, then end every shell."""
+    async def shutdown(self, budget: float = 10.0) -> None:
+        """Daemon shutdown within ``budget`` seconds, however many tasks: a running command is
+        interrupted (its caller gets an Exit, CANCELLED), every idle shell's state is saved
+        concurrently, then every shell is ended concurrently. What does not finish in time is left
+        to the backend's recovery at the next start."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + budget
+        saves = []
         for task in list(self.tasks.values()):
-            if task.shell is not None:
-                if not task.busy:
-                    try:
-                        await asyncio.wait_for(self.save_state(task), 5)
-                    except (asyncio.TimeoutError, BackendError, OSError):
-                        pass
-                else:
-                    task.shell.interrupt("cancelled", "the daemon is shutting down")
-        await asyncio.gather(*(self._end_shell(t) for t in self.tasks.values()), return_exceptions=True)
+            if task.shell is None:
+                continue
+            if task.busy:
+                task.shell.interrupt("cancelled", "the daemon is shutting down")
+            else:
+                saves.append(asyncio.ensure_future(self.save_state(task)))
+        await _within(saves, budget / 2)
+        ends = [asyncio.ensure_future(self._end_shell(t)) for t in self.tasks.values() if t.shell is not None]
+        await _within(ends, max(0.1, end - loop.time()))
 
     async def _end_shell(self, task: Task) -> None:
         if task.shell is not None:
@@ -200,6 +206,18 @@ class TaskManager:
         now = time.time()
         return [t.id for t in self.tasks.values()
                 if not t.busy and t.id not in busy_ids and now - t.last_used > idle_seconds]
+
+
+async def _within(futures: list[asyncio.Future], seconds: float) -> None:
+    """Wait for futures at most ``seconds``; cancel the rest. Their failures are not news here."""
+    if not futures:
+        return
+    done, pending = await asyncio.wait(futures, timeout=seconds)
+    for fut in pending:
+        fut.cancel()
+    for fut in done:
+        if not fut.cancelled():
+            fut.exception()
 
 
 __all__ = ["Task", "TaskManager", "check_task_id", "resolve_inside", "TASK_ID", "CoreError"]
