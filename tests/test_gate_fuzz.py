@@ -1,7 +1,8 @@
 """Hostile input: the gate never raises and stays bounded in time.
 
-The bound (2 s per check) is a safety net against runaway parsing, not a performance
-target; bench/gate.py measures speed.
+The bound (2 s of this thread's CPU per check) is a safety net against runaway parsing, not a
+performance target; bench/gate.py measures speed. It is CPU time, not wall time: other work on a
+loaded machine (a parallel test run) stretches wall time and used to fail this check.
 """
 
 from __future__ import annotations
@@ -87,9 +88,9 @@ _SHELLISH = st.sampled_from(
 
 def _check(command: str) -> Verdict:
     _scan.cache_clear()
-    start = time.perf_counter()
+    start = time.thread_time()
     v = analyze(command)
-    elapsed = time.perf_counter() - start
+    elapsed = time.thread_time() - start
     assert isinstance(v, Verdict) and v.decision in Decision
     assert elapsed < BOUND_SECONDS, (elapsed, command[:200])
     return v
