@@ -211,7 +211,11 @@ WRAPPERS: dict[str, tuple[frozenset[str], frozenset[str], int, bool]] = {
     "xvfb-run": _w("-n -s -f -e -p"),
     "gosu": _w("", "", skip=1),
     "su-exec": _w("", "", skip=1),
-    "setpriv": _w(),
+    "setpriv": _w(
+        "",
+        "--reuid --regid --ruid --rgid --euid --egid --groups --inh-caps --ambient-caps --bounding-set "
+        "--securebits --pdeathsig --selinux-label --apparmor-profile --landlock-access --landlock-rule",
+    ),
     "tini": _w(),
     "dumb-init": _w(),
     "chpst": _w("-u -U -e -n -l -L -m -d -o -p -f -c -r -t"),

@@ -152,7 +152,7 @@ _SHELL_SUBCOMMANDS = {
 # wrappers that start a login shell when given no command
 _BARE_SHELL = frozenset(
     "script ssh autossh mosh gcloud-ssh nix-shell chroot nsenter unshare pkexec run0 firejail "
-    "newgrp sg systemd-nspawn distrobox-enter xterm flatpak-spawn".split()
+    "newgrp sg systemd-nspawn distrobox-enter xterm flatpak-spawn machinectl".split()
 )
 _PY_REPL_MODULES = frozenset("code pdb asyncio IPython ipython bpython ptpython idlelib sqlite3 _pyrepl".split())
 _REPL_ONLY = frozenset("irb ipython ipython3 bpython ptpython ghci erl iex julia scala clojure sbcl racket guile "
@@ -270,7 +270,7 @@ class _Walk:
         for _ in range(MAX_STEPS):
             if not argv:
                 return None
-            if _unknown(argv[0]):
+            if _unknown(argv[0]) or re.search(r"[*?\[]", argv[0]):
                 return f"it runs a program whose name the gate cannot know ({_q(argv)})"
             name = base_name(argv[0])
             args = argv[1:]
@@ -330,6 +330,11 @@ class _Walk:
             r = self.container(cmd, name, args, depth, live)
             if r != "":
                 return r
+        if name == "ip" and "exec" in args[:4] and "netns" in args[:3]:
+            k = args.index("exec")
+            return self.sub(cmd, args[k + 2 :], depth, live) if args[k + 2 :] else f"{_q(argv)} starts a shell"
+        if name in _BARE_SHELL and (live or t):  # not peeled as a wrapper: newgrp g, systemd-nspawn -D dir
+            return f"{_q(argv)} can start an interactive shell"
         if name in _SHELL_SUBCOMMANDS and args[:1] and args[0] in _SHELL_SUBCOMMANDS[name]:
             if "-c" in args or "--command" in args:
                 i = args.index("-c") if "-c" in args else args.index("--command")
@@ -584,10 +589,18 @@ class _Walk:
         loop = False  # perl/ruby -n/-p: the code runs once per input line
         i = 0
         code_flags = {"-c", "-e", "-E", "-r", "--eval", "-p", "--print", "--command", "-Command", "-command"}
+        repl_flag = False  # python -i, node -i, lua -i, php -a, perl -d: a prompt after the code
         while i < len(args):
             a = args[i]
             if lang in ("perl", "ruby") and re.fullmatch(r"-[a-zA-Z]*[np][a-zA-Z]*", a):
                 loop = True
+            if (
+                (lang in ("python", "lua") and re.fullmatch(r"-[a-zA-Z]*i[a-zA-Z]*", a))
+                or (lang == "node" and a in ("-i", "--interactive"))
+                or (lang == "php" and a == "-a")
+                or (lang == "perl" and re.fullmatch(r"-d(?::\w+)?", a))
+            ):
+                repl_flag = True
             if a in code_flags or (lang in ("perl", "ruby") and re.fullmatch(r"-[a-zA-Z]*[eE]", a)) or (
                 lang == "python" and re.fullmatch(r"-[a-zA-Z]*c", a)
             ):
@@ -619,6 +632,8 @@ class _Walk:
             if not codes and module is None and file_op is None:
                 return f"`{name}` reads code typed into it and runs it"
             return f"`{name}` runs code that can read the terminal and run what is typed (input(), pty.spawn)"
+        if repl_flag:
+            return f"`{name}` opens a prompt that runs the code written to its input" if live else None
         if name in _REPL_ONLY and not codes and file_op is None:
             return f"`{name}` runs the code written to its input" if live else None
         for code in codes:
@@ -676,7 +691,7 @@ class _Walk:
         bool_long = {"--interactive", "--tty", "--detach", "--rm", "--privileged", "--init", "--read-only",
                      "--stdin", "--publish-all", "--no-deps", "--service-ports", "--quiet", "--sig-proxy",
                      "--no-TTY", "--build", "--remove-orphans", "--use-aliases", "--pull=always"}
-        interactive = False
+        interactive = k == 1  # compose exec/run keep stdin attached unless told otherwise
         j = 0
         while j < len(rest):
             a = rest[j]
