@@ -163,9 +163,11 @@ _READS_INPUT = re.compile(
     r"process\.stdin|readFileSync\s*\(\s*0|/dev/stdin|io\.read|io\.lines|readLines|fileinput|\$<"
 )
 _EXECUTES = re.compile(
-    r"\b(?:eval|exec|execfile|compile|system|popen|spawn|execSync|spawnSync|execFile|Function|instance_eval|"
-    r"load|require|import_module|__import__|runpy|os\.execute|loadstring|dostring|proc_open|passthru|"
-    r"shell_exec|IO\.popen|Open3|pty|subprocess|child_process|vm\.run\w*)\b|`|%x|\bqx\b|open\s*\([^)]*\|"
+    # names that are also common methods (json.load, re.compile) count only when not one
+    r"(?<![\w.])(?:eval|exec|execfile|compile|load|require|Function|loadstring|dofile|dostring)\b|"
+    r"\b(?:system|popen|spawn|execSync|spawnSync|execFile|instance_eval|import_module|__import__|runpy|"
+    r"os\.execute|proc_open|passthru|shell_exec|IO\.popen|Open3|pty|subprocess|child_process|vm\.run\w*)\b|"
+    r"`|%x|\bqx\b|open\s*\([^)]*\|"
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -781,7 +783,12 @@ class _Walk:
             k += 2 if args[k] in ("-C", "-c", "--git-dir", "--work-tree", "--namespace") else 1
         verb, rest = (args[k], args[k + 1 :]) if k < len(args) else ("", [])
         no_edit = {"-m", "--message", "-F", "--file", "-C", "--reuse-message", "--no-edit", "--fixup"}
-        if verb == "commit" and not any(a in no_edit or a.startswith(("-m", "--message=", "--fixup=", "-F")) for a in rest):
+        def has_message(a: str) -> bool:
+            if a in no_edit or a.startswith(("--message=", "--file=", "--fixup=", "--squash=", "--reuse-message=")):
+                return True
+            return a.startswith("-") and not a.startswith("--") and any(ch in a[1:] for ch in "mFC")
+
+        if verb == "commit" and not any(has_message(a) for a in rest):
             return "`git commit` opens an editor that reads commands from its input"
         if verb == "rebase" and any(a in ("-i", "--interactive", "--edit-todo") for a in rest):
             return "`git rebase -i` opens an editor that reads commands from its input"
