@@ -7,6 +7,7 @@ a human lives in ``executor.approvals``.
 
 from .config import BackendOverride, GateConfig, HardlineConfig, OperatorRule
 from .detect import findings, opens_interactive_shell, split_segments
+from .interactive import TERMINAL_SAFE, interactive_risk, runs_input
 from .policy import analyze, apply_mode, evaluate
 from .rules import DEFAULT_HARDLINE, RULES, Rule
 from .store import AlwaysStore, AuditLog
@@ -23,11 +24,14 @@ __all__ = [
     "OperatorRule",
     "RULES",
     "Rule",
+    "TERMINAL_SAFE",
     "Verdict",
     "analyze",
     "apply_mode",
     "evaluate",
     "findings",
+    "interactive_risk",
     "opens_interactive_shell",
+    "runs_input",
     "split_segments",
 ]

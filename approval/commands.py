@@ -211,7 +211,11 @@ WRAPPERS: dict[str, tuple[frozenset[str], frozenset[str], int, bool]] = {
     "xvfb-run": _w("-n -s -f -e -p"),
     "gosu": _w("", "", skip=1),
     "su-exec": _w("", "", skip=1),
-    "setpriv": _w(),
+    "setpriv": _w(
+        "",
+        "--reuid --regid --ruid --rgid --euid --egid --groups --inh-caps --ambient-caps --bounding-set "
+        "--securebits --pdeathsig --selinux-label --apparmor-profile --landlock-access --landlock-rule",
+    ),
     "tini": _w(),
     "dumb-init": _w(),
     "chpst": _w("-u -U -e -n -l -L -m -d -o -p -f -c -r -t"),
@@ -284,125 +288,136 @@ def unwrap(argv: list[str]) -> tuple[list[str], str | None]:
     nothing runs (``command -v rm``).
     """
     for _ in range(16):
-        if not argv:
-            return argv, None
-        name = base_name(argv[0])
-        args = argv[1:]
-        if name in ("sudo", "doas", "run0") and any(
-            a in ("-s", "--shell", "-i", "--login") or re.fullmatch(r"-[a-zA-Z]*[si][a-zA-Z]*", a) and a[1:2] != "u"
-            for a in args[: command_start(args, WRAPPERS[name][0], WRAPPERS[name][1])]
-        ):
-            i = command_start(args, WRAPPERS[name][0], WRAPPERS[name][1])
-            rest = args[i:]
-            return (["bash", "-c", " ".join(rest)], None) if rest else (["bash", "-i"], None)
-        if name in ("sudo", "doas") and args[:1] in (["-e"], ["--edit"]):
-            return ["sudoedit", *args[1:]], None
-        if name == "command" and any(a in ("-v", "-V") for a in args[:2]):
-            return [], None
-        if name == "env":
-            split = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-S", "--split-string")), None)
-            if split is None:
-                split = next((a.split("=", 1)[1] for a in args if a.startswith("--split-string=")), None)
-            if split is not None:
-                return unwrap([w for c in fallback_commands(split) for w in c.argv])
-        if name in ("su", "runuser"):
-            payload = option_value(args, ("-c", "--command", "--session-command"))
-            if payload is not None:
-                return ["sh", "-c", payload], None
-            if name == "runuser":
-                i = command_start(
-                    args, {"-u", "-g", "-G", "-w"}, {"--user", "--group", "--supp-group", "--whitelist-environment"}
-                )
-                if "-u" in args or any(a.startswith("--user") for a in args):
-                    argv = args[i:]
-                    continue
-            return (["bash", "-i"], None)
-        if name in ("sg", "newgrp") and len(args) >= 2:
-            return ["sh", "-c", " ".join(args[1:])], None
-        if name in ("flock",):
-            payload = option_value(args, ("-c", "--command"))
-            if payload is not None:
-                return ["sh", "-c", payload], None
-            i = command_start(args, {"-w", "-E"}, {"--timeout", "--conflict-exit-code"}, skip_operands=1)
-            argv = args[i:]
-            continue
-        if name == "script":
-            payload = option_value(args, ("-c", "--command"))
-            return (["sh", "-c", payload], None) if payload is not None else ([], None)
-        if name == "watch":
-            i = command_start(args, WRAPPERS["watch"][0], WRAPPERS["watch"][1])
-            rest = args[i:]
-            if "--exec" in args[:i] or any(re.fullmatch(r"-[a-zA-Z]*x[a-zA-Z]*", a) for a in args[:i]):
-                argv = rest
-                continue
-            return (["sh", "-c", " ".join(rest)], None) if rest else ([], None)
-        if name in ("ssh", "autossh", "mosh", "gcloud-ssh"):
-            i = command_start(
-                args,
-                {
-                    "-p",
-                    "-i",
-                    "-l",
-                    "-o",
-                    "-F",
-                    "-J",
-                    "-L",
-                    "-R",
-                    "-D",
-                    "-b",
-                    "-c",
-                    "-E",
-                    "-e",
-                    "-I",
-                    "-m",
-                    "-O",
-                    "-Q",
-                    "-S",
-                    "-W",
-                    "-w",
-                    "-B",
-                    "-M",
-                },
-                skip_operands=1,
-            )
-            rest = args[i:]
-            return (["sh", "-c", " ".join(rest)], None) if rest else ([], None)
-        if name == "nix-shell":
-            payload = option_value(args, ("--run", "--command"))
-            return (["sh", "-c", payload], None) if payload is not None else ([], None)
-        if name in ("busybox", "toybox"):
-            if args and not args[0].startswith("-"):
-                argv = args
-                continue
-            return argv, None
-        if name in SUBCOMMAND_WRAPPERS and args and args[0] in SUBCOMMAND_WRAPPERS[name]:
-            rest = args[1:]
-            if name == "nix":
-                payload = option_value(rest, ("-c", "--command"))
-                if payload is None:
-                    return [], None
-                j = rest.index(payload) if payload in rest else len(rest)
-                argv = rest[j:]
-                continue
-            j = command_start(
-                rest,
-                {"-n", "-p", "--name", "--prefix", "-e", "--env", "--from", "--with", "--python", "-c", "--config"},
-            )
-            argv = rest[j:]
-            continue
-        spec = WRAPPERS.get(name)
-        if spec is None:
-            return argv, None
-        with_arg, long_with_arg, skip, assignments = spec
-        if name in ("nice",) and args and re.fullmatch(r"-\d+", args[0]):
-            args = args[1:]
-        if name in ("taskset",) and args and args[0] in ("-c", "--cpu-list"):
-            args = args[1:]
-        if name == "xargs":
+        argv, final = peel(argv)
+        if final:
             break
-        i = command_start(args, with_arg, long_with_arg, skip, assignments)
-        argv = args[i:]
     return argv, None
+
+
+def peel(argv: list[str]) -> tuple[list[str], bool]:
+    """One step of :func:`unwrap`: (``argv`` with its outermost wrapper peeled, whether that is final).
+
+    ``final`` is True when ``argv`` is no wrapper (it is returned as is), or when the wrapper
+    turned into what really runs (``sudo -i`` -> ``bash -i``, ``script`` without ``-c`` -> ``[]``).
+    """
+    if not argv:
+        return argv, True
+    name = base_name(argv[0])
+    args = argv[1:]
+    if name in ("sudo", "doas", "run0") and any(
+        a in ("-s", "--shell", "-i", "--login") or re.fullmatch(r"-[a-zA-Z]*[si][a-zA-Z]*", a) and a[1:2] != "u"
+        for a in args[: command_start(args, WRAPPERS[name][0], WRAPPERS[name][1])]
+    ):
+        i = command_start(args, WRAPPERS[name][0], WRAPPERS[name][1])
+        rest = args[i:]
+        return (["bash", "-c", " ".join(rest)], True) if rest else (["bash", "-i"], True)
+    if name in ("sudo", "doas") and args[:1] in (["-e"], ["--edit"]):
+        return ["sudoedit", *args[1:]], True
+    if name == "command" and any(a in ("-v", "-V") for a in args[:2]):
+        return [], True
+    if name == "env":
+        split = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-S", "--split-string")), None)
+        if split is None:
+            split = next((a.split("=", 1)[1] for a in args if a.startswith("--split-string=")), None)
+        if split is not None:
+            return [w for c in fallback_commands(split) for w in c.argv], False
+    if name in ("su", "runuser"):
+        payload = option_value(args, ("-c", "--command", "--session-command"))
+        if payload is not None:
+            return ["sh", "-c", payload], True
+        if name == "runuser":
+            i = command_start(
+                args, {"-u", "-g", "-G", "-w"}, {"--user", "--group", "--supp-group", "--whitelist-environment"}
+            )
+            if "-u" in args or any(a.startswith("--user") for a in args):
+                argv = args[i:]
+                return argv, False
+        return (["bash", "-i"], True)
+    if name in ("sg", "newgrp") and len(args) >= 2:
+        return ["sh", "-c", " ".join(args[1:])], True
+    if name in ("flock",):
+        payload = option_value(args, ("-c", "--command"))
+        if payload is not None:
+            return ["sh", "-c", payload], True
+        i = command_start(args, {"-w", "-E"}, {"--timeout", "--conflict-exit-code"}, skip_operands=1)
+        argv = args[i:]
+        return argv, False
+    if name == "script":
+        payload = option_value(args, ("-c", "--command"))
+        return (["sh", "-c", payload], True) if payload is not None else ([], True)
+    if name == "watch":
+        i = command_start(args, WRAPPERS["watch"][0], WRAPPERS["watch"][1])
+        rest = args[i:]
+        if "--exec" in args[:i] or any(re.fullmatch(r"-[a-zA-Z]*x[a-zA-Z]*", a) for a in args[:i]):
+            argv = rest
+            return argv, False
+        return (["sh", "-c", " ".join(rest)], True) if rest else ([], True)
+    if name in ("ssh", "autossh", "mosh", "gcloud-ssh"):
+        i = command_start(
+            args,
+            {
+                "-p",
+                "-i",
+                "-l",
+                "-o",
+                "-F",
+                "-J",
+                "-L",
+                "-R",
+                "-D",
+                "-b",
+                "-c",
+                "-E",
+                "-e",
+                "-I",
+                "-m",
+                "-O",
+                "-Q",
+                "-S",
+                "-W",
+                "-w",
+                "-B",
+                "-M",
+            },
+            skip_operands=1,
+        )
+        rest = args[i:]
+        return (["sh", "-c", " ".join(rest)], True) if rest else ([], True)
+    if name == "nix-shell":
+        payload = option_value(args, ("--run", "--command"))
+        return (["sh", "-c", payload], True) if payload is not None else ([], True)
+    if name in ("busybox", "toybox"):
+        if args and not args[0].startswith("-"):
+            argv = args
+            return argv, False
+        return argv, True
+    if name in SUBCOMMAND_WRAPPERS and args and args[0] in SUBCOMMAND_WRAPPERS[name]:
+        rest = args[1:]
+        if name == "nix":
+            payload = option_value(rest, ("-c", "--command"))
+            if payload is None:
+                return [], True
+            j = rest.index(payload) if payload in rest else len(rest)
+            argv = rest[j:]
+            return argv, False
+        j = command_start(
+            rest,
+            {"-n", "-p", "--name", "--prefix", "-e", "--env", "--from", "--with", "--python", "-c", "--config"},
+        )
+        argv = rest[j:]
+        return argv, False
+    spec = WRAPPERS.get(name)
+    if spec is None:
+        return argv, True
+    with_arg, long_with_arg, skip, assignments = spec
+    if name in ("nice",) and args and re.fullmatch(r"-\d+", args[0]):
+        args = args[1:]
+    if name in ("taskset",) and args and args[0] in ("-c", "--cpu-list"):
+        args = args[1:]
+    if name == "xargs":
+        return argv, True
+    i = command_start(args, with_arg, long_with_arg, skip, assignments)
+    return args[i:], False
 
 
 def option_value(args: list[str], names: tuple[str, ...]) -> str | None:

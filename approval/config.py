@@ -21,9 +21,13 @@ class _Strict(BaseModel):
 
 
 class BackendOverride(_Strict):
-    """Per-backend settings, e.g. ``approval.backends.docker.mode: allow``."""
+    """Per-backend settings, e.g. ``approval.backends.docker.mode: allow``.
 
-    mode: Mode
+    Each key is optional; an unset key means the global setting.
+    """
+
+    mode: Mode | None = None
+    allow_interactive_pty: bool | None = None
 
 
 def _check_rule_id(rule_id: str) -> str:
@@ -121,7 +125,15 @@ class GateConfig(_Strict):
     def mode_for(self, backend: str) -> Mode:
         """The mode for a backend: its override if any, else the global mode."""
         override = self.backends.get(backend)
-        return override.mode if override else self.mode
+        return override.mode if override is not None and override.mode is not None else self.mode
+
+    def interactive_allowed_for(self, backend: str) -> bool:
+        """Whether live input to interactive programs runs unasked on a backend: its
+        ``allow_interactive_pty`` override if set, else the global ``allow_interactive_pty``."""
+        override = self.backends.get(backend)
+        if override is not None and override.allow_interactive_pty is not None:
+            return override.allow_interactive_pty
+        return self.allow_interactive_pty
 
 
 __all__ = ["GateConfig", "BackendOverride", "OperatorRule", "HardlineConfig", "Mode"]

@@ -16,6 +16,7 @@ import logging
 
 from . import inline
 from .commands import NETWORK_TOOLS, SHELLS, base_name, classify, interpreter_lang, unwrap
+from .interactive import interactive_risk
 from .normalize import normalize
 from .parser import UNKNOWN, Cmd, Kinds, TooComplex, echo_output, parse
 from .paths import write_class
@@ -286,99 +287,11 @@ def split_segments(command: str) -> list[str]:
     return segs
 
 
-_REPLS = frozenset(
-    {
-        "python",
-        "python3",
-        "ipython",
-        "ipython3",
-        "node",
-        "nodejs",
-        "irb",
-        "ruby",
-        "perl",
-        "php",
-        "lua",
-        "R",
-        "psql",
-        "mysql",
-        "mariadb",
-        "sqlite3",
-        "redis-cli",
-        "mongosh",
-        "mongo",
-        "ghci",
-        "julia",
-        "erl",
-        "iex",
-        "scala",
-        "clojure",
-        "bb",
-        "deno",
-        "bun",
-        "sbcl",
-        "racket",
-        "guile",
-        "ocaml",
-        "gdb",
-        "lldb",
-        "pwsh",
-    }
-)
-
-
 def opens_interactive_shell(command: str) -> bool:
-    """Whether a PTY running ``command`` hands its user an interactive shell or REPL.
+    """Whether a terminal running ``command`` can run what is typed into it, unjudged.
 
-    The gate cannot see what will be typed into such a session, so the daemon asks for it
-    (``interactive_pty=True``) unless ``approval.allow_interactive_pty`` is set.  Empty
-    commands (the default shell), ``bash``, ``sudo -i``, ``su``, ``ssh host``, ``docker exec -it
-    c sh``, ``python3`` and other REPLs count; ``top``, ``vim file`` or ``bash script.sh`` do not.
+    Same as ``interactive_risk(command, terminal=True) is not None`` (see ``interactive.py``):
+    default deny, only programs on :data:`~.interactive.TERMINAL_SAFE` (after peeling
+    wrappers and following ``sh -c`` code) are left out.  Kept for existing callers.
     """
-    text = normalize(command).strip()
-    if not text:
-        return True
-    try:
-        cmds = parse(text).cmds
-    except (TooComplex, RecursionError):
-        return True
-    for cmd in cmds:
-        argv, _ = unwrap(cmd.argv)
-        if not argv:
-            if any(base_name(w) in ("ssh", "mosh", "autossh") for w in cmd.argv[:4]):
-                return True  # ssh with no remote command: a login shell on the other side
-            continue
-        name = base_name(argv[0])
-        args = argv[1:]
-        operands = [a for a in args if not a.startswith("-")]
-        if name in SHELLS:
-            if not any(a == "-c" or (a.startswith("-") and not a.startswith("--") and "c" in a) for a in args) and (
-                not operands or any(a in ("-i", "-s", "--login", "-l") for a in args) and not operands
-            ):
-                return True
-        elif (
-            name in _REPLS
-            and not operands
-            and not any(
-                a in ("-c", "-e", "-E", "-r", "--eval", "-p", "--print", "-m", "--command", "-f", "--file")
-                for a in args
-            )
-        ):
-            return True
-        elif name in ("su", "sudo") and (
-            not operands or any(a in ("-i", "-s", "--login", "--shell", "-") for a in args) and not operands
-        ):
-            return True
-        elif name in ("ssh", "mosh", "telnet", "autossh") and len(operands) <= 1:
-            return True
-        elif (
-            name in ("docker", "podman", "kubectl", "nerdctl")
-            and "exec" in args
-            and any(base_name(a) in SHELLS for a in args[-1:])
-        ):
-            return True
-        elif name in ("tmux", "screen", "byobu", "zellij") and (
-            not operands or operands[0] in ("new", "new-session", "attach", "a", "-r")
-        ):
-            return True
-    return False
+    return interactive_risk(command, terminal=True) is not None

@@ -82,15 +82,22 @@ def evaluate(
     *,
     backend: str = "",
     approved_rules: frozenset[str] | set[str] = frozenset(),
+    interactive: str | None = None,
     interactive_pty: bool = False,
 ) -> Verdict:
     """The full gate: detection, floor, operator rules, approvals and mode.
 
     ``approved_rules`` are the rule ids approved for this task (session) or always.
+    ``interactive`` is why live input to the process could run commands the gate never sees
+    (``interactive_risk(command, terminal=...)``); it adds an ASK ``interactive_shell`` unless
+    ``allow_interactive_pty`` (global or for ``backend``) is set.  ``interactive_pty=True`` is the
+    deprecated spelling of ``interactive="opens an interactive terminal"``.
     """
     found = findings(command)
-    if interactive_pty and not config.allow_interactive_pty:
-        found.append(Verdict(Decision.ASK, "interactive_shell", reason_for("interactive_shell"), command))
+    if interactive is None and interactive_pty:
+        interactive = _OPENS_TERMINAL
+    if interactive and not config.interactive_allowed_for(backend):
+        found.append(Verdict(Decision.ASK, "interactive_shell", _interactive_reason(interactive), command))
     found = _with_floor(found, config.hardline.floor())
     found = _apply_operator_rules(command, found, config)
     found = [f for f in found if f.decision is Decision.DENY or f.rule not in approved_rules]
@@ -100,6 +107,16 @@ def evaluate(
     if verdict.decision is Decision.DENY:
         return verdict
     return apply_mode(verdict, config.mode_for(backend))
+
+
+_OPENS_TERMINAL = "opens an interactive terminal"
+
+
+def _interactive_reason(why: str) -> str:
+    if why == _OPENS_TERMINAL:
+        return reason_for("interactive_shell")
+    why = " ".join(why.split()).rstrip(".")
+    return f"What is written to it later is not judged: {why}."
 
 
 def apply_mode(verdict: Verdict, mode: Mode) -> Verdict:

@@ -1,0 +1,868 @@
+"""Live input: which commands run what is written to them later, out of the gate's sight.
+
+The gate judges a command's text.  A process that keeps reading input after it starts (a
+terminal, or a stdin pipe the client writes to later) can be handed *new* commands the gate
+never sees: a shell, a REPL, an editor's ``:!sh``, a pager's ``!sh``, ``xargs sh -c``,
+``awk '{system($0)}'``.  :func:`interactive_risk` says whether ``command`` is such a
+program, and why.
+
+Two questions, two defaults (see ``docs/gate.md``, "Interactive programs"):
+
+* ``terminal=True`` (a Pty, a process started with a pty): **default deny**.  Every program
+  that would run counts unless it is on :data:`TERMINAL_SAFE`, a short list of programs that
+  treat what is typed as data or as display keys.  Wrappers are peeled and shell code handed to
+  ``sh -c``, ``eval``, ``find -exec``, ``xargs``, ``awk system()`` is followed, so
+  ``sh -c 'exec top'`` is judged as ``top`` and ``script -qc bash /dev/null`` as ``bash``.
+* ``terminal=False`` (stdin is a pipe written later, or Exec/Run given stdin bytes): only
+  programs that *run their input as commands* count: shells reading their program from stdin,
+  REPLs and interpreters without a script, ``xargs``/``parallel`` running input-built commands,
+  ``awk``/``sed``/``perl`` programs that hand input to ``system``/``e``/``eval``, ``at``,
+  editors and debuggers (which read commands from a non-tty stdin), ``ssh`` without a command,
+  ``nc -e``, ``socat exec:``, ``docker exec -i … sh``, ``tmux``.
+
+Both modes fail closed: a command the parser cannot read, code or a program name the gate
+cannot know (``eval "$x"``, ``$cmd``), or nesting past the bounds counts.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+
+from . import inline
+from .commands import SHELLS, base_name, command_start, interpreter_lang, peel, split_options
+from .normalize import normalize
+from .parser import UNKNOWN, Cmd, TooComplex, parse
+
+_log = logging.getLogger("executor.approval")
+
+MAX_INPUT = 128 * 1024
+MAX_DEPTH = 8  # nested shell code (sh -c 'sh -c ...')
+MAX_STEPS = 32  # wrapper layers on one command
+
+# Stands for text the gate cannot know when code is parsed again (NUL cannot be parsed).
+_MARK = "__executor_unknown__"
+
+# ---------------------------------------------------------------------------------------------
+# the allowlist (terminal=True): programs known not to run commands from what is typed
+
+TERMINAL_SAFE: dict[str, str] = {}
+
+
+def _safe(names: str, why: str) -> None:
+    for n in names.split():
+        TERMINAL_SAFE[n] = why
+
+
+_safe(
+    "echo printf true false : sleep date pwd ls tty stty test [ [[ basename dirname exit return cd "
+    "export unset set shift wait local declare typeset readonly umask id whoami uname hostname uptime "
+    "nproc df du free ps stat mkdir touch seq",
+    "does not read the terminal at all",
+)
+_safe(
+    "cat tac head tail grep egrep fgrep rg wc sort uniq cut tr tee nl rev od hexdump xxd base64 "
+    "md5sum sha1sum sha256sum sha512sum column fold paste jq read mapfile readarray",
+    "reads what is typed as data (text to filter, count, copy or store in a variable) and has no "
+    "command that runs a program",
+)
+_safe(
+    "top htop btop vmstat iostat mpstat ping ping6 nvidia-smi",
+    "reads keys only to steer its display (top and htop can also send a signal to a process id "
+    "typed in, as `kill` would; no shell)",
+)
+
+# Options by which a program on the list would start another program (sort --compress-program,
+# a --pager, an --editor...): with one of them, the program is judged off the list.
+_PROGRAM_OPTION = re.compile(r"^--?[\w-]*(?:program|command|exec|pager|editor|shell)[\w-]*(?:=|$)", re.I)
+
+# `read -e` edits the line with readline, whose bindings can start an editor.
+_UNSAFE_OPTIONS = {"read": {"-e"}}
+
+# Programs that never read their standard input: their output carries nothing typed.
+_NO_STDIN = frozenset(
+    "echo printf true false : sleep date pwd ls seq yes id whoami uname hostname nproc".split()
+)
+
+# Filters that read their file operands instead of stdin when given some (`cat f | sh`).
+_FILE_FILTERS = frozenset("cat tac head tail nl rev wc sort uniq md5sum sha256sum base64 xxd od".split())
+
+
+def _reads_stdin(argv: list[str]) -> bool:
+    """Whether a pipeline member can pass its stdin on (False only when it surely does not read it)."""
+    if not argv:
+        return True
+    name = base_name(argv[0])
+    if name in _NO_STDIN:
+        return False
+    ops = [a for a in argv[1:] if not a.startswith("-")]
+    if name in _FILE_FILTERS and ops and all(not _unknown(o) and o not in _STDIN_PATHS for o in ops):
+        return False
+    return True
+
+
+_STDIN_PATHS = ("-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0", "/dev/tty")
+
+# ---------------------------------------------------------------------------------------------
+# families, for reasons (terminal=True) and for what runs input (terminal=False)
+
+_EDITORS = frozenset(
+    "vi vim nvim view vimdiff gvim ex ed emacs emacsclient nano pico micro joe jed mg kak hx helix "
+    "ne mcedit vis".split()
+)
+_PAGERS = frozenset("less more most pg man info journalctl perldoc pydoc pydoc3 ri".split())
+_DEBUGGERS = frozenset("gdb lldb pdb jdb dlv rr cgdb gdb-multiarch radare2 r2".split())
+_SQL = {
+    # program: (options that run given code instead of reading input, operands before code)
+    "psql": ({"-c", "--command", "-f", "--file", "-l", "--list"}, None),
+    "mysql": ({"-e", "--execute"}, None),
+    "mariadb": ({"-e", "--execute"}, None),
+    "sqlite3": ({"-version", "--version"}, 1),
+    "duckdb": ({"-c", "-s", "-f"}, 1),
+    "redis-cli": ({"--eval", "--scan", "--bigkeys", "--stat", "--latency"}, 0),
+    "mongosh": ({"--eval", "-f", "--file"}, 0),
+    "mongo": ({"--eval"}, 0),
+    "cqlsh": ({"-e", "--execute", "-f", "--file"}, None),
+    "clickhouse-client": ({"-q", "--query", "--queries-file"}, None),
+    "sqlcmd": ({"-Q", "-q", "-i"}, None),
+    "pgcli": (set(), None),
+    "mycli": ({"-e", "--execute"}, None),
+    "litecli": ({"-e", "--execute"}, None),
+    "usql": ({"-c", "--command", "-f", "--file"}, None),
+}
+_FILE_CLIENTS = frozenset("ftp sftp lftp ncftp smbclient tftp dc".split())  # `!cmd`, or dc's `!`
+_MULTIPLEXERS = frozenset("tmux screen byobu zellij dtach abduco tmate".split())
+_REMOTE = frozenset("telnet rlogin rsh mosh-client".split())
+# `X sub` that opens a shell
+_SHELL_SUBCOMMANDS = {
+    "poetry": {"shell"},
+    "pipenv": {"shell"},
+    "hatch": {"shell"},
+    "vagrant": {"ssh"},
+    "machinectl": {"shell", "login"},
+    "toolbox": {"enter"},
+    "distrobox": {"enter"},
+    "lxc": {"shell", "console"},
+    "multipass": {"shell"},
+    "devbox": {"shell"},
+    "nix": {"develop", "shell", "repl"},
+    "flox": {"activate"},
+}
+# wrappers that start a login shell when given no command
+_BARE_SHELL = frozenset(
+    "script ssh autossh mosh gcloud-ssh nix-shell chroot nsenter unshare pkexec run0 firejail "
+    "newgrp sg systemd-nspawn distrobox-enter xterm flatpak-spawn machinectl".split()
+)
+_PY_REPL_MODULES = frozenset("code pdb asyncio IPython ipython bpython ptpython idlelib sqlite3 _pyrepl".split())
+_REPL_ONLY = frozenset("irb ipython ipython3 bpython ptpython ghci erl iex julia scala clojure sbcl racket guile "
+                       "ocaml utop node-repl tclsh wish bb".split())
+
+_READS_INPUT = re.compile(
+    r"\bstdin\b|\binput\s*\(|raw_input|readline|<STDIN>|<>|\bSTDIN\b|\$stdin|\bgets\b|ARGF|\bARGV\b|"
+    r"process\.stdin|readFileSync\s*\(\s*0|/dev/stdin|io\.read|io\.lines|readLines|fileinput|\$<"
+)
+_EXECUTES = re.compile(
+    # names that are also common methods (json.load, re.compile) count only when not one
+    r"(?<![\w.])(?:eval|exec|execfile|compile|load|require|Function|loadstring|dofile|dostring)\b|"
+    r"\b(?:system|popen|spawn|execSync|spawnSync|execFile|instance_eval|import_module|__import__|runpy|"
+    r"os\.execute|proc_open|passthru|shell_exec|IO\.popen|Open3|pty|subprocess|child_process|vm\.run\w*)\b|"
+    r"`|%x|\bqx\b|open\s*\([^)]*\|"
+)
+
+# ---------------------------------------------------------------------------------------------
+# entry points
+
+
+def interactive_risk(command: str, *, terminal: bool) -> str | None:
+    """Why live input to a process running ``command`` could run commands the gate never sees.
+
+    ``terminal=True``: a Pty or a process started with a pty (default deny, see
+    :data:`TERMINAL_SAFE`).  ``terminal=False``: a stdin pipe written later, or Exec/Run given
+    stdin bytes (only programs that run their input as commands count).  Returns a short reason,
+    or None when live input cannot run commands.
+    """
+    return _risk(command, bool(terminal))
+
+
+def runs_input(command: str) -> bool:
+    """Whether ``command`` runs what is written to its stdin as commands (``bash``, ``sh -s``,
+    ``python3 -``, ``xargs sh -c``...).  Same as ``interactive_risk(command, terminal=False) is not None``."""
+    return _risk(command, False) is not None
+
+
+@functools.lru_cache(maxsize=2048)
+def _risk(command: str, terminal: bool) -> str | None:
+    try:
+        text = normalize(command)
+        if not text.strip():
+            return "an empty command starts the task's interactive shell"
+        if len(text) > MAX_INPUT:
+            return f"the command is {len(text)} characters long; the gate analyses at most {MAX_INPUT}"
+        return _Walk(terminal).script(text, 0, None, live=True)
+    except (TooComplex, RecursionError):
+        return "the command is too large or too deeply nested for the gate to analyse"
+    except Exception:  # a bug here must never let a live shell through unasked
+        _log.exception("approval gate: interactive analysis failed for %r", command[:200])
+        return "the gate could not analyse the command"
+
+
+# ---------------------------------------------------------------------------------------------
+# the walk
+
+
+def _q(words: list[str] | str, limit: int = 60) -> str:
+    text = words if isinstance(words, str) else " ".join(words)
+    text = " ".join(text.replace(UNKNOWN, "…").replace(_MARK, "…").split())
+    return "`" + (text if len(text) <= limit else text[: limit - 1] + "…") + "`"
+
+
+def _unknown(word: str) -> bool:
+    return UNKNOWN in word or _MARK in word
+
+
+class _Walk:
+    def __init__(self, terminal: bool) -> None:
+        self.terminal = terminal
+        self.budget = 200  # parses of nested code
+
+    # ---- shell code
+
+    def script(self, text: str, depth: int, env: dict[str, str] | None, *, live: bool) -> str | None:
+        if depth > MAX_DEPTH:
+            return "its shell code is nested too deeply for the gate to follow"
+        self.budget -= 1
+        if self.budget < 0:
+            return "its shell code is too complex for the gate to follow"
+        sc = parse(text.replace(UNKNOWN, _MARK), env=env)
+        if sc.has_error:
+            return f"the gate cannot parse {_q(text)}"
+        for cmd in sc.cmds:
+            r = self.command(cmd, cmd.argv, depth, self.live(cmd, live))
+            if r:
+                return r
+        return None
+
+    def code(self, code: str, depth: int, *, live: bool, env: dict[str, str] | None = None) -> str | None:
+        """Shell code handed to a shell (``sh -c``, ``eval``, ``system()``)."""
+        if _unknown(code) and not code.replace(UNKNOWN, "").replace(_MARK, "").strip():
+            return "it runs shell code the gate cannot know (built from variables or input)"
+        if not code.strip():
+            return None
+        return self.script(code, depth + 1, env, live=live)
+
+    def live(self, cmd: Cmd, live_in: bool) -> bool:
+        """Whether ``cmd``'s stdin carries the live input (terminal=False)."""
+        if not live_in:
+            return False
+        if cmd.stdin_text is not None:
+            return False
+        if re.search(r"(?<![\w$])[1-9]\d*<", cmd.text):
+            return True  # a redirect of another descriptor looks like a stdin one here: assume live
+        for op, target in cmd.redirects:
+            if op in ("<", "<>") and target not in _STDIN_PATHS:
+                return False
+        if cmd.upstream:
+            return any(self.live(m, live_in) and _reads_stdin(m.argv) for m in cmd.upstream[-1])
+        return True
+
+    # ---- one command
+
+    def command(self, cmd: Cmd, argv: list[str], depth: int, live: bool) -> str | None:
+        for _ in range(MAX_STEPS):
+            if not argv:
+                return None
+            if _unknown(argv[0]) or re.search(r"[*?\[]", argv[0]):
+                return f"it runs a program whose name the gate cannot know ({_q(argv)})"
+            name = base_name(argv[0])
+            args = argv[1:]
+            if name in ("ssh", "autossh", "mosh", "gcloud-ssh") and any(
+                a == "-N" or (a.startswith("-") and not a.startswith("--") and "N" in a[1:] and len(a) <= 6)
+                for a in args
+            ):
+                return None  # port forwarding only: no remote command, no shell
+            new, final = peel(argv)
+            if not new:
+                if name in _BARE_SHELL or (name in _SHELL_SUBCOMMANDS and args[:1] and args[0] in _SHELL_SUBCOMMANDS[name]):
+                    return f"{_q(argv)} starts an interactive shell" + (
+                        " on another host" if name in ("ssh", "autossh", "mosh", "gcloud-ssh") else ""
+                    )
+                return None
+            if final and new == argv:
+                break
+            argv = new
+        else:
+            return f"the gate cannot follow all the wrappers of {_q(argv)}"
+        return self.program(cmd, argv, depth, live)
+
+    def sub(self, cmd: Cmd, argv: list[str], depth: int, live: bool) -> str | None:
+        """A command another program runs (find -exec, xargs, docker exec...)."""
+        if depth + 1 > MAX_DEPTH:
+            return "its commands are nested too deeply for the gate to follow"
+        return self.command(cmd, argv, depth + 1, live)
+
+    def program(self, cmd: Cmd, argv: list[str], depth: int, live: bool) -> str | None:
+        name = base_name(argv[0])
+        args = argv[1:]
+        t = self.terminal
+        if name in SHELLS:
+            return self.shell(cmd, name, args, depth, live)
+        if name in ("eval", "trap"):
+            if name == "trap":
+                if not args or args[0].startswith("-") or args[0] == "":
+                    return None
+                return self.code(args[0], depth, live=live)
+            return self.code(" ".join(args), depth, live=live)
+        if name in ("source", "."):
+            return self.script_file(name, args[0] if args else "", depth, live, reads=True)
+        if name in ("find", "fd", "fdfind"):
+            return self.find(cmd, name, args, depth, live)
+        if name == "xargs":
+            return self.xargs(cmd, args, depth, live)
+        if name in ("parallel", "sem"):
+            return self.parallel(cmd, args, depth, live)
+        if name in ("awk", "gawk", "mawk", "nawk", "busybox-awk"):
+            return self.awk(cmd, name, args, depth, live)
+        if name in ("sed", "gsed"):
+            return self.sed(name, args)
+        lang = interpreter_lang(name)
+        if lang or name in _REPL_ONLY:
+            return self.interpreter(cmd, name, lang or "", args, depth, live)
+        if name in ("docker", "podman", "nerdctl", "kubectl", "oc", "lxc", "incus"):
+            r = self.container(cmd, name, args, depth, live)
+            if r != "":
+                return r
+        if name == "ip" and "exec" in args[:4] and "netns" in args[:3]:
+            k = args.index("exec")
+            return self.sub(cmd, args[k + 2 :], depth, live) if args[k + 2 :] else f"{_q(argv)} starts a shell"
+        if name in _BARE_SHELL and (live or t):  # not peeled as a wrapper: newgrp g, systemd-nspawn -D dir
+            return f"{_q(argv)} can start an interactive shell"
+        if name in _SHELL_SUBCOMMANDS and args[:1] and args[0] in _SHELL_SUBCOMMANDS[name]:
+            if "-c" in args or "--command" in args:
+                i = args.index("-c") if "-c" in args else args.index("--command")
+                return self.code(" ".join(args[i + 1 : i + 2]), depth, live=live) if i + 1 < len(args) else None
+            return f"{_q(argv)} starts an interactive shell"
+        if name in ("nc", "ncat", "netcat", "nc.traditional", "nc.openbsd", "pwncat", "cryptcat", "sbd") and any(
+            a in ("-e", "-c", "--exec", "--sh-exec", "--lua-exec") or re.fullmatch(r"-[a-zA-Z]*[ec]", a) for a in args
+        ):
+            return f"{_q(argv)} runs a program wired to a network connection"
+        if name == "socat" and any(re.search(r"(?i)(?:^|[,!])(?:exec|system):", a) for a in args):
+            return f"{_q(argv)} runs a program wired to its input"
+        if name in _MULTIPLEXERS:
+            return self.multiplexer(argv)
+        if name in _REMOTE:
+            return f"{_q(argv)} opens a session on another host"
+        if name in ("at", "batch"):
+            opts, _ = split_options(args, {"-f", "-q", "-t"})
+            if any(o in ("-f", "-l", "-r", "-d", "-c") for o in opts) or "atq" == name:
+                return None
+            return f"`{name}` schedules the commands it reads from its input" if (live or t) else None
+        if name == "crontab":
+            opts, ops = split_options(args, {"-u"})
+            if any(o in ("-l", "-r", "-T") for o in opts) or (ops and ops[0] not in _STDIN_PATHS):
+                return None
+            return "`crontab` installs a crontab (commands run later) read from its input" if (live or t) else None
+        if name == "expect":
+            return self.expect(argv, live)
+        if name in _EDITORS:
+            if name == "emacs" and any(a in ("--batch", "-batch", "--script", "-script") for a in args):
+                return None if not t else f"{_q(argv)} runs code that can read the terminal"
+            return f"`{name}` can run a shell from what is typed into it (:!sh, M-!)"
+        if name in _DEBUGGERS:
+            if not t and any(a in ("-batch", "--batch", "-b", "--batch-silent") for a in args):
+                return None
+            return f"`{name}` runs shell commands typed at its prompt (shell, !)"
+        if name in _SQL:
+            return self.sql(name, args, live)
+        if name in _FILE_CLIENTS:
+            if not t and name == "sftp" and "-b" in args and args[args.index("-b") + 1 :][:1] not in (["-"], []):
+                return None
+            if not t and name in ("lftp", "smbclient") and any(a in ("-c", "-e", "-f") for a in args):
+                return None
+            if not t and name == "dc" and [a for a in args if not a.startswith("-")]:
+                return None
+            return f"`{name}` runs shell commands typed into it (!cmd)" if (live or t) else None
+        if name == "git" and not t:
+            return self.git(args, live)
+        if not t:
+            return None
+        # terminal: default deny
+        if name in TERMINAL_SAFE:
+            bad = _UNSAFE_OPTIONS.get(name, set())
+            hit = next((a for a in args if _PROGRAM_OPTION.match(a) or a in bad), None)
+            if hit is None:
+                return None
+            return f"`{name} {hit}` can start another program from the terminal"
+        if name in _PAGERS:
+            return f"`{name}` shows text in a pager that runs shell commands typed into it (!sh)"
+        if name == "git":
+            return "`git` can open a pager or an editor that runs shell commands typed into it"
+        return (
+            f"`{name}` is not on the list of programs known not to run what is typed into a terminal"
+        )
+
+    # ---- families
+
+    def shell(self, cmd: Cmd, name: str, args: list[str], depth: int, live: bool) -> str | None:
+        read_stdin = False
+        c_flag = False
+        i = 0
+        while i < len(args):
+            a = args[i]
+            if a in ("--", "-"):
+                read_stdin = read_stdin or a == "-"
+                i += 1
+                break
+            if a in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file") or (name == "fish" and a in ("-C", "--init-command")):
+                i += 2
+                continue
+            if a.startswith("--"):
+                c_flag = c_flag or a == "--command"
+                i += 1
+                continue
+            if a.startswith(("-", "+")) and len(a) > 1:
+                c_flag = c_flag or "c" in a[1:]
+                read_stdin = read_stdin or "s" in a[1:]
+                i += 1
+                continue
+            break
+        operands = args[i:]
+        if c_flag:
+            if not operands:
+                return f"`{name} -c` without a script: the gate cannot tell what runs"
+            env = {str(n): v for n, v in enumerate(operands[1:])}
+            return self.code(operands[0], depth, live=live, env=env)
+        if operands and not read_stdin:
+            return self.script_file(name, operands[0], depth, live, reads=False)
+        # the shell reads its program from stdin
+        if cmd.stdin_text is not None:
+            return self.code(cmd.stdin_text, depth, live=False)
+        if self.terminal:
+            return f"`{name}` is an interactive shell: what is typed into it runs unjudged"
+        if live:
+            return f"`{name}` runs the commands written to its input"
+        return None
+
+    def script_file(self, name: str, path: str, depth: int, live: bool, *, reads: bool) -> str | None:
+        if not path or _unknown(path):
+            return f"`{name}` runs a script the gate cannot know"
+        if path in _STDIN_PATHS:
+            if self.terminal or live:
+                return f"`{name} {path}` runs the commands written to its input"
+            return None
+        if path.startswith(("/dev/fd/", "/proc/self/fd/", "/proc/")):
+            return f"`{name} {path}` runs code produced by another command (a process substitution)"
+        if self.terminal:
+            return f"`{name} {path}` runs a script the gate cannot see, with the terminal as its input"
+        return None
+
+    def find(self, cmd: Cmd, name: str, args: list[str], depth: int, live: bool) -> str | None:
+        subs: list[list[str]] = []
+        if name == "find":
+            j = 0
+            while j < len(args):
+                if args[j] in ("-exec", "-execdir", "-ok", "-okdir"):
+                    k = j + 1
+                    sub: list[str] = []
+                    while k < len(args) and args[k] not in (";", "+", "\\;"):
+                        sub.append(args[k])
+                        k += 1
+                    subs.append(sub)
+                    j = k
+                j += 1
+        else:
+            for j, a in enumerate(args):
+                if a in ("-x", "--exec", "-X", "--exec-batch"):
+                    subs.append(args[j + 1 :])
+                    break
+        for sub in subs:
+            argv = [s.replace("{}", "./" + UNKNOWN) if "{}" in s else s for s in sub]
+            r = self.sub(cmd, argv, depth, live)
+            if r:
+                return f"{r} (run by `{name}`)"
+        return None
+
+    def xargs(self, cmd: Cmd, args: list[str], depth: int, live: bool) -> str | None:
+        with_arg = {"-d", "-E", "-I", "-L", "-n", "-P", "-s", "-a", "-e", "-l"}
+        i = command_start(
+            args,
+            with_arg,
+            {"--delimiter", "--eof", "--replace", "--max-lines", "--max-args", "--max-procs", "--max-chars",
+             "--arg-file", "--process-slot-var"},
+        )
+        opts = args[:i]
+        replace = None
+        for k, a in enumerate(opts):
+            if a == "-I" and k + 1 < len(opts):
+                replace = opts[k + 1]
+            elif a.startswith("-I") and len(a) > 2:
+                replace = a[2:]
+            elif a.startswith("--replace="):
+                replace = a.split("=", 1)[1] or "{}"
+            elif a == "-i" or a == "--replace":
+                replace = "{}"
+            elif a.startswith("-i") and len(a) > 2:
+                replace = a[2:]
+        sub = args[i:] or ["echo"]
+        argv = [s.replace(replace, UNKNOWN) for s in sub] if replace else [*sub, UNKNOWN]
+        opened_tty = any(a in ("-o", "--open-tty") for a in opts)
+        r = self.sub(cmd, argv, depth, live and opened_tty)
+        return f"{r} (with words from its input, run by `xargs`)" if r else None
+
+    def parallel(self, cmd: Cmd, args: list[str], depth: int, live: bool) -> str | None:
+        seps = [k for k, a in enumerate(args) if a in (":::", "::::", ":::+", "::::+")]
+        head = args[: seps[0]] if seps else args
+        i = command_start(
+            head,
+            {"-j", "-S", "-P", "-n", "-N", "-L", "-l", "-I", "-E", "-d", "-a", "-C", "--colsep"},
+            {"--jobs", "--sshlogin", "--max-args", "--max-lines", "--delimiter", "--arg-file", "--colsep",
+             "--joblog", "--results", "--tmpdir", "--workdir", "--timeout", "--env", "--tag-string", "--delay",
+             "--retries", "--memfree", "--load", "--halt"},
+        )
+        template = head[i:]
+        if not template:
+            if seps:
+                return self.code(" ".join(args[seps[0] + 1 : seps[0] + 2]) or UNKNOWN, depth, live=False)
+            return "`parallel` runs each line of its input as a command" if (live or self.terminal) else None
+        values = [args[k + 1] for k in seps if k + 1 < len(args) and args[k] in (":::", ":::+")]
+        value = values[0] if values and all(args[k] in (":::", ":::+") for k in seps) else UNKNOWN
+        argv = [t.replace("{}", value) for t in template] if any("{}" in t for t in template) else [*template, value]
+        r = self.sub(cmd, argv, depth, False)
+        return f"{r} (run by `parallel`)" if r else None
+
+    def awk(self, cmd: Cmd, name: str, args: list[str], depth: int, live: bool) -> str | None:
+        opts, ops = split_options(args, {"-F", "-v", "-f", "-E", "-i", "-l"}, {"--file", "--include", "--load",
+                                                                              "--assign", "--field-separator"})
+        if any(o in ("-f", "-E", "--file", "-i", "--include", "-l", "--load") or o.startswith(("--file=", "--load=")) for o in opts):
+            if self.terminal or any(o in ("-l", "--load") or o.startswith("--load=") for o in opts):
+                return f"`{name}` runs a program from a file the gate cannot see, with the terminal as its input"
+            return None
+        program = ops[0] if ops else ""
+        if _unknown(program):
+            return f"`{name}` runs a program the gate cannot know"
+        if re.search(r"@load\b", program):
+            return f"`{name}` loads an extension"
+        # commands an awk program runs: system(x), print | x, x | getline, |& (coprocess)
+        calls = [m.end() for m in re.finditer(r"\bsystem\s*\(\s*", program)]
+        calls += [m.end() for m in re.finditer(r"(?<!\|)\|&?\s*(?!\s*getline\b)(?!\|)", program)]
+        calls += [m.start() for m in re.finditer(r"\|&?\s*getline\b", program)]
+        for pos in calls:
+            literal = re.match(r'"((?:[^"\\]|\\.)*)"\s*\)?', program[pos:])
+            if literal is None:
+                before = re.search(r'"((?:[^"\\]|\\.)*)"\s*$', program[:pos])
+                if before is not None and re.match(r"\|&?\s*getline", program[pos:]):
+                    literal = before
+            if literal is None:
+                return f"`{name}` hands text built at run time (its input) to a shell"
+            r = self.code(literal.group(1).encode().decode("unicode_escape"), depth, live=live or self.terminal)
+            if r:
+                return r
+        return None
+
+    def sed(self, name: str, args: list[str]) -> str | None:
+        opts, ops = split_options(args, {"-e", "-f", "-l", "-s"}, {"--expression", "--file", "--line-length"})
+        if "--sandbox" in opts:
+            return None
+        scripts: list[str] = []
+        k = 0
+        while k < len(opts):
+            o = opts[k]
+            if o in ("-e", "--expression") and k + 1 < len(opts):
+                scripts.append(opts[k + 1])
+                k += 2
+                continue
+            if o.startswith("--expression="):
+                scripts.append(o.split("=", 1)[1])
+            elif o in ("-f", "--file") or o.startswith("--file="):
+                return (f"`{name}` runs a script from a file the gate cannot see, with the terminal as its input"
+                        if self.terminal else None)
+            k += 1
+        if not scripts:
+            scripts = ops[:1]
+        for s in scripts:
+            if _unknown(s) or _sed_executes(s):
+                return f"`{name}` runs lines of its input as shell commands (the `e` command)"
+        return None
+
+    def interpreter(self, cmd: Cmd, name: str, lang: str, args: list[str], depth: int, live: bool) -> str | None:
+        codes: list[str] = []
+        module: str | None = None
+        file_op: str | None = None
+        loop = False  # perl/ruby -n/-p: the code runs once per input line
+        i = 0
+        code_flags = {"-c", "-e", "-E", "-r", "--eval", "-p", "--print", "--command", "-Command", "-command"}
+        repl_flag = False  # python -i, node -i, lua -i, php -a, perl -d: a prompt after the code
+        while i < len(args):
+            a = args[i]
+            if lang in ("perl", "ruby") and re.fullmatch(r"-[a-zA-Z]*[np][a-zA-Z]*", a):
+                loop = True
+            if (
+                (lang in ("python", "lua") and re.fullmatch(r"-[a-zA-Z]*i[a-zA-Z]*", a))
+                or (lang == "node" and a in ("-i", "--interactive"))
+                or (lang == "php" and a == "-a")
+                or (lang == "perl" and re.fullmatch(r"-d(?::\w+)?", a))
+            ):
+                repl_flag = True
+            if a in code_flags or (lang in ("perl", "ruby") and re.fullmatch(r"-[a-zA-Z]*[eE]", a)) or (
+                lang == "python" and re.fullmatch(r"-[a-zA-Z]*c", a)
+            ):
+                if lang == "node" and a in ("-p", "--print") and i + 1 >= len(args):
+                    break
+                if i + 1 < len(args):
+                    codes.append(args[i + 1])
+                i += 2
+                if lang == "python":
+                    break
+                continue
+            if lang == "python" and a in ("-m",) and i + 1 < len(args):
+                module = args[i + 1]
+                break
+            if lang == "python" and a.startswith("-m") and len(a) > 2:
+                module = a[2:]
+                break
+            if lang == "node" and name == "deno" and a in ("eval", "repl"):
+                if a == "repl":
+                    break
+                codes.append(args[i + 1] if i + 1 < len(args) else "")
+                break
+            if a.startswith("-") and a != "-":
+                i += 1
+                continue
+            file_op = a
+            break
+        if self.terminal:
+            if not codes and module is None and file_op is None:
+                return f"`{name}` reads code typed into it and runs it"
+            return f"`{name}` runs code that can read the terminal and run what is typed (input(), pty.spawn)"
+        if repl_flag:
+            return f"`{name}` opens a prompt that runs the code written to its input" if live else None
+        if name in _REPL_ONLY and not codes and file_op is None:
+            return f"`{name}` runs the code written to its input" if live else None
+        for code in codes:
+            r = self.inline(name, lang, code, depth, live, loop)
+            if r:
+                return r
+        if codes:
+            return None
+        if module is not None:
+            if module.split(".")[0] in _PY_REPL_MODULES:
+                return f"`{name} -m {module}` runs the code written to its input" if live else None
+            return None
+        if file_op is not None:
+            return self.script_file(name, file_op, depth, live, reads=False)
+        if cmd.stdin_text is not None:
+            return self.inline(name, lang, cmd.stdin_text, depth, False, False)
+        return f"`{name}` runs the code written to its input" if live else None
+
+    def inline(self, name: str, lang: str, code: str, depth: int, live: bool, loop: bool) -> str | None:
+        if _unknown(code):
+            return f"`{name}` runs code the gate cannot know"
+        if (loop or _READS_INPUT.search(code)) and _EXECUTES.search(code) and live:
+            return f"`{name}` code reads its input and runs it (eval, exec, system)"
+        for f in inline.code_findings(lang, code):
+            if f.rule != "inline_code_shell":
+                continue
+            if f.shell is None:
+                if live:
+                    return f"`{name}` code starts a program the gate cannot know ({f.detail})"
+                continue
+            r = self.code(f.shell, depth, live=live)
+            if r:
+                return r
+        return None
+
+    def container(self, cmd: Cmd, name: str, args: list[str], depth: int, live: bool) -> str | None:
+        """docker/podman/kubectl exec, run, attach: '' when it is none of these."""
+        k = 0
+        if name in ("docker", "podman", "nerdctl") and args[:1] == ["compose"]:
+            k = 1
+        while k < len(args) and args[k].startswith("-"):  # global options
+            k += 2 if args[k] in ("-H", "--host", "-c", "--context", "-n", "--namespace", "-f", "--file",
+                                  "-p", "--project-name", "--kubeconfig", "--log-level", "--config") else 1
+        verb = args[k] if k < len(args) else ""
+        rest = args[k + 1 :]
+        if verb in ("container",) and rest[:1] and rest[0] in ("exec", "run", "attach", "start"):
+            verb, rest = rest[0], rest[1:]
+        if verb in ("attach",) or (verb == "start" and any(a in ("-a", "-i", "--attach", "--interactive") for a in rest)):
+            return f"`{name} {verb}` connects to a container's main process (often a shell)" if (live or self.terminal) else None
+        if verb in ("debug", "shell", "console"):
+            return f"`{name} {verb}` opens a shell" if (live or self.terminal) else None
+        if verb not in ("exec", "run"):
+            return ""
+        bool_short = set("itdPqT")
+        bool_long = {"--interactive", "--tty", "--detach", "--rm", "--privileged", "--init", "--read-only",
+                     "--stdin", "--publish-all", "--no-deps", "--service-ports", "--quiet", "--sig-proxy",
+                     "--no-TTY", "--build", "--remove-orphans", "--use-aliases", "--pull=always"}
+        interactive = k == 1  # compose exec/run keep stdin attached unless told otherwise
+        j = 0
+        while j < len(rest):
+            a = rest[j]
+            if a == "--":
+                j += 1
+                break
+            if a.startswith("--"):
+                if a in ("--interactive", "--stdin", "--tty") or a.startswith(("--interactive=t", "--stdin=t")):
+                    interactive = True
+                j += 1 if ("=" in a or a in bool_long) else 2
+                continue
+            if a.startswith("-") and len(a) > 1:
+                letters = a[1:]
+                if "i" in letters or (name not in ("kubectl", "oc") and "t" in letters):
+                    interactive = True
+                j += 1 if all(ch in bool_short for ch in letters) else (1 if len(letters) > 1 and "=" in a else 2)
+                continue
+            break
+        operands = rest[j:]
+        if name in ("kubectl", "oc") and "--" in rest:
+            inner = rest[rest.index("--") + 1 :]
+        elif verb == "exec" or name in ("docker", "podman", "nerdctl"):
+            inner = operands[1:]  # container/service/image, then the command
+        else:
+            inner = operands[1:]
+        if not (interactive or self.terminal and verb == "run"):
+            return None  # the client's input never reaches the container
+        if not inner:
+            return f"`{name} {verb}` starts the image's default command (often a shell) with input attached"
+        r = self.sub(cmd, inner, depth, live or self.terminal)
+        return f"{r} (in a container, through `{name} {verb}`)" if r else None
+
+    def multiplexer(self, argv: list[str]) -> str | None:
+        name = base_name(argv[0])
+        args = argv[1:]
+        if self.terminal:
+            return f"`{name}` opens a shell in a terminal multiplexer"
+        ops = [a for a in args if not a.startswith("-")]
+        if name == "tmux":
+            if not ops or ops[0] in ("new", "new-session", "attach", "attach-session", "a", "at"):
+                if ops and ops[0] in ("new", "new-session") and any(a.startswith("-") and "d" in a[1:] for a in args):
+                    return None
+                return "`tmux` opens a shell session"
+            return None
+        if name == "screen" and any(a.startswith("-d") and "m" in a for a in args):
+            return None
+        if name in ("screen", "byobu", "zellij", "tmate", "dtach", "abduco"):
+            return f"`{name}` opens a shell session"
+        return None
+
+    def expect(self, argv: list[str], live: bool) -> str | None:
+        args = argv[1:]
+        if self.terminal:
+            return "`expect` can hand the terminal to the programs it spawns (interact)"
+        opts, ops = split_options(args, {"-c", "-f"})
+        codes = [opts[k + 1] for k, o in enumerate(opts[:-1]) if o == "-c"]
+        if "-i" in opts or "-" in ops or ("-f" in opts and opts[opts.index("-f") + 1 :][:1] == ["-"]):
+            return "`expect` runs the commands written to its input" if live else None
+        for c in codes:
+            if _unknown(c) or re.search(r"\b(?:interact|expect_user|gets\s+stdin|stdin)\b", c):
+                return "`expect` hands its input to the program it spawned (interact)" if live else None
+        if not codes and not ops and "-f" not in opts:
+            return "`expect` runs the commands written to its input" if live else None
+        return None
+
+    def sql(self, name: str, args: list[str], live: bool) -> str | None:
+        batch, code_after = _SQL[name]
+        why = f"`{name}` runs the statements and shell escapes (\\!, .shell, system) typed into it"
+        if self.terminal:
+            return why
+        if any(a in batch or any(a.startswith(b + "=") for b in batch if b.startswith("--")) for a in args):
+            if name == "psql" and any(a in ("-f", "--file") for a in args) and any(a in _STDIN_PATHS for a in args):
+                return why if live else None
+            return None
+        if code_after is not None:
+            ops = [a for a in args if not a.startswith("-")]
+            if len(ops) > code_after:
+                return None
+        return why if live else None
+
+    def git(self, args: list[str], live: bool) -> str | None:
+        """git subcommands that open an editor: with stdin not a tty, vi reads commands from it."""
+        if not live:
+            return None
+        k = 0
+        while k < len(args) and args[k].startswith("-"):
+            k += 2 if args[k] in ("-C", "-c", "--git-dir", "--work-tree", "--namespace") else 1
+        verb, rest = (args[k], args[k + 1 :]) if k < len(args) else ("", [])
+        no_edit = {"-m", "--message", "-F", "--file", "-C", "--reuse-message", "--no-edit", "--fixup"}
+        def has_message(a: str) -> bool:
+            if a in no_edit or a.startswith(("--message=", "--file=", "--fixup=", "--squash=", "--reuse-message=")):
+                return True
+            return a.startswith("-") and not a.startswith("--") and any(ch in a[1:] for ch in "mFC")
+
+        if verb == "commit" and not any(has_message(a) for a in rest):
+            return "`git commit` opens an editor that reads commands from its input"
+        if verb == "rebase" and any(a in ("-i", "--interactive", "--edit-todo") for a in rest):
+            return "`git rebase -i` opens an editor that reads commands from its input"
+        if verb == "add" and any(a in ("-p", "--patch", "-i", "--interactive", "-e", "--edit") for a in rest):
+            return "`git add` reads choices from its input and can open an editor"
+        return None
+
+
+def _sed_executes(script: str) -> bool:
+    """Whether a sed script has an ``e`` command or an ``s///e`` flag (GNU sed runs those lines)."""
+    s = script
+    n = len(s)
+    i = 0
+
+    def regex_end(j: int, delim: str) -> int:
+        while j < n and s[j] != delim:
+            if s[j] == "\\":
+                j += 1
+            elif s[j] == "\n":
+                return -1
+            j += 1
+        return j if j < n else -1
+
+    while i < n:
+        c = s[i]
+        if c in " \t\n;{}!":
+            i += 1
+            continue
+        # addresses
+        if c.isdigit() or c in "$,~+":
+            i += 1
+            continue
+        if c == "/" or c == "\\":
+            delim = "/" if c == "/" else (s[i + 1] if i + 1 < n else "")
+            j = regex_end(i + (1 if c == "/" else 2), delim)
+            if j < 0:
+                return True
+            i = j + 1
+            while i < n and s[i] in "IM":
+                i += 1
+            continue
+        if c == "e":
+            return True
+        if c in "sy":
+            if i + 1 >= n:
+                return True
+            delim = s[i + 1]
+            j = regex_end(i + 2, delim)
+            if j < 0:
+                return True
+            j = regex_end(j + 1, delim)
+            if j < 0:
+                return True
+            i = j + 1
+            if c == "s":
+                flags = re.match(r"[^;\n}]*", s[i:]).group(0)
+                if "e" in flags.split("w", 1)[0]:
+                    return True
+                if "w" in flags:  # w file: the rest of the line is a file name
+                    nl = s.find("\n", i)
+                    i = n if nl < 0 else nl
+                    continue
+                i += len(flags)
+            continue
+        if c in "aicrRwWbtT:#":
+            nl = s.find("\n", i)
+            if c in "bt T:" and nl < 0:
+                semi = s.find(";", i)
+                i = n if semi < 0 else semi
+                continue
+            i = n if nl < 0 else nl
+            continue
+        i += 1
+    return False
+
+
+__all__ = ["TERMINAL_SAFE", "interactive_risk", "runs_input"]
