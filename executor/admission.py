@@ -22,18 +22,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 
-from executor.approval import Decision, Verdict
-
-try:
-    from executor.approval import interactive_risk, runs_input
-except ImportError:  # TEMPORARY until the gate's interactive classification lands
-    from executor.approval import opens_interactive_shell
-
-    def interactive_risk(command: str, *, terminal: bool) -> str | None:
-        return "opens an interactive shell" if opens_interactive_shell(command) else None
-
-    def runs_input(command: str) -> bool:
-        return opens_interactive_shell(command)
+from executor.approval import Decision, Verdict, interactive_risk
 from executor.approvals import Approvals, Authorization, Pending
 from executor.backends.base import Backend, PtySize
 from executor.config import Config
@@ -224,11 +213,12 @@ class Admission:
         if p.pty and not self.backends[backend].capabilities.pty:
             raise precondition(f"backend {backend!r} has no terminal support; run the command without pty")
         judged, interactive = p.command, None
-        if p.stdin and runs_input(p.command):
-            # The program runs its input as commands: the input is judged as part of the command,
-            # and whatever the gate cannot read in it needs a human.
-            judged = f"{p.command}\n{p.stdin.decode('utf-8', 'surrogateescape')}"
+        if p.stdin:
             interactive = interactive_risk(p.command, terminal=False)
+            if interactive is not None:
+                # The program runs its input as commands: the input is judged as part of the command
+                # (the floor holds on it), and running it needs a human.
+                judged = f"{p.command}\n{p.stdin.decode('utf-8', 'surrogateescape')}"
         return Request(Entry.EXEC, p.task_id, p.command, backend, p.env, p.workdir,
                        timeout=p.timeout_seconds or limits.default_timeout_seconds, stdin=p.stdin,
                        terminal=DEFAULT_SIZE if p.pty else None, merge_stderr=p.merge_stderr,

@@ -412,7 +412,7 @@ class Approvals:
 
 def _evaluate(command: str, config: GateConfig, backend: str, approved: frozenset[str],
               interactive: str | None) -> Verdict:
-    return evaluate(command, config, backend=backend, approved_rules=approved, interactive_pty=interactive is not None)
+    return evaluate(command, config, backend=backend, approved_rules=approved, interactive=interactive)
 
 
 def _denied_message(verdict: Verdict) -> str:
