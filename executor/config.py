@@ -65,6 +65,9 @@ class ProcessLimits(_Model):
     spill_file_bytes: int = Field(64 << 20, gt=0)  # a spill file rotates past this
     spill_files: int = Field(2, ge=1)  # rotated files kept
     retain_seconds: float = Field(1800.0, ge=0)  # finished processes stay readable
+    #: All processes' spill files together, on the state directory's disk; 0 = a quarter of its free
+    #: space at start, between 64 MiB and 16 GiB. Past it, finished processes' files go first.
+    max_spill_bytes: int = Field(0, ge=0)
 
 
 class TokenConfig(_Model):

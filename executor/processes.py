@@ -65,6 +65,30 @@ class _SpillFile:
     path: Path
 
 
+class SpillBudget:
+    """The bytes all processes' spill files hold, against ``processes.max_spill_bytes``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    @property
+    def over(self) -> bool:
+        return self.used > self.limit
+
+
+def spill_budget(limit: int, directory: Path) -> int:
+    """The configured budget, or a quarter of the disk's free space (64 MiB .. 16 GiB)."""
+    if limit:
+        return limit
+    try:
+        st = shutil.disk_usage(directory)
+        free = st.free
+    except OSError:
+        free = 1 << 30
+    return max(64 << 20, min(16 << 30, free // 4))
+
+
 class OutputLog:
     """One byte stream addressed by offset from 0: the newest bytes in memory, older ones
     in spill files, the oldest dropped by rotation.
@@ -72,8 +96,12 @@ class OutputLog:
     Memory is flushed down to half the limit at a time, so a steady stream costs one file
     write per ``limit / 2`` bytes rather than one per chunk."""
 
-    def __init__(self, spill_dir: Path, name: str, *, memory_bytes: int, file_bytes: int, files: int) -> None:
+    def __init__(self, spill_dir: Path, name: str, *, memory_bytes: int, file_bytes: int, files: int,
+                 budget: "SpillBudget | None" = None) -> None:
         self.spill_dir = spill_dir
+        self.budget = budget
+        self.lost = ""  # why output past some point was not kept (the disk is full)
+        self.dropped = 0  # bytes not kept for that reason
         self.name = name
         self.memory_bytes = memory_bytes
         self.file_bytes = file_bytes
@@ -97,10 +125,24 @@ class OutputLog:
     def append(self, data: bytes) -> None:
         if not data or self.closed:
             return
+        if self.lost:  # the disk is full: what is kept stays readable, the rest is counted, not kept
+            self.dropped += len(data)
+            return
         self._mem += data
         self.end += len(data)
         if len(self._mem) > self.memory_bytes:
-            self._spill(len(self._mem) - self.memory_bytes // 2)
+            try:
+                self._spill(len(self._mem) - self.memory_bytes // 2)
+            except OSError as exc:
+                # ENOSPC, EDQUOT, EROFS: keep what memory holds, stop growing, say why.
+                self.lost = (f"output after byte {self.end} was not kept: writing its spill file failed "
+                             f"({exc.strerror or exc}); free space in the state directory")
+                keep = self.memory_bytes
+                if len(self._mem) > keep:
+                    cut = len(self._mem) - keep
+                    self.dropped += cut
+                    self.end -= cut
+                    del self._mem[keep:]
 
     def _spill(self, n: int) -> None:
         """Move the oldest n bytes of memory to the spill files."""
@@ -116,6 +158,8 @@ class OutputLog:
                     f.write(view[pos:pos + take])
                 current.size += take
                 pos += take
+                if self.budget is not None:
+                    self.budget.used += take
         finally:
             view.release()
         del self._mem[:n]
@@ -128,9 +172,14 @@ class OutputLog:
         spill = _SpillFile(start, 0, self.spill_dir / f"{self.name or 'all'}.{self._serial}")
         self._files.append(spill)
         while len(self._files) > self.max_files:
-            old = self._files.popleft()
-            old.path.unlink(missing_ok=True)
+            self._drop_oldest_file()
         return spill
+
+    def _drop_oldest_file(self) -> None:
+        old = self._files.popleft()
+        old.path.unlink(missing_ok=True)
+        if self.budget is not None:
+            self.budget.used -= old.size
 
     def read(self, offset: int, max_bytes: int) -> tuple[bytes, int, bool]:
         """Up to max_bytes from offset: (data, the offset data starts at, rotated).
@@ -162,13 +211,20 @@ class OutputLog:
             out += chunk
         return bytes(out), offset, rotated
 
+    def release_files(self) -> int:
+        """Drop every spill file (the disk budget needs the room); their bytes read as rotated.
+        Returns the bytes freed."""
+        freed = 0
+        while self._files:
+            freed += self._files[0].size
+            self._drop_oldest_file()
+        return freed
+
     def close(self) -> None:
         """Forget the output and remove its files."""
         self.closed = True
         self._mem = bytearray()
-        for spill in self._files:
-            spill.path.unlink(missing_ok=True)
-        self._files.clear()
+        self.release_files()
 
 
 # ---------------------------------------------------------------------------
@@ -240,6 +296,8 @@ class ManagedProcess:
         self.rule = admitted.auth.verdict.rule
         self._t0 = time.monotonic()
         self._publish = manager.publish
+        self._budget = manager.budget
+        self._trim = manager.trim_spill
         self.state = RUNNING
         self.exit_code = 0
         self.signal = ""
@@ -258,7 +316,7 @@ class ManagedProcess:
 
         def new(name: str) -> OutputLog:
             return OutputLog(spill, name, memory_bytes=limits.memory_buffer_bytes,
-                             file_bytes=limits.spill_file_bytes, files=limits.spill_files)
+                             file_bytes=limits.spill_file_bytes, files=limits.spill_files, budget=manager.budget)
 
         stdout = new("stdout")
         # Under a terminal there is one stream: the interleaved view is stdout itself.
@@ -286,6 +344,8 @@ class ManagedProcess:
     def output(self, stream: str, data: bytes) -> None:
         if data:
             self._store(stream, self.pipeline.feed(stream, data))
+            if self._budget.over:
+                self._trim()
 
     def _store(self, stream: str, data: bytes) -> None:
         if not data:
@@ -300,8 +360,9 @@ class ManagedProcess:
             return
         for stream, tail in self.pipeline.flush():  # what redaction still held back
             self._store(stream, tail)
+        lost = next((log.lost for log in self.logs.values() if log.lost), "")
         self.state = state
-        self.message = message
+        self.message = f"{message}; {lost}" if message and lost else (message or lost)
         self.exit_code = code
         self.ended_at = time.time()
         self.done.set()
@@ -366,6 +427,7 @@ class ProcessManager:
         # backend's start(); remove their spill files.
         shutil.rmtree(self.dir, ignore_errors=True)
         self.dir.mkdir(parents=True, exist_ok=True)
+        self.budget = SpillBudget(spill_budget(limits.max_spill_bytes, self.dir))
         self.procs: dict[str, ManagedProcess] = {}
         self._starting: dict[str, int] = {}  # task id -> starts between the cap check and the spawn
         self._sweeper: asyncio.Task[None] | None = None
@@ -377,6 +439,17 @@ class ProcessManager:
 
     def publish(self, task_id: str, backend: str, info: ExitInfo, gate: str, caller: str, entry: Entry) -> None:
         self._publish_record(ExecRecord(task_id, backend, info, gate, caller, entry))
+
+    def trim_spill(self) -> None:
+        """Over the disk budget: drop spill files of finished processes, oldest first; then of
+        running ones, oldest first (their readers see ``rotated``)."""
+        finished = sorted((p for p in self.procs.values() if not p.running), key=lambda p: p.ended_at)
+        running = sorted((p for p in self.procs.values() if p.running), key=lambda p: p.started_at)
+        for mp in (*finished, *running):
+            if not self.budget.over:
+                return
+            for output in {id(o): o for o in mp.logs.values()}.values():
+                output.release_files()
 
     # -- counts (the core's contract) ---------------------------------------------------
 

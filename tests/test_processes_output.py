@@ -113,3 +113,69 @@ def test_bad_signal_names(text):
     with pytest.raises(CoreError) as info:
         parse_signal(text)
     assert info.value.code == "INVALID_ARGUMENT"
+
+
+def test_a_spill_that_cannot_be_written_keeps_what_was_kept_and_says_why(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")  # the spill directory cannot be created: as a full disk, writes fail
+    log = OutputLog(blocker / "spill", "stdout", memory_bytes=64, file_bytes=128, files=2)
+    data = feed(log, 1000, 10)
+    assert log.lost and "spill file failed" in log.lost
+    assert log.end + log.dropped == len(data)
+    kept, start, rotated = log.read(0, 10_000)
+    assert (start, rotated) == (0, False) and kept == data[:len(kept)] and len(kept) == log.end
+
+
+def test_spill_files_count_against_one_budget(tmp_path):
+    from executor.processes import SpillBudget
+
+    budget = SpillBudget(500)
+    a = OutputLog(tmp_path / "a", "stdout", memory_bytes=64, file_bytes=128, files=4, budget=budget)
+    b = OutputLog(tmp_path / "b", "stdout", memory_bytes=64, file_bytes=128, files=4, budget=budget)
+    feed(a, 400, 16)
+    assert budget.used == a.spilled_bytes > 0
+    feed(b, 400, 16)
+    assert budget.used == a.spilled_bytes + b.spilled_bytes and budget.over
+    freed = a.release_files()
+    assert freed > 0 and budget.used == b.spilled_bytes and not budget.over
+    data, start, rotated = a.read(0, 1000)
+    assert rotated and start == a.start  # what was dropped reads as rotated, never as wrong bytes
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root (CI runs as root)")
+def test_a_full_state_disk_keeps_background_output_written_so_far(tmp_path):
+    """A real ENOSPC: a 1 MiB tmpfs as the state directory; a process prints 4 MiB."""
+    import asyncio
+    import subprocess
+
+    from executor.admission import Caller, StartParams
+    from executor.config import Config
+    from executor.service import Executor
+
+    state = tmp_path / "state"
+    state.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(state)], check=True)
+    try:
+        async def go():
+            config = Config.model_validate({"backend": "local", "backends": {"local": {"kind": "local",
+                                            "root": str(tmp_path / "tasks")}}, "approval": {"mode": "allow"},
+                                            "processes": {"memory_buffer_bytes": 65536, "max_spill_bytes": 1 << 30}})
+            core = Executor(config, state)
+            await core.start()
+            try:
+                mp = await core.processes.start_process(
+                    StartParams(task_id="full", command="head -c 4194304 /dev/zero | tr '\\0' x; echo; echo end"),
+                    Caller())
+                await asyncio.wait_for(mp.done.wait(), 60)
+                assert mp.state == "exited" and mp.exit_code == 0
+                assert "not kept" in mp.message and "free space" in mp.message, mp.message
+                out = mp.logs["stdout"]
+                kept, start, rotated = out.read(0, 8 << 20)
+                assert kept and set(kept) <= {ord("x")} and not rotated and start == 0
+                assert out.end + out.dropped >= 4 << 20
+            finally:
+                await core.shutdown()
+
+        asyncio.run(go())
+    finally:
+        subprocess.run(["umount", "-l", str(state)], check=False)
