@@ -370,7 +370,9 @@ if pid == 0:
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
         for s in HANDLED + (signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(s, signal.SIG_DFL)
-        os.execvp(argv[0], argv)
+        with open("/proc/self/environ", "rb") as f:  # exactly as given: Python may add LC_CTYPE
+            env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+        os.execvpe(argv[0], argv, env)
     except OSError as exc:
         os.write(2, ("executor: cannot run %%r: %%s\n" %% (argv[0], exc.strerror)).encode())
     os._exit(127)
