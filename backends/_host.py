@@ -304,7 +304,7 @@ def signal_tree(pid: int, sig: int, pid_ns: str | None = None, *, passes: int = 
             pass
     for _ in range(passes):
         _, members = tree_members(table, pid)
-        fresh = members - seen
+        fresh = {p for p in members if p in table} - seen
         if not fresh:
             break
         for p in fresh:

@@ -433,7 +433,9 @@ _, status = os.waitpid(pid, 0)
 if os.WIFSIGNALED(status):
     import resource
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+    if os.WTERMSIG(status) != signal.SIGKILL:
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [os.WTERMSIG(status)])
     os.kill(me, os.WTERMSIG(status))
 os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
 """ % {"name": REAPER_NAME, "grace": REAPER_GRACE}
