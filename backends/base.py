@@ -59,6 +59,7 @@ __all__ = [
     "KILL_TREE_SCRIPT",
     "REAPER_NAME",
     "reaper_argv",
+    "REAPER_PYTHONS",
     "KILL_SUBREAPER",
     "KILL_SUBREAPER_IF_PYTHON",
     "KILL_SESSION_ONLY",
@@ -443,15 +444,16 @@ os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os
 #: Runs the reaper with the sandbox's own python3 (``/bin/sh -c REAPER_SH executor-reaper
 #: REAPER_PY MODE ARGV...``); where there is none, falls back to ``setsid`` (session only: a
 #: ``setsid`` in the command escapes the kill; the backend's policy says so).
+REAPER_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3")
 REAPER_SH = r"""py=$1; mode=$2; shift 2
-for p in /usr/bin/python3 /usr/local/bin/python3 /bin/python3; do
+for p in PYTHONS; do
   [ -x "$p" ] && exec "$p" -I -S -c "$py" "$mode" "$@"
 done
 read -r s </proc/$$/stat; s=${s##*) }; sid=${s#* * * }; sid=${sid%% *}
 [ "$sid" = $$ ] && exec "$@"  # already a session leader (a container engine's exec)
 if [ "$mode" = pty ]; then exec setsid -c "$@"; fi
 exec setsid "$@"
-"""
+""".replace("PYTHONS", " ".join(REAPER_PYTHONS))
 
 
 #: What ``Backend.policy()["kill"]`` says: how far a timeout, cancel or CloseTask reaches.

@@ -53,7 +53,10 @@ from .base import (
     Options,
     Process,
     PtySize,
+    KILL_SESSION_ONLY,
+    KILL_SUBREAPER,
     KILL_SUBREAPER_IF_PYTHON,
+    REAPER_PYTHONS,
     Sandbox,
     reaper_argv,
 )
@@ -385,6 +388,11 @@ class ApptainerSandbox(Sandbox):
             self.pid_ns: str | None = os.readlink(f"/proc/{self.instance_pid}/ns/pid")
         except (OSError, ValueError):
             self.pid_ns = None
+        # Whether the image has a python3 for the reaper (else a `setsid` escapes the kill),
+        # seen through the instance's root from the host: shown by ListBackends.
+        if self.instance_pid:
+            backend.reaper_python = any(os.path.exists(f"/proc/{self.instance_pid}/root{path}")
+                                        for path in REAPER_PYTHONS)
 
     def instance_alive(self) -> bool:
         """The instance's host process still runs (Apptainer runs in the host PID namespace)."""
@@ -511,6 +519,7 @@ class SingularityBackend(Backend):
         self._stopping: dict[str, asyncio.Future] = {}
         self.leftovers_stopped = 0
         self.limits_apply, self.limits_note = self._limits_support()
+        self.reaper_python: bool | None = None  # unknown until an instance runs
 
     @property
     def env_prefix(self) -> str:
@@ -540,7 +549,8 @@ class SingularityBackend(Backend):
             "workdir": f"{self.tasks_root}/<task> -> {o.workdir}",
             "overlay": o.overlay,
             "binds": ", ".join(self._bind_flags_text()) or "none",
-            "kill": KILL_SUBREAPER_IF_PYTHON,
+            "kill": (KILL_SUBREAPER_IF_PYTHON if self.reaper_python is None else KILL_SUBREAPER
+                     if self.reaper_python else f"{KILL_SESSION_ONLY}: the image has no python3 for the reaper"),
         }
         if o.memory or o.cpus:
             limits = ", ".join(x for x in (o.memory and f"memory={o.memory}", o.cpus and f"cpus={o.cpus:g}") if x)
