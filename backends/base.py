@@ -489,19 +489,19 @@ def reaper_argv(argv: Sequence[str], *, pty: bool = False, python: str | None = 
 KILL_TREE_FUNCTION = r"""
 _extree() {
   _p=$1; _g=$2; _me=$$; _root=$_p
-  if read -r _s <"/proc/$_p/stat" 2>/dev/null; then
+  if { read -r _s <"/proc/$_p/stat"; } 2>/dev/null; then
     _c=${_s#*(}; _c=${_c%)*}; _s=${_s##*) }; set -- $_s
-    if [ "$_c" != executor-reaper ] && read -r _s <"/proc/$2/stat" 2>/dev/null; then
+    if [ "$_c" != executor-reaper ] && { read -r _s <"/proc/$2/stat"; } 2>/dev/null; then
       _c=${_s#*(}; _c=${_c%)*}; [ "$_c" = executor-reaper ] && _root=${_s%% *}
     fi
   fi
-  kill "-$_g" -- "-$_p" 2>/dev/null
-  _seen=" $_root $_me "; _pass=0
+  kill "-$_g" "-$_p" 2>/dev/null
+  _seen=" $_me "; [ "$_root" = "$_p" ] || _seen=" $_root $_me "; _pass=0
   while [ "$_pass" -lt 20 ]; do
     _pass=$((_pass + 1)); _all=""; _tree=" $_root "
     for _d in /proc/[0-9]*; do
       _q=${_d#/proc/}
-      read -r _s <"$_d/stat" 2>/dev/null || continue
+      { read -r _s <"$_d/stat"; } 2>/dev/null || continue
       _s=${_s##*) }; set -- $_s
       if [ "$4" = "$_p" ]; then _tree="$_tree$_q "; else _all="$_all $_q:$2"; fi
     done

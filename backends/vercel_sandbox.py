@@ -518,7 +518,7 @@ class VercelSandbox(Sandbox):
         return int(result.returncode), result.stdout or "", result.stderr or ""
 
     async def signal_session(self, pid: int, sig: int) -> None:
-        """``pkill -s`` or the /proc walk, as one request; works while the shell is busy."""
+        """The tree walk (base.KILL_TREE_SCRIPT), as one request; works while the shell is busy."""
         code, _, err = await self._run(SIGNAL_SCRIPT, str(pid), str(sig),
                                        doing=f"signalling session {pid} in sandbox {self.name}")
         if code != 0:
