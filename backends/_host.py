@@ -297,7 +297,7 @@ def signal_tree(pid: int, sig: int, pid_ns: str | None = None, *, passes: int = 
     seen: set[int] = set()
     table = proc_table(pid_ns)
     leader = table.get(pid)
-    if leader is not None:
+    if leader is not None and leader.comm != REAPER_NAME:  # never the reaper's own group
         try:
             os.killpg(leader.host_pid, sig)  # pgid = pid for a session leader we started
         except (ProcessLookupError, PermissionError):

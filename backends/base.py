@@ -488,15 +488,16 @@ def reaper_argv(argv: Sequence[str], *, pty: bool = False, python: str | None = 
 #:   passes. Each process gets the signal once.
 KILL_TREE_FUNCTION = r"""
 _extree() {
-  _p=$1; _g=$2; _me=$$; _root=$_p
+  _p=$1; _g=$2; _me=$$; _root=$_p; _c=
   if { read -r _s <"/proc/$_p/stat"; } 2>/dev/null; then
     _c=${_s#*(}; _c=${_c%)*}; _s=${_s##*) }; set -- $_s
     if [ "$_c" != executor-reaper ] && { read -r _s <"/proc/$2/stat"; } 2>/dev/null; then
       _c=${_s#*(}; _c=${_c%)*}; [ "$_c" = executor-reaper ] && _root=${_s%% *}
     fi
   fi
-  kill "-$_g" "-$_p" 2>/dev/null
-  _seen=" $_me "; [ "$_root" = "$_p" ] || _seen=" $_root $_me "; _pass=0
+  [ "$_c" = executor-reaper ] && [ "$_root" = "$_p" ] || kill "-$_g" "-$_p" 2>/dev/null
+  _seen=" $_me "; [ "$_c" = executor-reaper ] && _seen=" $_root $_me "  # never the reaper
+  _pass=0
   while [ "$_pass" -lt 20 ]; do
     _pass=$((_pass + 1)); _all=""; _tree=" $_root "
     for _d in /proc/[0-9]*; do
