@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import errno
 import fcntl
 import os
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 
-from .base import BackendError, ByteQueue, ErrorKind
+from .base import REAPER_NAME, BackendError, ByteQueue, ErrorKind
 
 F_SETPIPE_SZ = 1031
 READ_SIZE = 1 << 18
@@ -207,3 +208,110 @@ class PtyReader:
 
     async def read(self) -> bytes:
         return await self._q.read()
+
+
+# ---------------------------------------------------------------------------
+# Killing a spawn's whole tree, from the host (the in-sandbox twin is base.KILL_TREE_FUNCTION)
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcEntry:
+    ppid: int  # as seen in the same view as the pid
+    sid: int
+    comm: str
+    host_pid: int  # what os.kill takes
+
+
+def proc_table(pid_ns: str | None = None) -> dict[int, ProcEntry]:
+    """Every process, by pid. ``pid_ns`` (a /proc/PID/ns/pid link): only that namespace's
+    processes, by the pids (and parent and session ids) they have *inside* it."""
+    table: dict[int, ProcEntry] = {}
+    if pid_ns is None:
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    raw = f.read()
+                fields = raw[raw.rfind(b")") + 2:].split()
+                comm = raw[raw.find(b"(") + 1:raw.rfind(b")")].decode(errors="replace")
+                table[int(entry)] = ProcEntry(int(fields[1]), int(fields[3]), comm, int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+        return table
+    inner: dict[int, int] = {}  # host pid -> pid inside
+    rows: list[tuple[int, int, int, int, str]] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{entry}/ns/pid") != pid_ns:
+                continue
+            status = {}
+            with open(f"/proc/{entry}/status") as f:
+                for line in f:
+                    key, _, value = line.partition(":")
+                    status[key] = value.split()
+            pid, sid = int(status["NSpid"][-1]), int(status["NSsid"][-1])
+            rows.append((int(entry), pid, int(status["PPid"][0]), sid, (status.get("Name") or [""])[0]))
+            inner[int(entry)] = pid
+        except (OSError, ValueError, KeyError, IndexError):
+            continue
+    for host, pid, host_ppid, sid, comm in rows:
+        table[pid] = ProcEntry(inner.get(host_ppid, 0), sid, comm, host)
+    return table
+
+
+def tree_members(table: Mapping[int, ProcEntry], pid: int) -> tuple[int, set[int]]:
+    """(the anchor, the processes to signal) for the spawn whose command runs as ``pid``: the
+    anchor is the reaper that started it (``pid``'s parent, or ``pid`` itself), else ``pid``;
+    the members are the anchor's descendants and ``pid``'s session, never the reaper itself."""
+    root = pid
+    entry = table.get(pid)
+    if entry is not None and entry.comm != REAPER_NAME:
+        parent = table.get(entry.ppid)
+        if parent is not None and parent.comm == REAPER_NAME:
+            root = entry.ppid
+    tree = {root}
+    children: dict[int, list[int]] = {}
+    for p, e in table.items():
+        children.setdefault(e.ppid, []).append(p)
+        if e.sid == pid:
+            tree.add(p)
+    stack = list(tree)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in tree:
+                tree.add(child)
+                stack.append(child)
+    if table.get(root) is not None and table[root].comm == REAPER_NAME:
+        tree.discard(root)
+    return root, tree
+
+
+def signal_tree(pid: int, sig: int, pid_ns: str | None = None, *, passes: int = 20) -> int:
+    """Deliver ``sig`` to the whole tree that the spawn of ``pid`` started (see tree_members):
+    ``pid``'s process group first, in one kill(2), then /proc is walked again until a pass finds
+    nothing new. Each process gets the signal once. Returns how many were signalled."""
+    seen: set[int] = set()
+    table = proc_table(pid_ns)
+    leader = table.get(pid)
+    if leader is not None and leader.comm != REAPER_NAME:  # never the reaper's own group
+        try:
+            os.killpg(leader.host_pid, sig)  # pgid = pid for a session leader we started
+        except (ProcessLookupError, PermissionError):
+            pass
+    for _ in range(passes):
+        _, members = tree_members(table, pid)
+        fresh = {p for p in members if p in table} - seen
+        if not fresh:
+            break
+        for p in fresh:
+            try:
+                os.kill(table[p].host_pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        seen |= fresh
+        table = proc_table(pid_ns)
+    return len(seen)

@@ -43,7 +43,8 @@ from typing import Any, Literal, TypeVar
 from pydantic import SecretStr, model_validator
 
 from .base import (
-    KILL_SESSION_SCRIPT,
+    KILL_SESSION_ONLY,
+    KILL_TREE_SCRIPT,
     Backend,
     BackendError,
     ByteQueue,
@@ -730,10 +731,9 @@ class DaytonaSandbox(Sandbox):
 
 def kill_sessions_command(pids: Sequence[int], sig: int) -> str:
     """A shell command delivering ``sig`` to every process of each session in ``pids``."""
-    walk = shlex.join(["/bin/sh", "-c", KILL_SESSION_SCRIPT, "executor-kill", "$p", str(int(sig))]).replace(
+    walk = shlex.join(["/bin/sh", "-c", KILL_TREE_SCRIPT, "executor-kill", "$p", str(int(sig))]).replace(
         "'$p'", '"$p"')
-    script = (f"for p in {' '.join(str(int(p)) for p in pids)}; do "
-              f"if command -v pkill >/dev/null 2>&1; then pkill -{int(sig)} -s \"$p\"; else {walk}; fi; done; exit 0")
+    script = f"for p in {' '.join(str(int(p)) for p in pids)}; do {walk}; done; exit 0"
     return shlex.join(["/bin/sh", "-c", script])
 
 
@@ -854,6 +854,7 @@ class DaytonaBackend(Backend):
                         "allow " + ",".join(o.network_allow_list) if o.network_allow_list else "open"),
             "auto_stop_minutes": str(o.auto_stop_interval),
             "on_close": o.on_close,
+            "kill": KILL_SESSION_ONLY,
         }
         for k, v in (("cpu", o.cpu), ("memory_gib", o.memory), ("disk_gib", o.disk)):
             if v is not None:

@@ -16,8 +16,9 @@ Design (issue 5):
   written to a long-lived shell comes back with no thread hop and no polling.
 * Every spawn runs ``env -i K=V... argv`` so the process gets exactly the given environment
   (docker exec otherwise adds PATH, HOSTNAME, HOME and the image's variables). runc makes every
-  exec'd process a session leader, which ``signal_session`` (a /proc walk inside the
-  container) relies on.
+  exec'd process a session leader; the reaper (base.reaper_argv, the image's python3) forks the
+  command as the leader of a new session and keeps everything it starts in its tree, which
+  ``signal_session`` (a /proc walk inside the container) signals.
 """
 
 from __future__ import annotations
@@ -49,8 +50,11 @@ from .base import (
     Options,
     Process,
     PtySize,
+    KILL_SUBREAPER_IF_PYTHON,
+    KILL_TREE_FUNCTION,
     Sandbox,
     drain,
+    reaper_argv,
 )
 
 LABEL_DAEMON = "io.executor.daemon"
@@ -81,40 +85,13 @@ done
 echo "$n"
 """
 
-#: A long-lived helper per container: reads "SEQ SID SIG" lines and signals session SID, then
+#: A long-lived helper per container: reads "SEQ PID SIG" lines, delivers SIG to the whole tree
+#: of PID's spawn (base.KILL_TREE_FUNCTION: the reaper's descendants, `setsid` included), then
 #: answers "done SEQ". It makes signal_session one round trip on an open exec socket instead of
 #: a new exec (~50-100 ms), with shell builtins only (no fork per request).
-#: Order matters. A pid-by-pid walk misses a child the shell forks after the walk saw it; for
-#: SIGINT that child then runs on and bash, seeing its child not killed by SIGINT, ignores its
-#: own. So: note the session's pids, signal the leader's process group (pgid = sid) in one
-#: kill(2), then walk again: each other process group of the session is signalled once, and a
-#: pid that was not there before the group signal (forked as it was handled) gets its own.
-KILLER_SCRIPT = r"""
-me=$$
-while read -r seq sid sig; do
-  before=" "
-  for d in /proc/[0-9]*; do
-    pid=${d#/proc/}
-    [ "$pid" = "$me" ] && continue
-    { read -r stat < "$d/stat"; } 2>/dev/null || continue
-    rest=${stat##*) }
-    set -- $rest
-    [ "$4" = "$sid" ] && before="$before$pid "
-  done
-  kill "-$sig" "-$sid" 2>/dev/null
-  seen=" $sid "
-  for d in /proc/[0-9]*; do
-    pid=${d#/proc/}
-    [ "$pid" = "$me" ] && continue
-    { read -r stat < "$d/stat"; } 2>/dev/null || continue
-    rest=${stat##*) }
-    set -- $rest
-    [ "$4" = "$sid" ] || continue
-    case $before in *" $pid "*) ;; *) kill "-$sig" "$pid" 2>/dev/null; continue ;; esac
-    case $seen in *" $3 "*) continue ;; esac
-    seen="$seen$3 "
-    kill "-$sig" "-$3" 2>/dev/null || kill "-$sig" "$pid" 2>/dev/null
-  done
+KILLER_SCRIPT = KILL_TREE_FUNCTION + r"""
+while read -r seq pid sig; do
+  _extree "$pid" "$sig"
   echo "done $seq"
 done
 """
@@ -1070,7 +1047,9 @@ class DockerSandbox(Sandbox):
             if not key or "=" in key or "\0" in key or "\0" in value:
                 raise BackendError(f"invalid environment variable {key!r}", ErrorKind.INVALID_ARGUMENT)
             assignments.append(f"{key}={value}")
-        cmd = [self.backend.options.env_program, "-i", *assignments, *argv]
+        # Under the reaper (the image's python3): argv leads a new session and whatever it
+        # starts stays in the reaper's tree, which signal_session reaches (setsid included).
+        cmd = reaper_argv([self.backend.options.env_program, "-i", *assignments, *argv], pty=pty is not None)
         if pty is not None:
             cmd = ["/bin/sh", "-c", PTY_WRAPPER, "sh", str(pty.rows), str(pty.cols), *cmd]
         return cmd
@@ -1107,7 +1086,7 @@ class DockerSandbox(Sandbox):
         raise AssertionError("unreachable")
 
     async def signal_session(self, pid: int, sig: int) -> None:
-        """Signal every process of session ``pid`` inside the container, through the
+        """Signal the whole tree of ``pid``'s spawn inside the container, through the
         container's helper (one round trip); the helper is respawned if it died."""
         await self.container.killer.signal(self, pid, sig)
 
@@ -1311,6 +1290,7 @@ class DockerBackend(Backend):
             "network": o.network,
             "host_mounts": ", ".join(o.mounts) or "none",
             "workspace": f"{o.workspace} (named volume)",
+            "kill": KILL_SUBREAPER_IF_PYTHON,
         }
 
     async def start(self) -> None:

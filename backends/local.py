@@ -14,6 +14,7 @@ import shutil
 import signal
 import struct
 import subprocess
+import sys
 import tarfile
 import tempfile
 import termios
@@ -21,7 +22,7 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 
-from ._host import PipeReader, PtyReader, spawn_piped
+from ._host import PipeReader, PtyReader, proc_table, signal_tree, spawn_piped
 from .base import (
     Backend,
     BackendError,
@@ -31,8 +32,10 @@ from .base import (
     Options,
     Process,
     PtySize,
+    KILL_SUBREAPER,
     Resolved,
     Sandbox,
+    reaper_argv,
     resolve_with,
 )
 
@@ -52,55 +55,15 @@ def _proc_stat(pid: int) -> list[str] | None:
     return raw[raw.rfind(b")") + 2 :].decode().split()
 
 
-class _Sessions:
-    """Which processes belong to which session, from one walk of /proc.
-
-    Ending many processes at once (CloseTask, shutdown) signals many sessions within
-    milliseconds; one walk serves the calls of the next ``MAX_AGE`` seconds instead of a walk
-    each. A process forked after the walk is caught by the process-group signal sent first,
-    or by the KILL that follows the grace (by then the index is fresh again)."""
-
-    MAX_AGE = 0.05
-
-    def __init__(self) -> None:
-        self._at = -1.0
-        self._index: dict[str, list[int]] = {}
-
-    def members(self, sid: int) -> list[int]:
-        now = time.monotonic()
-        if now - self._at > self.MAX_AGE:
-            index: dict[str, list[int]] = {}
-            for entry in os.listdir("/proc"):
-                if entry.isdigit():
-                    fields = _proc_stat(int(entry))
-                    if fields is not None:
-                        index.setdefault(fields[3], []).append(int(entry))
-            self._index, self._at = index, now
-        return self._index.get(str(sid), [])
-
-
-_sessions = _Sessions()
-
-
 def session_members(sid: int) -> list[int]:
-    return _sessions.members(sid)
+    """The processes of session ``sid`` now (tests use it to see a session gone)."""
+    return [pid for pid, entry in proc_table().items() if entry.sid == sid]
 
 
-def kill_session(sid: int, sig: int) -> int:
-    """Signal every process of session ``sid``; returns how many were signalled."""
-    n = 0
-    try:
-        os.killpg(sid, sig)  # the leader's group: most of a session, at once
-        n += 1
-    except (ProcessLookupError, PermissionError):
-        pass
-    for pid in session_members(sid):
-        try:
-            os.kill(pid, sig)
-            n += 1
-        except ProcessLookupError:
-            pass
-    return n
+def kill_session(pid: int, sig: int) -> int:
+    """Signal the whole tree that the spawn of ``pid`` started (``_host.signal_tree``: the
+    reaper's descendants, ``setsid`` and double forks included); returns how many were signalled."""
+    return signal_tree(pid, sig)
 
 
 class _PipeProcess(Process):
@@ -233,20 +196,24 @@ class LocalSandbox(Sandbox):
         registry = self._backend.registry
         try:
             if pty is None:
-                proc, stdout, stderr = await spawn_piped(argv, cwd=cwd, env=env, start_new_session=True)
+                # The reaper (the daemon's own python) starts argv as a session leader and keeps
+                # everything argv starts in its tree, so signal_session reaches a `setsid` too.
+                proc, stdout, stderr = await spawn_piped(reaper_argv(argv, python=sys.executable), cwd=cwd,
+                                                         env=env, start_new_session=True)
                 registry.remember(proc.pid)
                 return _PipeProcess(proc, stdout, stderr, registry)
             master, slave = os.openpty()
             fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", pty.rows, pty.cols, 0, 0))
             os.set_blocking(master, False)
 
-            # util-linux `setsid --ctty` makes the child a session leader with the terminal
-            # as its controlling tty, then execs argv (same pid). A Python preexec_fn cannot
+            # The reaper makes argv a session leader with the terminal as its controlling tty
+            # (setsid + TIOCSCTTY in its own single-threaded child). A Python preexec_fn cannot
             # do this safely: forking a threaded (gRPC) process and running Python in the
             # child crashes it (SIGSEGV/SIGABRT) about half the time.
             try:
                 popen = subprocess.Popen(
-                    [shutil.which("setsid") or "/usr/bin/setsid", "--ctty", *argv],
+                    reaper_argv(argv, pty=True, python=sys.executable),
+                    start_new_session=True,
                     cwd=cwd,
                     env=dict(env),
                     stdin=slave,
@@ -336,7 +303,8 @@ class LocalBackend(Backend):
                             persistent_shell=True, file_transfer=True, network_policy="host", streaming=True)
 
     def policy(self) -> dict[str, str]:
-        return {"isolation": "none (host processes)", "root": str(self.root), "network": "host"}
+        return {"isolation": "none (host processes)", "root": str(self.root), "network": "host",
+                "kill": KILL_SUBREAPER}
 
     async def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)

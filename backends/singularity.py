@@ -14,9 +14,10 @@ errors, which a daemon cannot afford.
 
 Inside the instance a small POSIX ``sh`` launcher (``LAUNCHER``) enters the
 working directory, drops every variable Apptainer injects, sets exactly the
-requested environment and ``exec``s ``setsid`` so the command leads its own
-session (its ``$$`` is its session id in the instance's PID namespace, which is
-what ``signal_session`` walks). Values travel as ``APPTAINERENV_EXRV_<name>``,
+requested environment and ``exec``s ``setsid`` on the reaper (``base.reaper_argv``), which
+forks the command as the leader of its own session (its ``$$`` is its session id in the
+instance's PID namespace) and keeps whatever it starts in its tree, which ``signal_session``
+signals, ``setsid`` included. Values travel as ``APPTAINERENV_EXRV_<name>``,
 never on a command line, so secrets do not show up in ``ps``.
 """
 
@@ -42,7 +43,7 @@ from typing import Literal
 
 from pydantic import field_validator
 
-from ._host import PipeReader, PtyReader, spawn_piped
+from ._host import PipeReader, PtyReader, signal_tree, spawn_piped
 from .base import (
     Backend,
     BackendError,
@@ -52,7 +53,12 @@ from .base import (
     Options,
     Process,
     PtySize,
+    KILL_SESSION_ONLY,
+    KILL_SUBREAPER,
+    KILL_SUBREAPER_IF_PYTHON,
+    REAPER_PYTHONS,
     Sandbox,
+    reaper_argv,
 )
 
 #: Image references Apptainer pulls and converts; we build each once into a cached SIF.
@@ -209,26 +215,6 @@ def _proc_start_time(pid: int) -> str | None:
         return None
     fields = raw[raw.rfind(b")") + 2 :].decode().split()
     return None if fields[0] in ("Z", "X") else fields[19]
-
-
-def _signal_ns_session(pid_ns: str, sid: int, sig: int) -> int:
-    """Signal, from the host, every process in PID namespace ``pid_ns`` whose session id *inside*
-    that namespace (the last ``NSsid`` field of /proc/PID/status) is ``sid``; returns how many."""
-    count = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            if os.readlink(f"/proc/{entry}/ns/pid") != pid_ns:
-                continue
-            with open(f"/proc/{entry}/status") as f:
-                inner_sid = next((line.split()[-1] for line in f if line.startswith("NSsid:")), "")
-            if inner_sid == str(sid):
-                os.kill(int(entry), sig)
-                count += 1
-        except (OSError, ValueError):
-            continue  # gone meanwhile, or not ours
-    return count
 
 
 class Cli:
@@ -402,6 +388,11 @@ class ApptainerSandbox(Sandbox):
             self.pid_ns: str | None = os.readlink(f"/proc/{self.instance_pid}/ns/pid")
         except (OSError, ValueError):
             self.pid_ns = None
+        # Whether the image has a python3 for the reaper (else a `setsid` escapes the kill),
+        # seen through the instance's root from the host: shown by ListBackends.
+        if self.instance_pid:
+            backend.reaper_python = any(os.path.exists(f"/proc/{self.instance_pid}/root{path}")
+                                        for path in REAPER_PYTHONS)
 
     def instance_alive(self) -> bool:
         """The instance's host process still runs (Apptainer runs in the host PID namespace)."""
@@ -417,7 +408,7 @@ class ApptainerSandbox(Sandbox):
         launcher enters ``cwd`` and says plainly when it does not exist."""
         return self._backend.cli.argv(
             ["exec"], "--cleanenv", "--pwd", "/", f"instance://{self.instance}",
-            "/bin/sh", "-c", LAUNCHER, "executor", cwd, "pty" if pty else "pipe", *argv,
+            "/bin/sh", "-c", LAUNCHER, "executor", cwd, "pty" if pty else "pipe", *reaper_argv(argv, pty=pty),
         )
 
     def exec_env(self, env: Mapping[str, str]) -> dict[str, str]:
@@ -486,12 +477,13 @@ class ApptainerSandbox(Sandbox):
         return master, slave
 
     async def signal_session(self, pid: int, sig: int) -> None:
-        """Signal session ``pid`` (as seen inside) from the host when we can read the instance's
-        PID namespace: ~1 ms instead of an exec (~95 ms); else the base class's /proc walk inside."""
+        """Signal the whole tree of the spawn of ``pid`` (as seen inside; the reaper's descendants,
+        ``setsid`` included) from the host when we can read the instance's PID namespace
+        (``_host.signal_tree``): ~1 ms instead of an exec (~95 ms); else the base class's walk inside."""
         self._signals.append((time.monotonic(), sig))
         del self._signals[:-64]
         if self.pid_ns is not None and self.instance_alive():
-            await asyncio.to_thread(_signal_ns_session, self.pid_ns, pid, sig)
+            await asyncio.to_thread(signal_tree, pid, sig, self.pid_ns)
             return
         await super().signal_session(pid, sig)
 
@@ -527,6 +519,7 @@ class SingularityBackend(Backend):
         self._stopping: dict[str, asyncio.Future] = {}
         self.leftovers_stopped = 0
         self.limits_apply, self.limits_note = self._limits_support()
+        self.reaper_python: bool | None = None  # unknown until an instance runs
 
     @property
     def env_prefix(self) -> str:
@@ -556,6 +549,8 @@ class SingularityBackend(Backend):
             "workdir": f"{self.tasks_root}/<task> -> {o.workdir}",
             "overlay": o.overlay,
             "binds": ", ".join(self._bind_flags_text()) or "none",
+            "kill": (KILL_SUBREAPER_IF_PYTHON if self.reaper_python is None else KILL_SUBREAPER
+                     if self.reaper_python else f"{KILL_SESSION_ONLY}: the image has no python3 for the reaper"),
         }
         if o.memory or o.cpus:
             limits = ", ".join(x for x in (o.memory and f"memory={o.memory}", o.cpus and f"cpus={o.cpus:g}") if x)

@@ -62,8 +62,11 @@ from .base import (
     Options,
     Process,
     PtySize,
+    KILL_SUBREAPER_IF_PYTHON,
+    KILL_TREE_FUNCTION,
     Sandbox,
     drain,
+    reaper_argv,
 )
 
 log = logging.getLogger(__name__)
@@ -172,6 +175,8 @@ def build_spawn_command(
     env: Mapping[str, str],
     registry: str,
     forget: Sequence[str] = (),
+    *,
+    pty: bool = False,
 ) -> str:
     """The command line sshd hands to the login shell for ``spawn``.
 
@@ -203,43 +208,23 @@ def build_spawn_command(
     program = [*argv]
     if "=" in program[0]:  # env would take it for an assignment
         program = ["/bin/sh", "-c", 'exec "$@"', "sh", *program]
-    parts.append(" ".join(["exec env -i", *assignments, *(shlex.quote(a) for a in program)]))
+    # The reaper (the host's python3) forks `env -i ... argv` as the leader of a new session and
+    # keeps everything it starts in its tree (setsid included), which signal_session reaches.
+    reaper = [shlex.quote(a) for a in reaper_argv(["env", "-i"], pty=pty)]
+    parts.append(" ".join(["exec", *reaper, *assignments, *(shlex.quote(a) for a in program)]))
     return "; ".join(parts)
 
 
-#: A shell function: _exsig SID SIG signals every process of session SID with SIG. It walks
-#: /proc with builtins only (~10 ms per pass with bash; the base class's walk forks a `cat`
-#: per process, ~0.8 s here; pkill ~25 ms), and walks again until a pass finds no member it
-#: has not signalled yet: a process forked while a pass ran (after its /proc glob) would
-#: otherwise survive a kill and hold the channel open. Each process gets the signal once.
-#: It runs in a session of its own, so it never signals itself.
-KILL_FUNCTION = r"""
-_exsig() {
-  _sid=$1; _sig=$2; _seen=" "; _pass=0
-  while [ "$_pass" -lt 20 ]; do
-    _pass=$((_pass + 1)); _new=0
-    for _d in /proc/[0-9]*; do
-      _p=${_d#/proc/}
-      case $_seen in *" $_p "*) continue ;; esac
-      read -r _s <"$_d/stat" 2>/dev/null || continue
-      _s=${_s##*) }; set -- $_s
-      [ "$4" = "$_sid" ] || continue
-      kill "-$_sig" "$_p" 2>/dev/null
-      _seen="$_seen$_p "; _new=1
-    done
-    [ "$_new" = 0 ] && break
-  done
-}
-"""
-
-#: Signals session $1 with signal $2; run by the login shell itself (its `read` is buffered
-#: in bash; dash reads byte by byte, ~3x slower).
-SIGNAL_SESSION_SCRIPT = KILL_FUNCTION + '_exsig "$1" "$2"\nexit 0\n'
+#: Signals the whole tree of the spawn of $1 with signal $2 (base.KILL_TREE_FUNCTION: builtins
+#: only, the reaper's descendants, `setsid` included); run by the login shell itself (its `read`
+#: is buffered in bash; dash reads byte by byte, ~3x slower). It runs in a session and a tree
+#: of its own, so it never signals itself.
+SIGNAL_SESSION_SCRIPT = KILL_TREE_FUNCTION + '_extree "$1" "$2"\nexit 0\n'
 
 #: Kills every session recorded in the registry dirs given as arguments whose leader
 #: still runs with the recorded start time, then removes those dirs; prints how many
 #: sessions it ended. Run by the login shell (builtins only).
-CLEANUP_SCRIPT = KILL_FUNCTION + r"""
+CLEANUP_SCRIPT = KILL_TREE_FUNCTION + r"""
 n=0
 for reg in "$@"; do
   for f in "$reg"/*; do
@@ -249,7 +234,7 @@ for reg in "$@"; do
     if read -r s </proc/"$sid"/stat 2>/dev/null; then
       s=${s##*) }; set -- $s
       if [ "${20}" = "$want" ] && [ "$4" = "$sid" ]; then
-        _exsig "$sid" 9
+        _extree "$sid" 9
         n=$((n+1))
       fi
     fi
@@ -927,6 +912,7 @@ class SSHBackend(Backend):
                                                                if o.accept_new_host_keys else " (strict)"),
             "auth": ", ".join(auth),
             "network": "the remote host's",
+            "kill": KILL_SUBREAPER_IF_PYTHON,
         }
         if o.jump_host:
             policy["jump_host"] = o.jump_host
@@ -1128,7 +1114,7 @@ class SSHBackend(Backend):
                      pty: PtySize | None) -> Process:
         forget, self._forgotten = self._forgotten[:200], self._forgotten[200:]
         try:
-            conn, chan = await self._open_any(lambda c: build_spawn_command(argv, cwd, env, c.registry, forget), pty)
+            conn, chan = await self._open_any(lambda c: build_spawn_command(argv, cwd, env, c.registry, forget, pty=pty is not None), pty)
         except BaseException:
             self._forgotten[:0] = forget
             raise

@@ -47,7 +47,8 @@ from typing import Any, Literal, TypeVar
 from pydantic import Field, SecretStr
 
 from .base import (
-    KILL_SESSION_SCRIPT,
+    KILL_SESSION_ONLY,
+    KILL_TREE_SCRIPT,
     Backend,
     BackendError,
     ByteQueue,
@@ -68,10 +69,8 @@ ENV = "/usr/bin/env"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _T = TypeVar("_T")
 
-#: Signal every process of session $1 with signal $2: procps ``pkill -s`` when the image has it
-#: (one exec), else the base class's /proc walk (a ``cat`` per process).
-SIGNAL_SCRIPT = ('if command -v pkill >/dev/null 2>&1; then pkill -"$2" -s "$1"; [ $? -le 1 ] && exit 0; fi\n'
-                 + KILL_SESSION_SCRIPT)
+#: Signal the tree of the spawn of $1 with signal $2 (base.KILL_TREE_SCRIPT: builtins only).
+SIGNAL_SCRIPT = KILL_TREE_SCRIPT
 
 #: Runs "$@" with its stdout and stderr each going through an encoder ($1: perl or python3) that
 #: writes every chunk it reads as one line of hex, at once: any bytes survive the API's text-only
@@ -519,7 +518,7 @@ class VercelSandbox(Sandbox):
         return int(result.returncode), result.stdout or "", result.stderr or ""
 
     async def signal_session(self, pid: int, sig: int) -> None:
-        """``pkill -s`` or the /proc walk, as one request; works while the shell is busy."""
+        """The tree walk (base.KILL_TREE_SCRIPT), as one request; works while the shell is busy."""
         code, _, err = await self._run(SIGNAL_SCRIPT, str(pid), str(sig),
                                        doing=f"signalling session {pid} in sandbox {self.name}")
         if code != 0:
@@ -638,6 +637,7 @@ class VercelSandboxBackend(Backend):
             "ports": ",".join(map(str, o.ports)) or "none",
             "region": o.region or "API default",
             "on_close": o.on_close,
+            "kill": KILL_SESSION_ONLY,
             "naming": f"{o.name_prefix}-{self._daemon_id or '<daemon id>'}-<task>, tagged executor-daemon/-task; "
                       "a restarted daemon re-attaches by name and stops leftover sessions at start",
             "output": ("byte-exact: hex lines from a perl/python3 encoder in the sandbox (the API carries text)"

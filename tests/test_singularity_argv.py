@@ -19,6 +19,7 @@ import pydantic
 import pytest
 
 from executor.backends.base import BackendError, ErrorKind, drain
+from executor.backends.base import reaper_argv
 from executor.backends.singularity import LAUNCHER, SingularityBackend, SingularityOptions, escape_env_value
 
 FAKE = Path(__file__).parent / "fakes" / "fake_apptainer.py"
@@ -125,7 +126,7 @@ async def test_exec_argv_and_env(tmp_path, fake, monkeypatch):
     (call,) = [c for c in fake.calls() if c["argv"][2:3] == ["exec"]]
     assert call["argv"] == [str(FAKE), "--quiet", "exec", "--cleanenv", "--pwd", "/",
                             f"instance://{sandbox.instance}", "/bin/sh", "-c", LAUNCHER, "executor",
-                            "/workspace", "pipe", "true"]
+                            "/workspace", "pipe", *reaper_argv(["true"])]
     assert call["env"] == {"APPTAINERENV_EXRV_PATH": "/usr/bin:/bin",
                            "APPTAINERENV_EXRV_A": 'x\\$y"\\`\\\\',
                            "APPTAINERENV_EXR_KEEP": "PATH A"}

@@ -37,10 +37,13 @@ def test_wrapper_records_session_and_execs_with_exact_env(shell, tmp_path):
     pid = head.split(b":")[-1].decode()
     assert (registry / pid).read_text().strip().isdigit()  # start time recorded
 
-    # The program keeps the wrapper's pid: its $$ is what the handshake said.
-    line = build_spawn_command(["/bin/sh", "-c", 'echo "$$"'], str(tmp_path), env, str(registry))
+    # The wrapper becomes the reaper (the handshake's pid); the program is its child and leads a
+    # session of its own.
+    line = build_spawn_command(["/bin/sh", "-c", 'read -r s </proc/$$/stat; s=${s##*) }; set -- $s; echo "$$ $2 $4"'],
+                               str(tmp_path), env, str(registry))
     head, _, rest = run_line(shell, line, new_session=True).stdout.partition(b"\n")
-    assert rest == head.split(b":")[-1] + b"\n"
+    me, parent, sid = rest.split()
+    assert parent == head.split(b":")[-1] and sid == me
 
 
 @pytest.mark.parametrize("shell", SHELLS)
