@@ -18,7 +18,6 @@ import sys
 import tarfile
 import tempfile
 import termios
-import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 
