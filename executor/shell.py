@@ -639,17 +639,21 @@ class PersistentShell(ShellBase):
         return True
 
     async def _stop(self, running: _Running, interrupt: Interrupt) -> AsyncIterator[Event | CommandResult]:
-        """TERM the shell's session; collect what the command still prints; KILL the rest."""
+        """TERM the shell's session; collect what the command still prints; KILL the rest.
+
+        The grace is waited only while something still holds the shell's streams: a stream ends with
+        its end marker (the shell's EXIT trap reports on the way out) or its EOF, and once both have
+        ended the KILL follows at once, so a command that dies on TERM ends right at its deadline."""
         await self._signal(signal.SIGTERM)
         grace_end = time.monotonic() + self.kill_grace
-        eofs = 0
-        while time.monotonic() < grace_end and eofs < 2:
+        ended = 0
+        while time.monotonic() < grace_end and ended < 2:
             item = await running.channel.get(grace_end - time.monotonic())
             if item is None:
                 break
             kind, data = item
-            if kind == "eof":
-                eofs += 1
+            if kind in ("eof", "marker"):
+                ended += 1
             elif kind in ("stdout", "stderr"):
                 yield (kind, data)
         await self._kill_tree(term_first=False)

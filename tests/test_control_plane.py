@@ -148,3 +148,23 @@ def test_an_unwritable_audit_log_refuses_flagged_commands_and_says_so(daemon):
         assert wait_for(lambda: _gate_health(daemon) == health_pb2.HealthCheckResponse.SERVING, 10)
     commands = [e["command"] for e in _audit(daemon)]
     assert "echo plain" in commands, "the entry written while the log was broken is not lost"
+
+
+def test_a_timeout_does_not_wait_the_kill_grace_for_what_already_died(tmp_path):
+    """With a 30 s grace, a command that dies on TERM still ends at its deadline: the grace before
+    KILL is waited only while something still holds the shell's streams."""
+    cfg = config()
+    cfg["limits"]["kill_grace_seconds"] = 30
+    d = DaemonProcess(cfg, state_dir=tmp_path / "state").start()
+    try:
+        with d.client() as c:
+            c.run("t", "true")
+            for command in ("sleep 100", "sleep 100 & sleep 100", "trap 'exit 0' TERM; sleep 100 & wait"):
+                t0 = time.monotonic()
+                r = c.run("t", command, timeout=1)
+                took = time.monotonic() - t0
+                assert r.exit.status == pb.EXIT_STATUS_TIMED_OUT
+                assert took < 15, f"{command!r} took {took:.1f} s: the 30 s grace was waited"
+            assert c.run("t", "echo alive").stdout == b"alive\n"
+    finally:
+        d.kill()
