@@ -103,12 +103,12 @@ me() { read -r s < /proc/self/stat; p=${s%% *}; s=${s##*) }; set -- $s; echo "$p
 leader() { read -r s < /proc/self/stat; s=${s##*) }; set -- $s; [ "$3" = "$$" ]; }
 if leader; then
   # A process-group leader cannot call setsid(2): a fresh child (the subshell) can.
-  ( [ "$f" = - ] || { me > "$f"; } 2>/dev/null; exec setsid "$@" )
+  ( [ "$f" = - ] || { me > "$f.w" && mv -f "$f.w" "$f"; } 2>/dev/null; exec setsid "$@" )
   st=$?
   [ "$f" = - ] || rm -f "$f"
   exit $st
 fi
-[ "$f" = - ] || { me > "$f"; } 2>/dev/null
+[ "$f" = - ] || { me > "$f.w" && mv -f "$f.w" "$f"; } 2>/dev/null
 exec setsid "$@"
 """
 
@@ -134,6 +134,10 @@ exit 0
 
 #: Sets the window size of the pty of the spawn registered in $1: $2 rows, $3 columns.
 _RESIZE_SCRIPT = r"""
+# The registration is written whole (a rename) before the command runs; a resize sent right after the
+# spawn returned may still race the wrapper's first steps: wait for it briefly.
+i=0
+while ! [ -s "$1" ] && [ "$i" -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 read -r pid start t < "$1" || { echo "the process is not registered (or has ended)" >&2; exit 1; }
 [ -n "$t" ] && [ "$t" != - ] || { echo "the process has no terminal" >&2; exit 1; }
 exec stty rows "$2" cols "$3" < "$t"
