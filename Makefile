@@ -29,7 +29,8 @@ proto: venv
 # their time is spent waiting on commands, not on the CPU. TEST_WORKERS=0 runs them in one process.
 TEST_WORKERS ?= 4
 test: venv test-infra
-	$(PY) -m pytest -q -ra $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
+	$(PY) -m pytest -q -ra $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS); \
+	  status=$$?; $(MAKE) -s test-kept; exit $$status
 
 test-unit: venv
 	$(PY) -m pytest -q -ra -m 'not slow' $(PYTEST_ARGS)
