@@ -136,6 +136,14 @@ _EVAL = re.compile(
 )
 _FORK = re.compile(r"\bfork\b")
 _LOOP = re.compile(r"\b(?:while|loop|until|for)\b|\bfork\s+while\b")
+# an endless loop, and a call that starts a process without waiting for it
+_ENDLESS = re.compile(
+    r"\bwhile\s*\(?\s*(?:true|True|1)\s*\)?\s*[:{]|\bwhile\s+1\b|\bfor\s*\(\s*;\s*;\s*\)|\bloop\s*(?:do\b|\{)"
+    r"|itertools\.count\(|\bwhile\s*\(\s*!?\s*0?\s*\)|\buntil\s+false\b|\bfor\s*\(\s*;;\s*\)"
+)
+_ASYNC_START = re.compile(
+    r"\bfork\b|\bspawn\s*\(|\bexec\s*\(\s*['\"`]|\bPopen\b|Process\.spawn|multiprocessing\.Process|\bProcess\s*\(|os\.spawn\w*\(\s*os\.P_NOWAIT|\bexecFile\s*\("
+)
 _WRITE = re.compile(
     r"(?i)open\s*\([^)]*['\"][wa+]|write_text|write_bytes|writeFileSync|appendFileSync|writeFile|appendFile|File\.(?:write|open)|file_put_contents|Set-Content|Add-Content|Out-File|\bprint\s*\{|>>?\s*['\"]?/"
 )
@@ -172,8 +180,9 @@ def code_findings(lang: str, code: str) -> list[CodeFinding]:
         out.append(CodeFinding("decode_to_shell", decode.group(0)))
     if _SOCKET.search(code) and _SHELLISH.search(code):
         out.append(CodeFinding("reverse_shell", "socket + shell"))
-    if _FORK.search(code) and _LOOP.search(code):
-        out.append(CodeFinding("fork_bomb", "fork in a loop"))
+    bare = _STR.sub('""', code)  # words inside string literals are text, not code
+    if _FORK.search(bare) and _LOOP.search(bare) or _ENDLESS.search(bare) and _ASYNC_START.search(bare):
+        out.append(CodeFinding("fork_bomb", "processes started in an endless loop"))
     if shell_call is not None:
         for m in shell_call.finditer(code):
             token = m.group(0)
