@@ -152,7 +152,7 @@ class Detector:
         judge the command as each known tool (and shell) the pattern could name."""
         pattern = base_name(argv[0])
         rx = glob_regex(pattern)
-        if rx is None or len(argv) < 2 or not re.sub(r"\[[^\]]*\]|[*?]", "", pattern):
+        if rx is None or len(argv) < 2 or ("*" in pattern and not re.sub(r"\[[^\]]*\]|[*?]", "", pattern)):
             return
         names = sorted(n for n in _KNOWN_NAMES if rx.fullmatch(n))[:16]
         for n in names:

@@ -335,6 +335,11 @@ def _h_uid0(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
     must match: ``useradd -o -u 0 x``, ``usermod -o -u0 svc``, ``useradd --uid=0 --non-unique x``;
     must not: ``useradd -u 1001 app``, ``usermod -aG docker dev``."""
     uids = _opt_value(args, "-u", "--uid")
+    for i, a in enumerate(args):  # clustered: -ou 0
+        if re.fullmatch(r"-[a-zA-Z]*u", a) and a != "-u" and i + 1 < len(args):
+            uids.append(args[i + 1])
+        elif re.fullmatch(r"-[a-zA-Z]+u\d+", a):
+            uids.append(a.split("u", 1)[1])
     if any(re.fullmatch(r"0+", u.strip()) or u.strip() == UNKNOWN for u in uids):
         d.add(ctx, "uid0_user", cmd.text)
 

@@ -210,5 +210,52 @@ def code_findings(lang: str, code: str) -> list[CodeFinding]:
     return out
 
 
+_ARG_FILLER = re.compile(
+    r"\b(?:os\.path\.join|path\.join|path\.resolve|pathlib\.Path|Path|File\.join|File\.expand_path|ignore_errors|missing_ok"
+    r"|recursive|force|verbose|noop|secure|maxRetries|retryDelay|True|False|true|false|None|nil|undefined)\b|\d+|[\s,(){}\[\]=:>]"
+)
+
+
+def delete_targets(lang: str, code: str) -> list[str] | None:
+    """The literal paths inline code deletes, or None when any target is computed (a variable,
+    interpolation, a receiver the gate cannot read): then the deletion is judged unknown."""
+    rx = _DELETE_CALL.get(lang)
+    if rx is None:
+        return None
+    out: list[str] = []
+    for m in rx.finditer(code):
+        if m.group(0).startswith("."):
+            return None  # Path(x).unlink(): the receiver is not read
+        pos = m.end()
+        if code[pos - 1 : pos] != "(":
+            while pos < len(code) and code[pos] in " \t":
+                pos += 1
+        if pos < len(code) and code[pos - 1 : pos] != "(" and code[pos] == "(":
+            pos += 1
+        if code[pos - 1 : pos] == "(":
+            depth, end = 1, pos
+            while end < len(code) and depth:
+                depth += {"(": 1, ")": -1}.get(code[end], 0)
+                end += 1
+            arg = code[pos : end - 1]
+        else:
+            end = len(code)
+            for stop in (";", "\n", "}", " if ", " unless ", " or ", " and "):
+                k = code.find(stop, pos)
+                if 0 <= k < end:
+                    end = k
+            arg = code[pos:end]
+        strings = strings_in(arg)
+        rest = _ARG_FILLER.sub("", _STR.sub("", arg))
+        if rest or not strings:
+            return None
+        for s_ in strings:
+            if not s_ or any(x in s_ for x in ("$", "#{", "`", "%")) or s_.startswith(("/", "~", "..")):
+                return None
+        joined = "/".join(strings) if "join" in arg else None
+        out.extend([joined] if joined else strings)
+    return out or None
+
+
 def _closer(ch: str) -> str:
     return {"{": "}", "(": ")", "[": "]"}.get(ch, ch)

@@ -399,9 +399,20 @@ READ_ONLY_DEVICE = frozenset(
 )
 
 
+_H_IS_HELP = frozenset(
+    {"helm", "kubectl", "oc", "gh", "glab", "docker", "podman", "nerdctl", "terraform", "tofu", "pulumi", "eksctl",
+     "kind", "k3d", "minikube", "argocd", "flux", "doctl", "az", "gcloud", "vault", "nomad", "consul", "packer", "git",
+     "setcap", "useradd", "usermod", "chattr", "loginctl", "nsenter"}
+)
+
+
 def is_help(name: str, args: list[str]) -> bool:
-    """``X --help``, ``X -h``, ``X help ...``: the tool only prints usage."""
+    """``X --help``, ``X -help``, ``X help ...``, and ``-h`` of tools where it means help: the tool only prints usage."""
     if "--help" in args or "--version" in args:
+        return True
+    if "-help" in args and name not in ("shutdown", "halt", "poweroff", "reboot", "kill"):
+        return True
+    if "-h" in args and name in _H_IS_HELP and not (name in ("git",) and args[:1] != ["-h"] and "-h" not in args[1:2]):
         return True
     if name in ("shutdown", "halt", "poweroff", "reboot", "kill", "sort", "df", "du", "ls"):
         return False
@@ -2705,6 +2716,10 @@ def _judge_code(d: Detector, lang: str, code: str, kinds: Kinds, cmd: Cmd, ctx: 
                     break
             if worst is not None:
                 d.add(ctx, "rm_recursive_root", cmd.text, f"Inline {lang} code deletes {worst}.")
+            elif (targets := inline.delete_targets(lang, code)) is not None and all(
+                delete_class(s, cmd.cwd) == "other" for s in targets
+            ):
+                pass  # deletes named project-relative paths only: judged like ``rm -rf ./build``
             else:
                 d.add(ctx, "inline_code_delete", cmd.text, f"Inline {lang} code deletes files ({f.detail}).")
         elif f.rule == "write_path":

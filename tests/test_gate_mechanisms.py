@@ -154,3 +154,40 @@ def test_no_context_behaves_as_before() -> None:
     # the cache is keyed by context too
     assert analyze("rm -rf ..", context=CTX).decision is DENY
     assert analyze("rm -rf ..").decision is ALLOW
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python3 -c 'import shutil; shutil.rmtree(\"build\")'",
+        "python3 -c 'import shutil, os; shutil.rmtree(os.path.join(\"out\", \"cache\"), ignore_errors=True)'",
+        "node -e 'require(\"fs\").rmSync(\"dist\",{recursive:true,force:true})'",
+        "ruby -e 'require \"fileutils\"; FileUtils.rm_rf(\"tmp/cache\")'",
+        "perl -e 'use File::Path; rmtree(\"blib\")'",
+        "python3 -c 'print(\"rm -rf /\")'",
+        "node -e 'console.log(\"kill -9 -1\")'",
+        "terraform destroy -help",
+        "helm uninstall -h",
+        "kubectl drain --help",
+        "gh help repo delete",
+        "go help clean",
+    ],
+)
+def test_false_alarms_fixed(command: str) -> None:
+    assert analyze(command).decision is ALLOW, command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python3 -c 'import shutil,sys; shutil.rmtree(sys.argv[1])' x",
+        "python3 -c 'import shutil; shutil.rmtree(\"/etc\")'",
+        "python3 -c 'import shutil; shutil.rmtree(\"../other\")'",
+        "node -e 'require(\"fs\").rmSync(`${process.env.HOME}`,{recursive:true})'",
+        "python3 -c 'from pathlib import Path; Path(x).unlink()'",
+        "redis-cli -h cache flushall",
+        "dropdb -h db.example.com prod",
+    ],
+)
+def test_computed_or_system_deletes_still_caught(command: str) -> None:
+    assert analyze(command).decision is not ALLOW, command
