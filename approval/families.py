@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from .commands import base_name, short_flags, split_options
 from .parser import UNKNOWN, Cmd, Kinds
-from .paths import delete_class, normalize_path, write_class
+from .paths import delete_class, glob_regex, normalize_path, write_class
 from .tools import HANDLERS, Ctx, Handler
 
 if TYPE_CHECKING:
@@ -283,6 +283,12 @@ def _map_back(word: str, mounts: list[tuple[str, str, bool]]) -> str:
         dst = dst.rstrip("/") or "/"
         if dst == "/":
             continue
+        # a glob in the container path (``/h?st/etc``) matches the mount point it names
+        word = re.sub(
+            r"(?<![\w.~-])/([^/\s'\";|&)]*[*?\[][^/\s'\";|&)]*)(?=/|$|[\s'\";|&)])",
+            lambda m_, d_=dst: d_ if (rx := glob_regex(m_.group(1))) and rx.fullmatch(d_.lstrip("/").split("/")[0]) and d_.count("/") == 1 else m_.group(0),
+            word,
+        )
         word = re.sub(
             r"(?<![\w.~-])" + re.escape(dst) + r"(?=/|$|[\s'\";|&)])",
             lambda _m, s=src: s.rstrip("/") if s.rstrip("/") else "/",

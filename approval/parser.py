@@ -719,7 +719,12 @@ class _Walker:
             return [_Piece(decode_escapes(self.text(node)[2:-1]))]
         if t in ("string", "translated_string"):
             out = [_Piece("")]
+            prev_end = -1
             for c in node.children:
+                if prev_end >= 0 and c.start_byte > prev_end:
+                    # tree-sitter leaves newlines (and other gaps) between string_content nodes out
+                    out.append(_Piece(self.src[prev_end : c.start_byte].decode("utf-8", "replace")))
+                prev_end = c.end_byte
                 if c.type == "string_content":
                     out.append(_Piece(_unescape_dq(self.text(c))))
                 elif c.is_named:
