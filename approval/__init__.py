@@ -5,6 +5,7 @@ hardline floor, operator rules, approvals and the mode.  The async broker that w
 a human lives in ``executor.approvals``.
 """
 
+from .context import GateContext
 from .config import BackendOverride, GateConfig, HardlineConfig, OperatorRule
 from .detect import findings, opens_interactive_shell, split_segments
 from .interactive import TERMINAL_SAFE, interactive_risk, runs_input
@@ -20,6 +21,7 @@ __all__ = [
     "DEFAULT_HARDLINE",
     "Decision",
     "GateConfig",
+    "GateContext",
     "HardlineConfig",
     "OperatorRule",
     "RULES",

@@ -97,7 +97,7 @@ def split_options(
             break
         if a.startswith("--") and len(a) > 2:
             opts.append(a)
-            if "=" not in a and a in long_with_arg and i + 1 < n:
+            if "=" not in a and (a in long_with_arg or a in with_arg) and i + 1 < n:
                 opts.append(args[i + 1])
                 i += 1
         elif a.startswith("-") and len(a) > 1:
@@ -479,9 +479,16 @@ def classify(cmd: Cmd) -> Kinds:
         kinds.add("mass")
     elif name == "ps" and not cmd.upstream:
         kinds.add("pslist")
+    elif name in ("pidof", "pgrep") and any(_CRITICAL.search(a) for a in args if not a.startswith("-")):
+        kinds.add("critical")
     for k in cmd.kinds:
         kinds |= k - {"procsub"}
     return frozenset(kinds)
+
+
+_CRITICAL = re.compile(
+    r"^\^?(?:sshd|dockerd|containerd|systemd|init|kubelet|systemd-journald|dbus-daemon|systemd-logind)\$?$"
+)
 
 
 def interpreter_lang(name: str) -> str | None:

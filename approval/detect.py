@@ -12,14 +12,17 @@ layer (policy.py) turns findings into a verdict.
 from __future__ import annotations
 
 import functools
+import re
 import logging
 
 from . import inline
+from .context import CURRENT, GateContext
 from .commands import NETWORK_TOOLS, SHELLS, base_name, classify, interpreter_lang, unwrap
+from . import families  # noqa: F401  (registers handlers)
 from .interactive import interactive_risk
 from .normalize import normalize
 from .parser import UNKNOWN, Cmd, Kinds, TooComplex, echo_output, parse
-from .paths import write_class
+from .paths import _GLOB_CHAR, glob_regex, write_class
 from .rules import RULES, reason_for
 from .tools import (
     DRY_RUN,
@@ -45,8 +48,10 @@ MAX_FINDINGS = 32
 
 
 class Detector:
-    def __init__(self) -> None:
+    def __init__(self, context: GateContext | None = None) -> None:
         self.budget = 400  # payload analyses (each parses again)
+        self.context = context
+        self.cur_cwd: str | None = context.cwd if context and context.cwd else None
 
     def add(self, ctx: Ctx, rule: str, segment: str, reason: str = "") -> None:
         if len(ctx.out) < MAX_FINDINGS:
@@ -63,7 +68,11 @@ class Detector:
         if self.budget < 0:
             self.add(ctx, "too_complex", text[:200])
             return ctx.out
-        sc = parse(text, env=env, classify=classify)
+        env = dict(env or {})
+        cwd = self.cur_cwd
+        if cwd is not None and "PWD" not in env:
+            env["PWD"] = cwd
+        sc = parse(text, env=env, classify=classify, cwd=cwd)
         for cmd in sc.cmds:
             self.command(cmd, ctx)
         self.fork_bombs(sc.cmds, sc.functions, ctx)
@@ -93,6 +102,8 @@ class Detector:
     # ---- per command
 
     def command(self, cmd: Cmd, ctx: Ctx) -> None:
+        if self.context is not None:
+            self.cur_cwd = cmd.cwd
         self.redirects(cmd, ctx)
         if not cmd.argv:
             return
@@ -108,6 +119,8 @@ class Detector:
             return
         name = base_name(argv[0])
         args = argv[1:]
+        if _GLOB_CHAR.search(name) and UNKNOWN not in name:
+            self.glob_name(cmd, argv, ctx)
         if "/" in argv[0]:  # ./setup.sh after downloading or writing it on the same line
             if name in ctx.downloaded:
                 self.add(ctx, "download_then_run", cmd.text)
@@ -117,6 +130,9 @@ class Detector:
             return
         offset = len(cmd.argv) - len(argv)
         kinds = cmd.kinds[offset:] if offset >= 0 else cmd.kinds
+        for i in range(max(offset, 0)):  # wrappers that change where the command runs
+            if base_name(cmd.argv[i]) == "nsenter":
+                families._h_nsenter(self, "nsenter", cmd.argv[i + 1 : offset] or cmd.argv[i + 1 :], [], cmd, ctx)
         handler = HANDLERS.get(name)
         if handler is None:
             handler = pattern_handler(name)
@@ -130,6 +146,17 @@ class Detector:
             if SQL_AT_PROMPT.match(text):
                 for f in inline.sql_findings(text):
                     self.add(ctx, f.rule, cmd.text)
+
+    def glob_name(self, cmd: Cmd, argv: list[str], ctx: Ctx) -> None:
+        """``/bin/r? -rf /``: a program name with glob characters runs whatever it matches first;
+        judge the command as each known tool (and shell) the pattern could name."""
+        pattern = base_name(argv[0])
+        rx = glob_regex(pattern)
+        if rx is None or len(argv) < 2 or ("*" in pattern and not re.sub(r"\[[^\]]*\]|[*?]", "", pattern)):
+            return
+        names = sorted(n for n in _KNOWN_NAMES if rx.fullmatch(n))[:16]
+        for n in names:
+            self.command(Cmd([n, *argv[1:]], [frozenset()] * len(argv), cmd.text, cwd=cmd.cwd), ctx)
 
     def remember_written(self, cmd: Cmd, ctx: Ctx) -> None:
         """Scripts written from literal text earlier in the line (``echo 'x' > a.sh; sh a.sh``)."""
@@ -199,6 +226,30 @@ class Detector:
                 name = base_name(unwrap(c.argv)[0][0]) if unwrap(c.argv)[0] else ""
                 if name in SHELLS or c.argv[0] in ("$0", UNKNOWN) or name in functions:
                     self.add(ctx, "fork_bomb", c.text)
+        # any endless loop that starts background work and never waits: processes pile up without bound
+        loops: dict[int, list[Cmd]] = {}
+        for c in cmds:
+            if c.loop:
+                loops.setdefault(c.loop, []).append(c)
+        for members in loops.values():
+            started = [c for c in members if c.background and c.argv]
+            if not started:
+                continue
+            throttled = False
+            for c in members:
+                if c.background or not c.argv:
+                    continue
+                inner = unwrap(c.argv)[0]
+                if inner and base_name(inner[0]) in _THROTTLES:
+                    throttled = True
+                    break
+            if not throttled:
+                self.add(
+                    ctx,
+                    "fork_bomb",
+                    started[0].text,
+                    "An endless loop keeps starting processes in the background without waiting for them.",
+                )
 
     def pipelines(self, cmds: list[Cmd], ctx: Ctx) -> None:
         """Reverse shells built from a pipeline: a shell and a network tool joined by pipes."""
@@ -233,8 +284,29 @@ def _to_verdicts(found: list[Found]) -> list[Verdict]:
     return out
 
 
+_THROTTLES = frozenset({"wait", "sleep", "break", "exit", "return", "read", "inotifywait", "usleep"})
+_KNOWN_NAMES = frozenset(HANDLERS) | SHELLS
+
+
+def _scan(command: str, context: GateContext | None = None) -> tuple[Verdict, ...]:
+    if context is not None:
+        context = context.normalized()
+    return _scan_cached(command, context)
+
+
+_scan.cache_clear = lambda: _scan_cached.cache_clear()  # type: ignore[attr-defined]
+
+
 @functools.lru_cache(maxsize=2048)
-def _scan(command: str) -> tuple[Verdict, ...]:
+def _scan_cached(command: str, context: GateContext | None) -> tuple[Verdict, ...]:
+    token = CURRENT.set(context)
+    try:
+        return _scan_uncached(command, context)
+    finally:
+        CURRENT.reset(token)
+
+
+def _scan_uncached(command: str, context: GateContext | None) -> tuple[Verdict, ...]:
     text = normalize(command)
     if len(text) > MAX_INPUT:
         return (
@@ -247,7 +319,7 @@ def _scan(command: str) -> tuple[Verdict, ...]:
         )
     if not text.strip():
         return ()
-    d = Detector()
+    d = Detector(context)
     try:
         found = d.script(text, 0)
     except (TooComplex, RecursionError) as e:
@@ -265,9 +337,13 @@ def _scan(command: str) -> tuple[Verdict, ...]:
     return tuple(_to_verdicts(found))
 
 
-def findings(command: str) -> list[Verdict]:
-    """Every dangerous thing found in ``command`` (decision ASK; ``hardline`` per the default floor)."""
-    return list(_scan(command))
+def findings(command: str, context: GateContext | None = None) -> list[Verdict]:
+    """Every dangerous thing found in ``command`` (decision ASK; ``hardline`` per the default floor).
+
+    ``context`` (the task's cwd, root, home and protected paths) resolves relative paths; without
+    it relative paths are judged as before (against an unknown directory).
+    """
+    return list(_scan(command, context))
 
 
 def split_segments(command: str) -> list[str]:

@@ -136,6 +136,14 @@ _EVAL = re.compile(
 )
 _FORK = re.compile(r"\bfork\b")
 _LOOP = re.compile(r"\b(?:while|loop|until|for)\b|\bfork\s+while\b")
+# an endless loop, and a call that starts a process without waiting for it
+_ENDLESS = re.compile(
+    r"\bwhile\s*\(?\s*(?:true|True|1)\s*\)?\s*[:{]|\bwhile\s+1\b|\bfor\s*\(\s*;\s*;\s*\)|\bloop\s*(?:do\b|\{)"
+    r"|itertools\.count\(|\bwhile\s*\(\s*!?\s*0?\s*\)|\buntil\s+false\b|\bfor\s*\(\s*;;\s*\)"
+)
+_ASYNC_START = re.compile(
+    r"\bfork\b|\bspawn\s*\(|\bexec\s*\(\s*['\"`]|\bPopen\b|Process\.spawn|multiprocessing\.Process|\bProcess\s*\(|os\.spawn\w*\(\s*os\.P_NOWAIT|\bexecFile\s*\("
+)
 _WRITE = re.compile(
     r"(?i)open\s*\([^)]*['\"][wa+]|write_text|write_bytes|writeFileSync|appendFileSync|writeFile|appendFile|File\.(?:write|open)|file_put_contents|Set-Content|Add-Content|Out-File|\bprint\s*\{|>>?\s*['\"]?/"
 )
@@ -172,8 +180,9 @@ def code_findings(lang: str, code: str) -> list[CodeFinding]:
         out.append(CodeFinding("decode_to_shell", decode.group(0)))
     if _SOCKET.search(code) and _SHELLISH.search(code):
         out.append(CodeFinding("reverse_shell", "socket + shell"))
-    if _FORK.search(code) and _LOOP.search(code):
-        out.append(CodeFinding("fork_bomb", "fork in a loop"))
+    bare = _STR.sub('""', code)  # words inside string literals are text, not code
+    if _FORK.search(bare) and _LOOP.search(bare) or _ENDLESS.search(bare) and _ASYNC_START.search(bare):
+        out.append(CodeFinding("fork_bomb", "processes started in an endless loop"))
     if shell_call is not None:
         for m in shell_call.finditer(code):
             token = m.group(0)
@@ -199,6 +208,53 @@ def code_findings(lang: str, code: str) -> list[CodeFinding]:
             if s.startswith(("/", "~")):
                 out.append(CodeFinding("write_path", s))
     return out
+
+
+_ARG_FILLER = re.compile(
+    r"\b(?:os\.path\.join|path\.join|path\.resolve|pathlib\.Path|Path|File\.join|File\.expand_path|ignore_errors|missing_ok"
+    r"|recursive|force|verbose|noop|secure|maxRetries|retryDelay|True|False|true|false|None|nil|undefined)\b|\d+|[\s,(){}\[\]=:>]"
+)
+
+
+def delete_targets(lang: str, code: str) -> list[str] | None:
+    """The literal paths inline code deletes, or None when any target is computed (a variable,
+    interpolation, a receiver the gate cannot read): then the deletion is judged unknown."""
+    rx = _DELETE_CALL.get(lang)
+    if rx is None:
+        return None
+    out: list[str] = []
+    for m in rx.finditer(code):
+        if m.group(0).startswith("."):
+            return None  # Path(x).unlink(): the receiver is not read
+        pos = m.end()
+        if code[pos - 1 : pos] != "(":
+            while pos < len(code) and code[pos] in " \t":
+                pos += 1
+        if pos < len(code) and code[pos - 1 : pos] != "(" and code[pos] == "(":
+            pos += 1
+        if code[pos - 1 : pos] == "(":
+            depth, end = 1, pos
+            while end < len(code) and depth:
+                depth += {"(": 1, ")": -1}.get(code[end], 0)
+                end += 1
+            arg = code[pos : end - 1]
+        else:
+            end = len(code)
+            for stop in (";", "\n", "}", " if ", " unless ", " or ", " and "):
+                k = code.find(stop, pos)
+                if 0 <= k < end:
+                    end = k
+            arg = code[pos:end]
+        strings = strings_in(arg)
+        rest = _ARG_FILLER.sub("", _STR.sub("", arg))
+        if rest or not strings:
+            return None
+        for s_ in strings:
+            if not s_ or any(x in s_ for x in ("$", "#{", "`", "%")) or s_.startswith(("/", "~", "..")):
+                return None
+        joined = "/".join(strings) if "join" in arg else None
+        out.extend([joined] if joined else strings)
+    return out or None
 
 
 def _closer(ch: str) -> str:

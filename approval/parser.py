@@ -58,6 +58,7 @@ class Cmd:
     cwd: str | None = None
     function: str = ""  # name of the function whose body holds it
     loop_forever: bool = False
+    loop: int = 0  # id of the innermost endless loop holding it (0: none)
     fallback: bool = False  # produced by the error-tolerant tokenizer
 
     @property
@@ -222,7 +223,9 @@ _DEFAULT_ENV = {
 
 
 class _Walker:
-    def __init__(self, src: bytes, env: dict[str, str] | None, classify: Classifier | None) -> None:
+    def __init__(
+        self, src: bytes, env: dict[str, str] | None, classify: Classifier | None, cwd: str | None = None
+    ) -> None:
         self.src = src
         self.env: dict[str, str] = dict(_DEFAULT_ENV)
         if env:
@@ -232,9 +235,11 @@ class _Walker:
         self.cmds: list[Cmd] = []
         self.functions: set[str] = set()
         self.nodes = 0
-        self.cwd: str | None = None
+        self.cwd: str | None = cwd
         self.func = ""
         self.forever = False
+        self.loop = 0
+        self.loop_seq = 0
         self.extra_args: list[str] = []
         self.arrays: dict[str, list[str]] = {}
         self.stdin_kinds: Kinds = _NOKINDS
@@ -268,6 +273,8 @@ class _Walker:
             self.for_loop(node, depth)
         elif t == "while_statement":
             self.while_loop(node, depth)
+        elif t == "c_style_for_statement":
+            self.c_for_loop(node, depth)
         elif t == "comment" or not node.is_named:
             return
         elif t == "ERROR" and any(c.type == "command_name" for c in node.children):
@@ -445,6 +452,7 @@ class _Walker:
             cwd=self.cwd,
             function=self.func,
             loop_forever=self.forever,
+            loop=self.loop,
             stdin_kinds=self.stdin_kinds if stdin is not None else _NOKINDS,
         )
         self.stdin_kinds = _NOKINDS
@@ -579,20 +587,45 @@ class _Walker:
     def while_loop(self, node: Node, depth: int) -> None:
         until = node.children and node.children[0].type == "until"
         cond = ""
-        outer = self.forever
         for c in node.children:
             if c.type == "do_group":
-                forever = cond.strip().rstrip(";").strip() in (
-                    ("false",) if until else ("true", ":", "[ 1 ]", "(( 1 ))", "((1))")
-                )
-                self.forever = outer or forever
-                try:
-                    self.stmt(c, depth + 1)
-                finally:
-                    self.forever = outer
+                words = cond.strip().rstrip(";").strip()
+                forever = words in (
+                    ("false", "/bin/false", "! true", "! :")
+                    if until
+                    else ("true", ":", "[ 1 ]", "[[ 1 ]]", "(( 1 ))", "((1))", "/bin/true", "test 1", "! false")
+                ) or (not until and bool(re.fullmatch(r"\(\(\s*0*[1-9]\d*\s*\)\)|\[\[? [1-9a-z]\w* \]\]?", words)))
+                self.loop_body(c, depth, forever)
             elif c.is_named and c.type != "comment":
                 cond += self.text(c) + ";"
                 self.stmt(c, depth + 1)
+
+    def c_for_loop(self, node: Node, depth: int) -> None:
+        """``for ((;;))`` (no condition, or a constant non-zero one) never ends."""
+        cond: Node | None = None
+        body: Node | None = None
+        for i, c in enumerate(node.children):
+            fname = node.field_name_for_child(i)
+            if fname == "condition":
+                cond = c
+            elif fname == "body":
+                body = c
+            elif c.is_named and c.type != "comment":
+                self.substitutions_in(c, depth + 1)
+        forever = cond is None or bool(re.fullmatch(r"0*[1-9]\d*", self.text(cond).strip()))
+        if body is not None:
+            self.loop_body(body, depth, forever)
+
+    def loop_body(self, body: Node, depth: int, forever: bool) -> None:
+        outer, outer_loop = self.forever, self.loop
+        self.forever = outer or forever
+        if forever:
+            self.loop_seq += 1
+            self.loop = self.loop_seq
+        try:
+            self.stmt(body, depth + 1)
+        finally:
+            self.forever, self.loop = outer, outer_loop
 
     # ---- substitutions
 
@@ -686,7 +719,12 @@ class _Walker:
             return [_Piece(decode_escapes(self.text(node)[2:-1]))]
         if t in ("string", "translated_string"):
             out = [_Piece("")]
+            prev_end = -1
             for c in node.children:
+                if prev_end >= 0 and c.start_byte > prev_end:
+                    # tree-sitter leaves newlines (and other gaps) between string_content nodes out
+                    out.append(_Piece(self.src[prev_end : c.start_byte].decode("utf-8", "replace")))
+                prev_end = c.end_byte
                 if c.type == "string_content":
                     out.append(_Piece(_unescape_dq(self.text(c))))
                 elif c.is_named:
@@ -713,7 +751,8 @@ class _Walker:
             return [_Piece(value, split=not quoted, kinds=kinds)]
         if t == "arithmetic_expansion":
             self.substitutions_in(node, depth + 1)
-            return [_Piece(UNKNOWN)]
+            value = arithmetic(self.text(node), self.env)
+            return [_Piece(UNKNOWN if value is None else str(value), kinds=_ARITH if value is None else _NOKINDS)]
         if t == "brace_expression":
             return [_Piece(self.text(node), brace=not quoted)]
         if t == "array":
@@ -768,6 +807,8 @@ class _Walker:
                 value = arg
         elif op in (":+", "+"):
             value = arg if value else ("" if value is not None else UNKNOWN)
+        elif op in ("%", "%%", "#", "##") and value is not None and UNKNOWN not in value and UNKNOWN not in arg:
+            value = _trim(value, arg, op)
         elif op == ":" and value is not None and UNKNOWN not in value:
             nums = [int(x) for x in re.findall(r"-?\d+", arg)][:2]
             if nums:
@@ -778,6 +819,103 @@ class _Walker:
         elif op:
             value = UNKNOWN
         return _Piece(UNKNOWN if value is None else value, split=not quoted, kinds=kinds)
+
+
+_ARITH: Kinds = frozenset({"arith"})
+_ARITH_TOKEN = re.compile(r"\s*(?:(0[xX][0-9a-fA-F]+)|(\d+)#([0-9a-zA-Z@_]+)|(\d+)|([A-Za-z_]\w*)|(\*\*|[-+*/%()]))")
+
+
+def arithmetic(text: str, env: dict[str, str]) -> int | None:
+    """The value of ``$((expr))`` / ``$[expr]`` with integer literals (``-1``, ``0x1``, ``010``,
+    ``2#1``), known variables and ``+ - * / % **`` and parentheses; None when unknown."""
+    if text.startswith("$(("):
+        expr = text[3:-2]
+    elif text.startswith("$["):
+        expr = text[2:-1]
+    else:
+        return None
+    expr = re.sub(r"\$\{?([A-Za-z_]\w*)\}?", r"\1", expr)
+    out: list[str] = []
+    pos = 0
+    expr = expr.rstrip()
+    while pos < len(expr):
+        m = _ARITH_TOKEN.match(expr, pos)
+        if not m or m.end() == pos:
+            return None
+        pos = m.end()
+        hexa, base, digits, dec, var, op = m.groups()
+        try:
+            if hexa:
+                out.append(str(int(hexa, 16)))
+            elif base:
+                out.append(str(int(digits, int(base))))
+            elif dec:
+                out.append(str(int(dec, 8) if len(dec) > 1 and dec.startswith("0") else int(dec)))
+            elif var:
+                v = env.get(var)
+                if v is None or not re.fullmatch(r"-?\d+", v.strip()):
+                    return None
+                out.append("(" + str(int(v)) + ")")
+            else:
+                out.append("//" if op == "/" else op)
+        except ValueError:
+            return None
+    if len(out) > 64:
+        return None
+    import ast
+
+    try:
+        tree = ast.parse(" ".join(out), mode="eval")
+    except SyntaxError:
+        return None
+    return _arith_eval(tree.body)
+
+
+def _arith_eval(n: object) -> int | None:
+    import ast
+
+    if isinstance(n, ast.Constant) and isinstance(n.value, int):
+        return n.value
+    if isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.USub, ast.UAdd)):
+        v = _arith_eval(n.operand)
+        return None if v is None else (-v if isinstance(n.op, ast.USub) else v)
+    if isinstance(n, ast.BinOp):
+        a, b = _arith_eval(n.left), _arith_eval(n.right)
+        if a is None or b is None:
+            return None
+        if isinstance(n.op, ast.Add):
+            return a + b
+        if isinstance(n.op, ast.Sub):
+            return a - b
+        if isinstance(n.op, ast.Mult):
+            return a * b if abs(a) < 2**63 and abs(b) < 2**63 else None
+        if isinstance(n.op, (ast.FloorDiv, ast.Mod)) and b != 0:
+            q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
+            return q if isinstance(n.op, ast.FloorDiv) else a - q * b
+        if isinstance(n.op, ast.Pow) and 0 <= b < 64 and abs(a) < 2**16:
+            return a**b
+    return None
+
+
+def _trim(value: str, pattern: str, op: str) -> str:
+    """``${v%pat}``, ``${v%%pat}``, ``${v#pat}``, ``${v##pat}``."""
+    from .paths import glob_regex
+
+    rx = glob_regex(pattern)
+    if rx is None:
+        return UNKNOWN
+    n = len(value)
+    if op.startswith("%"):
+        order = range(n, -1, -1) if op == "%" else range(0, n + 1)
+        for i in order:
+            if rx.fullmatch(value[i:]):
+                return value[:i]
+    else:
+        order = range(0, n + 1) if op == "#" else range(n, -1, -1)
+        for i in order:
+            if rx.fullmatch(value[:i]):
+                return value[i:]
+    return value
 
 
 def echo_output(argv: list[str]) -> str | None:
@@ -926,7 +1064,9 @@ def fallback_commands(text: str, env: dict[str, str] | None = None) -> list[Cmd]
 # -- entry point -----------------------------------------------------------------------------
 
 
-def parse(text: str, *, env: dict[str, str] | None = None, classify: Classifier | None = None) -> Script:
+def parse(
+    text: str, *, env: dict[str, str] | None = None, classify: Classifier | None = None, cwd: str | None = None
+) -> Script:
     """Parse normalised bash text into the simple commands that would run."""
     if not text.isascii():
         # see normalize.py: tree-sitter-bash may crash outside the BMP; payloads decoded from
@@ -935,7 +1075,7 @@ def parse(text: str, *, env: dict[str, str] | None = None, classify: Classifier 
     src = text.encode("utf-8")
     tree = _PARSER.parse(src)
     root = tree.root_node
-    w = _Walker(src, env, classify)
+    w = _Walker(src, env, classify, cwd)
     w.stmt(root, 0)
     cmds = w.cmds
     if root.has_error:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import posixpath
 import re
 
+from .context import CURRENT, GateContext, within
 from .parser import UNKNOWN
 
 # Top-level directories whose loss breaks the system.
@@ -134,6 +135,10 @@ _PERSIST_SYSTEM = re.compile(
     r"|systemd/system/.*|init\.d/.*|xdg/autostart/.*|ssh/sshd_config(\.d/.*)?|passwd|shadow|group|gshadow)"
     r"|var/spool/cron(/.*)?|root/\.ssh/authorized_keys2?)$"
 )
+_PERSIST_HOME_NAMES = {
+    ".bash_profile", ".bashrc", ".bash_login", ".bash_logout", ".bash_aliases", ".profile", ".zshrc", ".zshenv",
+    ".zprofile", ".zlogin", ".kshrc", ".cshrc", ".tcshrc", ".login", ".xinitrc", ".xprofile", ".pam_environment",
+}
 BLOCK_DEVICE = re.compile(
     r"^/dev/(sd[a-z]+\d*|hd[a-z]+\d*|vd[a-z]+\d*|xvd[a-z]+\d*|nvme\d+(n\d+)?(p\d+)?|mmcblk\d+(p\d+)?|md\d+|md/.+"
     r"|dm-\d+|loop\d+|mapper/.+|disk/.+|fd\d+|mtdblock\d+|mtd\d+|nbd\d+|rbd\d+|zd\d+|r?disk\d+(s\d+)?"
@@ -167,6 +172,21 @@ def normalize_path(p: str, cwd: str | None = None) -> str:
 
 
 _GLOB_ONLY = re.compile(r"^[*?.\[\]{}!^-]*[*?\[][*?.\[\]{}!^-]*$")
+_GLOB_CHAR = re.compile(r"[*?\[]")
+_BRACKET = re.compile(r"\[(?:[!^])?\]?(?:\[:[a-z]+:\]|[^\]])*\]")
+_CLASSES = {
+    "alpha": "a-zA-Z",
+    "alnum": "a-zA-Z0-9",
+    "digit": "0-9",
+    "lower": "a-z",
+    "upper": "A-Z",
+    "space": r"\s",
+    "punct": r"!-/:-@\[-`{-~",
+    "xdigit": "0-9a-fA-F",
+    "word": r"\w",
+    "print": r"\x20-\x7e",
+    "graph": r"\x21-\x7e",
+}
 
 
 def strip_globs(p: str) -> str:
@@ -178,21 +198,114 @@ def strip_globs(p: str) -> str:
         p = head or "/"
 
 
-def delete_class(raw: str, cwd: str | None = None) -> str:
-    """How bad deleting ``raw`` would be.
+def glob_regex(pattern: str) -> re.Pattern[str] | None:
+    """A bash glob (``*``, ``?``, ``[a-z]``, ``[!.]``, ``[[:alpha:]]``) as a regex, or None if malformed."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "*":
+            out.append(".*")
+        elif c == "?":
+            out.append(".")
+        elif c == "[":
+            m = _BRACKET.match(pattern, i)
+            if not m:
+                out.append(re.escape(c))
+            else:
+                body = m.group(0)[1:-1]
+                neg = body[:1] in ("!", "^")
+                if neg:
+                    body = body[1:]
+                body = re.sub(r"\[:([a-z]+):\]", lambda k: _CLASSES.get(k.group(1), r"\s\S"), body)
+                body = "".join("\\" + ch if ch in "\\^]" else ch for ch in body) if "[:" not in body else body
+                out.append("[" + ("^" if neg else "") + body + "]")
+                i = m.end()
+                continue
+        elif c == "\\" and i + 1 < n:
+            i += 1
+            out.append(re.escape(pattern[i]))
+        else:
+            out.append(re.escape(c))
+        i += 1
+    try:
+        return re.compile("".join(out), re.S)
+    except re.error:
+        return None
 
-    ``root``/``home``/``sysdir``: the floor; ``system``: something inside a system or
-    sensitive directory; ``unresolved``: an unknown prefix right before ``/`` (``"$X"/*``);
-    ``other``: ordinary.
+
+def _wide(comp: str) -> bool:
+    """A component that matches names without naming any (``*``, ``[a-z]*``, ``.[!.]*``, ``?*``)."""
+    rest = _BRACKET.sub("", comp)
+    return "*" in rest and not rest.replace("*", "").replace("?", "").replace(".", "")
+
+
+def _known_children(prefix: str) -> set[str]:
+    """Names under ``prefix`` whose loss or change the gate cares about (for matching globs)."""
+    if prefix in ("", "/"):
+        names = set(SYSTEM_TOP)
+    elif prefix == "~":
+        names = set(HOME_SENSITIVE) | _PERSIST_HOME_NAMES
+    elif prefix.startswith("/"):
+        rel = prefix[1:] + "/"
+        names = {s[len(rel) :].split("/", 1)[0] for s in SYSTEM_SECOND if s.startswith(rel)}
+        if prefix == "/etc":
+            names |= {"passwd", "shadow", "sudoers", "sudoers.d", "crontab", "profile", "hosts", "fstab", "group"}
+    elif prefix == "~/.ssh":
+        names = {"authorized_keys", "authorized_keys2", "rc", "environment"}
+    else:
+        names = set()
+    ctx = CURRENT.get()
+    if ctx is not None:
+        base = prefix if prefix.startswith("/") else ""
+        for q in (*ctx.protected, ctx.root, ctx.home):
+            if q and base and q.startswith(base.rstrip("/") + "/"):
+                names.add(q[len(base.rstrip("/")) + 1 :].split("/", 1)[0])
+            elif q and prefix in ("", "/"):
+                names.add(q[1:].split("/", 1)[0])
+    return names
+
+
+MAX_CANDIDATES = 64
+
+
+def glob_candidates(p: str) -> list[str]:
+    """The paths a (normalised) path with glob characters could stand for, as far as the gate cares.
+
+    A component that matches any name (``*``, ``[a-z]*``) over a directory stands for that
+    directory when only such components follow (``/*`` is ``/``, ``~/[!.]*`` is ``~``); any
+    other glob component is matched against the names the gate knows at that level
+    (``/?sr`` is ``/usr``, ``/e*`` is ``/etc``), and also kept as written.
     """
-    p = normalize_path(raw, cwd)
-    if not p:
-        return "other"
-    if p.startswith(UNKNOWN):
-        rest = strip_globs(p.lstrip(UNKNOWN))
-        if rest in ("", "/") or (rest.startswith("/") and rest[1:] in SYSTEM_TOP):
-            return "unresolved" if p != UNKNOWN else "other"
-        return "other"
+    if not _GLOB_CHAR.search(p):
+        return [p]
+    comps = p.split("/")
+    prefixes = [comps[0]]
+    for i in range(1, len(comps)):
+        comp = comps[i]
+        if not comp or not _GLOB_CHAR.search(comp):
+            prefixes = [x + "/" + comp for x in prefixes]
+            continue
+        if _wide(comp) and all(not c or _wide(c) or c in (".", "..") for c in comps[i + 1 :]):
+            return [posixpath.normpath(x) if x else "/" for x in prefixes][:MAX_CANDIDATES]
+        rx = glob_regex(comp)
+        new: list[str] = []
+        for x in prefixes:
+            if rx is not None:
+                new.extend(x + "/" + name for name in sorted(_known_children(x)) if rx.fullmatch(name))
+            new.append(x + "/" + comp)
+        prefixes = new[:MAX_CANDIDATES]
+    return [posixpath.normpath(x) if x.startswith(("/", "~")) else x for x in prefixes]
+
+
+_SEVERITY = {"root": 6, "home": 5, "sysdir": 4, "system": 3, "unresolved": 2, "other": 0}
+
+
+def _worst(classes: list[str]) -> str:
+    return max(classes, key=lambda c: _SEVERITY.get(c, 1), default="other")
+
+
+def _delete_class_norm(p: str) -> str:
     base = strip_globs(p)
     if base == "/":
         return "root"
@@ -215,9 +328,112 @@ def delete_class(raw: str, cwd: str | None = None) -> str:
     return "other"
 
 
-def write_class(raw: str, cwd: str | None = None) -> str:
-    """What writing to ``raw`` touches: blockdev, sysrq, net, persist, system or other."""
+def _absolute(raw: str, cwd: str | None, ctx: GateContext) -> tuple[str | None, bool]:
+    """``raw`` as an absolute path under ``ctx`` (None when it cannot be known), and whether it was spelled from ``~``."""
+    if not raw or raw.startswith(UNKNOWN) or raw.startswith("-"):
+        return None, False
+    if raw.startswith("~"):
+        rest = raw[1:]
+        if (rest and not rest.startswith("/")) or not ctx.home:
+            return None, True  # ~user, or the home is not known
+        p = ctx.home + rest
+        spelled_home = True
+    elif raw.startswith("/"):
+        p = raw
+        spelled_home = False
+    else:
+        if cwd is None:
+            return None, False
+        if cwd.startswith("~"):
+            if not ctx.home:
+                return None, False
+            cwd = ctx.home + cwd[1:]
+        if not cwd.startswith("/"):
+            return None, False
+        p = posixpath.join(cwd, raw)
+        spelled_home = False
+    p = posixpath.normpath(p)
+    if p.startswith("//"):
+        p = "/" + p.lstrip("/")
+    return p, spelled_home
+
+
+def _home_form(p: str, ctx: GateContext) -> str:
+    """An absolute path in the comparable form: under the task's home -> ``~/...``."""
+    if ctx.home and ctx.home != "/" and within(p, ctx.home):
+        return "~" + p[len(ctx.home) :]
+    return normalize_path(p)
+
+
+def _ctx_delete_one(p: str, spelled_home: bool, ctx: GateContext) -> str:
+    base = strip_globs(p)
+    for q in ctx.protected:
+        if within(q, base):
+            return "sysdir"
+    if ctx.root and ctx.root != "/" and within(base, ctx.root) and not spelled_home:
+        cls = _delete_class_norm(_home_form(p, ctx))
+        return "system" if cls == "system" and _home_form(base, ctx).startswith("~/") else "other"
+    if any(within(base, q) for q in ctx.protected):
+        return "system"
+    return _delete_class_norm(_home_form(p, ctx))
+
+
+def delete_class(raw: str, cwd: str | None = None) -> str:
+    """How bad deleting ``raw`` would be.
+
+    ``root``/``home``/``sysdir``: the floor; ``system``: something inside a system or
+    sensitive directory; ``unresolved``: an unknown prefix right before ``/`` (``"$X"/*``);
+    ``other``: ordinary.  Glob characters stand for every path they could match
+    (:func:`glob_candidates`).  Under a :class:`GateContext` relative paths, ``~`` and ``..``
+    are resolved against the task's cwd and home; a path inside the task's root (not spelled
+    from ``~``) is the task's own, a protected path or an ancestor of one is a system directory.
+    """
+    ctx = CURRENT.get()
+    if ctx is not None:
+        absolute, spelled_home = _absolute(raw, cwd, ctx)
+        if absolute is not None:
+            return _worst([_ctx_delete_one(c, spelled_home, ctx) for c in glob_candidates(absolute)])
     p = normalize_path(raw, cwd)
+    if not p:
+        return "other"
+    if p.startswith(UNKNOWN):
+        rest = strip_globs(p.lstrip(UNKNOWN))
+        if rest in ("", "/") or (rest.startswith("/") and rest[1:] in SYSTEM_TOP):
+            return "unresolved" if p != UNKNOWN else "other"
+        return "other"
+    return _worst([_delete_class_norm(c) for c in glob_candidates(p)])
+
+
+def write_class(raw: str, cwd: str | None = None) -> str:
+    """What writing to ``raw`` touches: blockdev, sysrq, net, persist, system or other.
+
+    Under a :class:`GateContext` relative names are resolved against the task's cwd, so
+    ``>> .bashrc`` in the home directory is a persistence write; protected paths are system paths.
+    """
+    ctx = CURRENT.get()
+    if ctx is not None:
+        absolute, _ = _absolute(raw, cwd, ctx)
+        if absolute is not None:
+            found = set()
+            for c in glob_candidates(absolute) if _GLOB_CHAR.search(absolute) else [absolute]:
+                cls = _write_class_norm(_home_form(c, ctx))
+                if ctx.root and ctx.root != "/" and within(c, ctx.root):
+                    cls = cls if cls in ("persist", "blockdev") else "other"  # the task's own files
+                elif any(within(c, q) for q in ctx.protected):
+                    cls = "system" if cls == "other" else cls
+                found.add(cls)
+            return next((o for o in _WRITE_ORDER if o in found), "other")
+    p = normalize_path(raw, cwd)
+    if _GLOB_CHAR.search(p) and not p.startswith("/dev/"):
+        found = {_write_class_norm(c) for c in glob_candidates(p)}
+        return next((o for o in _WRITE_ORDER if o in found), "other")
+    return _write_class_norm(p)
+
+
+_WRITE_ORDER = ("blockdev", "sysrq", "persist", "system", "net")
+
+
+def _write_class_norm(p: str) -> str:
     if not p:
         return "other"
     if p.startswith("/dev/"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .config import GateConfig, Mode
+from .context import GateContext
 from .detect import findings, split_segments
 from .rules import DEFAULT_HARDLINE, reason_for
 from .verdict import SEVERITY, Decision, Verdict
@@ -35,9 +36,9 @@ def _with_floor(found: list[Verdict], floor: frozenset[str]) -> list[Verdict]:
     return out
 
 
-def analyze(command: str) -> Verdict:
+def analyze(command: str, *, context: GateContext | None = None) -> Verdict:
     """Detection only, with the default floor: ALLOW, ASK (dangerous) or DENY (hardline)."""
-    verdict = _strictest(_with_floor(findings(command), DEFAULT_HARDLINE))
+    verdict = _strictest(_with_floor(findings(command, context), DEFAULT_HARDLINE))
     return verdict or Verdict(Decision.ALLOW)
 
 
@@ -84,6 +85,7 @@ def evaluate(
     approved_rules: frozenset[str] | set[str] = frozenset(),
     interactive: str | None = None,
     interactive_pty: bool = False,
+    context: GateContext | None = None,
 ) -> Verdict:
     """The full gate: detection, floor, operator rules, approvals and mode.
 
@@ -92,8 +94,10 @@ def evaluate(
     (``interactive_risk(command, terminal=...)``); it adds an ASK ``interactive_shell`` unless
     ``allow_interactive_pty`` (global or for ``backend``) is set.  ``interactive_pty=True`` is the
     deprecated spelling of ``interactive="opens an interactive terminal"``.
+    ``context`` is where the task runs (:class:`GateContext`: cwd, root, home, protected paths);
+    relative paths, ``..``, ``$PWD`` and ``~`` are then judged as the absolute paths they name.
     """
-    found = findings(command)
+    found = findings(command, context)
     if interactive is None and interactive_pty:
         interactive = _OPENS_TERMINAL
     if interactive and not config.interactive_allowed_for(backend):

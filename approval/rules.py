@@ -104,6 +104,13 @@ _RULES: tuple[Rule, ...] = (
     Rule("infra_destroy", "cloud", "Destroys every resource managed by an infrastructure-as-code stack."),
     Rule("cloud_delete", "cloud", "Deletes cloud resources (buckets, projects, VMs, clusters or databases)."),
     Rule("vm_destroy", "cloud", "Destroys a virtual machine together with its storage."),
+    Rule("workload_stop", "cloud", "Uninstalls, scales to zero or drains a running workload or node."),
+    Rule("http_delete", "data", "Sends an HTTP DELETE for a whole index, bucket or store (or a wildcard over them)."),
+    Rule("git_remote_delete", "git", "Deletes a branch or tag on the remote."),
+    Rule("uid0_user", "system", "Creates or changes a user account to uid 0: a second root."),
+    Rule("security_disable", "system", "Turns off a security control (SELinux enforcement, AppArmor, immutable bits)."),
+    Rule("privilege_grant", "system", "Grants file capabilities to a program, so it runs with root powers."),
+    Rule("host_namespace_enter", "system", "Enters the host's namespaces (pid 1) from a container or as root."),
     # shells
     Rule("interactive_shell", "pty", "Opens an interactive shell; the gate cannot see what will be typed into it."),
     Rule("too_complex", "limits", "The command is too large or too deeply nested for the gate to analyse."),

@@ -399,9 +399,20 @@ READ_ONLY_DEVICE = frozenset(
 )
 
 
+_H_IS_HELP = frozenset(
+    {"helm", "kubectl", "oc", "gh", "glab", "docker", "podman", "nerdctl", "terraform", "tofu", "pulumi", "eksctl",
+     "kind", "k3d", "minikube", "argocd", "flux", "doctl", "az", "gcloud", "vault", "nomad", "consul", "packer", "git",
+     "setcap", "useradd", "usermod", "chattr", "loginctl", "nsenter"}
+)
+
+
 def is_help(name: str, args: list[str]) -> bool:
-    """``X --help``, ``X -h``, ``X help ...``: the tool only prints usage."""
+    """``X --help``, ``X -help``, ``X help ...``, and ``-h`` of tools where it means help: the tool only prints usage."""
     if "--help" in args or "--version" in args:
+        return True
+    if "-help" in args and name not in ("shutdown", "halt", "poweroff", "reboot", "kill"):
+        return True
+    if "-h" in args and name in _H_IS_HELP and not (name in ("git",) and args[:1] != ["-h"] and "-h" not in args[1:2]):
         return True
     if name in ("shutdown", "halt", "poweroff", "reboot", "kill", "sort", "df", "du", "ls"):
         return False
@@ -1466,12 +1477,39 @@ def _h_kill(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
             continue
         break
     pids = args[i:]
-    if "-1" in pids or (not pids and args == ["-1"]) or (args[-1:] == ["-1"] and len(args) >= 1 and not pids):
+    classes = [_pid_class(p, k) for p, k in zip(args[i:], kinds[i:] if len(kinds) >= len(args) else [frozenset()] * len(pids))]
+    if "all" in classes or (not pids and args[-1:] and _pid_class(args[-1], frozenset()) == "all"):
         d.add(ctx, "kill_all", cmd.text)
-    elif any(p in ("1", "0", "-0") for p in pids) or any(k and "mass" in k for k in kinds):
-        d.add(ctx, "kill_broad", cmd.text, "Signals init or the whole process group.")
+    elif "init" in classes or "group0" in classes or any(k and "mass" in k for k in kinds):
+        d.add(ctx, "kill_broad", cmd.text, "Signals init (pid 1) or the whole process group.")
+    elif "unknown" in classes:
+        d.add(ctx, "kill_broad", cmd.text, "Signals a process id the gate cannot know (it could be -1: every process).")
+    elif "critical" in classes:
+        d.add(ctx, "kill_broad", cmd.text, "Kills a daemon the machine depends on (sshd, dockerd, init...).")
     elif _fed_by_ps(cmd) or any(UNKNOWN in p and "pslist" in k for p, k in zip(args, kinds)):
         d.add(ctx, "kill_broad", cmd.text, "Kills every process listed by ps.")
+
+
+_PID_NUMBER = re.compile(r"(-?)(?:0[xX]([0-9a-fA-F]+)|(\d+))")
+
+
+def _pid_class(word: str, kind: Kinds) -> str:
+    """A pid argument read as bash (and /bin/kill) would: ``-001``, ``-0x1`` and ``$((0-1))`` are -1.
+
+    "all" (-1), "init" (1), "group0" (0, the caller's process group), "unknown" (an
+    expansion the gate cannot evaluate that could be negative: ``-$x``, ``$((n))``),
+    "critical" (the pid of a daemon the machine depends on) or "" (an ordinary pid or job).
+    """
+    if "critical" in kind:
+        return "critical"
+    if UNKNOWN in word:
+        return "unknown" if word.startswith("-") or "arith" in kind else ""
+    m = _PID_NUMBER.fullmatch(word)
+    if not m:
+        return ""
+    value = int(m.group(2), 16) if m.group(2) else int(m.group(3))
+    value = -value if m.group(1) else value
+    return {-1: "all", 1: "init", 0: "group0"}.get(value, "")
 
 
 def _fed_by_ps(cmd: Cmd) -> bool:
@@ -1479,6 +1517,13 @@ def _fed_by_ps(cmd: Cmd) -> bool:
     return "ps" in names and not any(
         n in ("grep", "egrep", "fgrep", "rg", "pgrep", "head", "tail", "sed") for n in names
     )
+
+
+_CRITICAL_PROC = re.compile(
+    r"(?:^|[\^/ ])(?:sshd|dockerd|containerd|systemd|init|kubelet|journald|systemd-journald|dbus-daemon|udevd|"
+    r"systemd-logind|NetworkManager|networkd|systemd-networkd|cron|crond|rsyslogd|auditd|polkitd|executord)"
+    r"(?:\$|\b|$)"
+)
 
 
 @handles("killall5")
@@ -1561,6 +1606,8 @@ def _h_pkill(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     catch_all = any(re.fullmatch(r"\.\*?|\.\+|\^|\$|\^\.\*\$?|\*|\[\^\]\]\*|.?\*", p) or p == "" for p in ops)
     if (selectors and not ops) or catch_all or (name == "killall" and "-r" in opts and catch_all):
         d.add(ctx, "kill_broad", cmd.text)
+    elif any(_CRITICAL_PROC.search(p) for p in ops) and not any(o in ("-0", "--signal=0") for o in opts):
+        d.add(ctx, "kill_broad", cmd.text, f"{name} kills a daemon the machine depends on (sshd, dockerd, init...).")
 
 
 @handles("loginctl")
@@ -2669,6 +2716,10 @@ def _judge_code(d: Detector, lang: str, code: str, kinds: Kinds, cmd: Cmd, ctx: 
                     break
             if worst is not None:
                 d.add(ctx, "rm_recursive_root", cmd.text, f"Inline {lang} code deletes {worst}.")
+            elif (targets := inline.delete_targets(lang, code)) is not None and all(
+                delete_class(s, cmd.cwd) == "other" for s in targets
+            ):
+                pass  # deletes named project-relative paths only: judged like ``rm -rf ./build``
             else:
                 d.add(ctx, "inline_code_delete", cmd.text, f"Inline {lang} code deletes files ({f.detail}).")
         elif f.rule == "write_path":

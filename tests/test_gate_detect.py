@@ -58,7 +58,7 @@ DENY, ASK, ALLOW = Decision.DENY, Decision.ASK, Decision.ALLOW
         ("aws s3 rb s3://b --force", ASK, "cloud_delete"),
         ("qm destroy 100", ASK, "vm_destroy"),
         ("python3 -c 'import os; os.system(\"id\")'", ASK, "inline_code_shell"),
-        ("node -e \"require('fs').unlinkSync('a')\"", ASK, "inline_code_delete"),
+        ("node -e \"require('fs').unlinkSync(process.argv[1])\" x", ASK, "inline_code_delete"),
         ("python3 -c 'import os; os.kill(1234, 9)'", ASK, "inline_code_kill"),
     ],
 )
