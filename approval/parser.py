@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
+from .globs import glob_regex
+
 UNKNOWN = "\x00"  # stands for text the gate cannot know (NUL never survives normalisation)
 
 MAX_NODES = 20_000
@@ -899,8 +901,6 @@ def _arith_eval(n: object) -> int | None:
 
 def _trim(value: str, pattern: str, op: str) -> str:
     """``${v%pat}``, ``${v%%pat}``, ``${v#pat}``, ``${v##pat}``."""
-    from .paths import glob_regex
-
     rx = glob_regex(pattern)
     if rx is None:
         return UNKNOWN

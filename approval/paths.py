@@ -173,20 +173,7 @@ def normalize_path(p: str, cwd: str | None = None) -> str:
 
 _GLOB_ONLY = re.compile(r"^[*?.\[\]{}!^-]*[*?\[][*?.\[\]{}!^-]*$")
 _GLOB_CHAR = re.compile(r"[*?\[]")
-_BRACKET = re.compile(r"\[(?:[!^])?\]?(?:\[:[a-z]+:\]|[^\]])*\]")
-_CLASSES = {
-    "alpha": "a-zA-Z",
-    "alnum": "a-zA-Z0-9",
-    "digit": "0-9",
-    "lower": "a-z",
-    "upper": "A-Z",
-    "space": r"\s",
-    "punct": r"!-/:-@\[-`{-~",
-    "xdigit": "0-9a-fA-F",
-    "word": r"\w",
-    "print": r"\x20-\x7e",
-    "graph": r"\x21-\x7e",
-}
+from .globs import _BRACKET, glob_regex  # noqa: E402, F401  (glob_regex: re-exported for the rules)
 
 
 def strip_globs(p: str) -> str:
@@ -196,42 +183,6 @@ def strip_globs(p: str) -> str:
         if not _ or not _GLOB_ONLY.match(tail):
             return p
         p = head or "/"
-
-
-def glob_regex(pattern: str) -> re.Pattern[str] | None:
-    """A bash glob (``*``, ``?``, ``[a-z]``, ``[!.]``, ``[[:alpha:]]``) as a regex, or None if malformed."""
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "*":
-            out.append(".*")
-        elif c == "?":
-            out.append(".")
-        elif c == "[":
-            m = _BRACKET.match(pattern, i)
-            if not m:
-                out.append(re.escape(c))
-            else:
-                body = m.group(0)[1:-1]
-                neg = body[:1] in ("!", "^")
-                if neg:
-                    body = body[1:]
-                body = re.sub(r"\[:([a-z]+):\]", lambda k: _CLASSES.get(k.group(1), r"\s\S"), body)
-                body = "".join("\\" + ch if ch in "\\^]" else ch for ch in body) if "[:" not in body else body
-                out.append("[" + ("^" if neg else "") + body + "]")
-                i = m.end()
-                continue
-        elif c == "\\" and i + 1 < n:
-            i += 1
-            out.append(re.escape(pattern[i]))
-        else:
-            out.append(re.escape(c))
-        i += 1
-    try:
-        return re.compile("".join(out), re.S)
-    except re.error:
-        return None
 
 
 def _wide(comp: str) -> bool:

@@ -22,14 +22,16 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 
-from executor.approval import Decision, Verdict, interactive_risk
+import posixpath
+
+from executor.approval import Decision, GateContext, Verdict, interactive_risk
 from executor.approvals import Approvals, Authorization, Pending
 from executor.backends.base import Backend, PtySize
 from executor.config import Config
 from executor.errors import invalid, not_found, precondition
 from executor.events import ApprovalNeeded, Entry
 from executor.shell import valid_env_name
-from executor.tasks import check_task_id
+from executor.tasks import TaskManager, check_task_id
 
 __all__ = ["Admission", "Admitted", "Caller", "Entry", "ExecParams", "PtyOpenParams", "Refused", "Request",
            "StartParams", "pty_size"]
@@ -117,6 +119,8 @@ class Request:
     interactive: str | None = None
     #: The text the gate judges: the command, plus Exec's stdin when the program runs its input.
     judged: str = ""
+    #: Where the task is, for relative paths (set by the core from the task before the verdict).
+    context: GateContext | None = None
 
     @property
     def shown(self) -> str:
@@ -158,11 +162,24 @@ class Refused:
 class Admission:
     """Validation, the gate's verdict, approvals and audit for every entry point (``core.admission``)."""
 
-    def __init__(self, config: Config, backends: dict[str, Backend], approvals: Approvals) -> None:
+    def __init__(self, config: Config, backends: dict[str, Backend], approvals: Approvals, tasks: TaskManager,
+                 protected: tuple[str, ...] = ()) -> None:
         self.config = config
         self.limits = config.limits
         self.backends = backends
         self.approvals = approvals
+        self.tasks = tasks
+        self.protected = protected  # paths judged like system paths wherever a task is (the state dir)
+
+    def _locate(self, req: Request) -> None:
+        """Give the gate the task's place: its cwd, its directory, its HOME, and what to protect
+        (the daemon's state dir, and the directory holding every task's directory: the others')."""
+        task = self.tasks.get(req.task_id)
+        if task is None or task.sandbox is None or task.backend_name != req.backend:
+            return
+        root = task.root
+        protected = (*self.protected, posixpath.dirname(root.rstrip("/")))
+        req.context = GateContext(cwd=task.cwd or root, root=root, home=task.home, protected=protected)
 
     # -- 1. validation --------------------------------------------------------------------
 
@@ -257,8 +274,11 @@ class Admission:
     # -- 2. the verdict -------------------------------------------------------------------
 
     def verdict(self, req: Request) -> Verdict:
-        """What the gate says of this request right now (no human asked, nothing recorded)."""
-        return self.approvals.check(req.judged, task_id=req.task_id, backend=req.backend, interactive=req.interactive)
+        """What the gate says of this request right now (no human asked, nothing recorded), judged
+        where the task is: relative paths against its cwd, its directory and its HOME."""
+        self._locate(req)
+        return self.approvals.check(req.judged, task_id=req.task_id, backend=req.backend, interactive=req.interactive,
+                                    context=req.context)
 
     # -- 3. settling ------------------------------------------------------------------------
 
@@ -284,7 +304,7 @@ class Admission:
 
         authorize = asyncio.ensure_future(self.approvals.authorize(
             req.shown, task_id=req.task_id, backend=req.backend, caller=caller.name, on_pending=on_pending,
-            interactive=req.interactive, verdict=verdict))
+            interactive=req.interactive, verdict=verdict, context=req.context))
         try:
             while not authorize.done():
                 getter = asyncio.ensure_future(pending.get())

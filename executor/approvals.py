@@ -19,7 +19,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
-from executor.approval import AlwaysStore, AuditLog, Decision, GateConfig, Verdict, evaluate
+from executor.approval import AlwaysStore, AuditLog, Decision, GateConfig, GateContext, Verdict, evaluate
 
 STORED = "stored_approval"  # the rule id of an ALLOW that a session/always approval gave
 
@@ -92,6 +92,7 @@ class _Slot:
     deadline: float = 0.0  # time.monotonic(): wall-clock jumps neither shorten nor extend the wait
     waiters: int = 0
     callers: list[str] = field(default_factory=list)
+    context: GateContext | None = None  # where the task was, to judge it again
 
 
 class Approvals:
@@ -120,16 +121,18 @@ class Approvals:
         always = self._always.rules_for(backend)
         return always | frozenset(session) if session else always
 
-    def check(self, command: str, *, task_id: str = "", backend: str = "", interactive: str | None = None) -> Verdict:
+    def check(self, command: str, *, task_id: str = "", backend: str = "", interactive: str | None = None,
+              context: GateContext | None = None) -> Verdict:
         """The dry run (CheckCommand): what authorize would decide right now, without asking.
 
         ``interactive``: why live input to the program could run commands the gate never sees.
+        ``context``: where the task is (cwd, root, home, paths to protect), for relative paths.
         A command let through by a stored (session or always) approval gets an ALLOW verdict
         whose rule is ``stored_approval`` and whose segment names the approval and its rule."""
         approved = self.approved_rules(task_id, backend)
-        verdict = _evaluate(command, self.config, backend, approved, interactive)
+        verdict = _evaluate(command, self.config, backend, approved, interactive, context)
         if approved and verdict.decision is Decision.ALLOW:
-            bare = _evaluate(command, self.config, backend, frozenset(), interactive)
+            bare = _evaluate(command, self.config, backend, frozenset(), interactive, context)
             if bare.decision is Decision.ASK and bare.rule in approved:
                 return Verdict(Decision.ALLOW, STORED, f"allowed by {self._describe(task_id, backend, bare.rule)}",
                                bare.segment)
@@ -153,6 +156,7 @@ class Approvals:
         on_pending: Callable[[Pending], Awaitable[None]] | None = None,
         interactive: str | None = None,
         verdict: Verdict | None = None,
+        context: GateContext | None = None,
     ) -> Authorization:
         """Decide whether ``command`` may run, asking a human when the policy says ask.
 
@@ -161,10 +165,10 @@ class Approvals:
         command's :meth:`check` when the caller has just made it (it is not evaluated twice).
         """
         if verdict is None:
-            verdict = self.check(command, task_id=task_id, backend=backend, interactive=interactive)
+            verdict = self.check(command, task_id=task_id, backend=backend, interactive=interactive, context=context)
         if verdict.decision is not Decision.ASK:
             return self.settle(command, verdict, task_id=task_id, backend=backend, caller=caller)
-        return await self._ask(command, verdict, task_id, backend, caller, on_pending, interactive)
+        return await self._ask(command, verdict, task_id, backend, caller, on_pending, interactive, context)
 
     def settle(self, command: str, verdict: Verdict, *, task_id: str, backend: str, caller: str = "") -> Authorization:
         """The decision for a verdict that asks nobody (allow or deny), recorded in the audit log."""
@@ -194,10 +198,12 @@ class Approvals:
         caller: str,
         on_pending: Callable[[Pending], Awaitable[None]] | None,
         interactive: str | None,
+        context: GateContext | None = None,
     ) -> Authorization:
         if self._audit.broken:  # a decision that cannot be recorded is not made
             return Authorization(False, verdict, self._unrecorded(), decided_by="audit")
         slot = self._join_or_create(command, verdict, task_id, backend, interactive)
+        slot.context = context
         slot.waiters += 1
         slot.callers.append(caller)
         try:
@@ -316,7 +322,8 @@ class Approvals:
             p = slot.pending
             if (task_id is not None and p.task_id != task_id) or p.backend != backend:
                 continue
-            again = self.check(p.command, task_id=p.task_id, backend=p.backend, interactive=slot.key[2])
+            again = self.check(p.command, task_id=p.task_id, backend=p.backend, interactive=slot.key[2],
+                               context=slot.context)
             if again.decision is Decision.ALLOW:
                 self._finish(
                     slot, _Answer(ApprovalDecision.APPROVE_ONCE, by or "approver", "covered by a broader approval")
@@ -411,8 +418,9 @@ class Approvals:
 
 
 def _evaluate(command: str, config: GateConfig, backend: str, approved: frozenset[str],
-              interactive: str | None) -> Verdict:
-    return evaluate(command, config, backend=backend, approved_rules=approved, interactive=interactive)
+              interactive: str | None, context: GateContext | None = None) -> Verdict:
+    return evaluate(command, config, backend=backend, approved_rules=approved, interactive=interactive,
+                    context=context)
 
 
 def _denied_message(verdict: Verdict) -> str:

@@ -76,7 +76,8 @@ class Executor:
                                  kill_grace=config.limits.kill_grace_seconds, state_dir=self.state_dir)
         self.approvals = Approvals(config.approval, self.state_dir)
         #: The one admission path of every entry point (Exec, Run, StartProcess, Pty).
-        self.admission = Admission(config, self.backends, self.approvals)
+        self.admission = Admission(config, self.backends, self.approvals, self.tasks,
+                                   protected=(str(self.state_dir),))
         secrets += [t.secret() for t in config.auth.tokens]
         secrets += [os.environ[name] for name in config.redaction.env if os.environ.get(name)]
         self.redactor = Redactor(secrets)
@@ -392,8 +393,8 @@ class Executor:
             task = self.tasks.get(task_id)
             if not backend and task is not None:
                 backend = task.backend_name
-            return self.admission.verdict(self.admission.exec_request(
-                ExecParams(task_id=task_id, command=command, backend=backend)))
+            req = self.admission.exec_request(ExecParams(task_id=task_id, command=command, backend=backend))
+            return self.admission.verdict(req)
         # No task: judged as a first command on the backend (no task's session approvals).
         self.admission.exec_request(ExecParams(task_id="check", command=command, backend=backend))
         return self.approvals.check(command, task_id="", backend=self.backend_for(backend))

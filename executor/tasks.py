@@ -60,6 +60,7 @@ class Task:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _setup: asyncio.Lock = field(default_factory=asyncio.Lock)
     saved_state: str = ""  # shell state restored from disk after a daemon restart
+    _home: str | None = None
 
     @property
     def busy(self) -> bool:
@@ -72,6 +73,15 @@ class Task:
     @property
     def cwd(self) -> str:
         return self.shell.cwd if self.shell else self.root
+
+    @property
+    def home(self) -> str:
+        """$HOME of the task's commands (the task directory on most backends)."""
+        if self.sandbox is None:
+            return ""
+        if self._home is None:
+            self._home = self.backend.base_env(self.sandbox).get("HOME", "")
+        return self._home
 
     def touch(self) -> None:
         self.last_used = time.time()

@@ -248,3 +248,22 @@ def test_every_entry_point_is_covered():
     service = pb.DESCRIPTOR.services_by_name["Executor"]
     assert starts <= {m.name for m in service.methods}
     assert {"exec", "run", "start_process", "pty"} <= set(ENTRIES)
+
+
+# -- judged where the task is --------------------------------------------------------------------------
+
+
+def test_relative_paths_are_judged_against_the_tasks_cwd(client, task):
+    """After `cd` into a system directory, a wildcard delete of "here" is that directory; climbing out of
+    the task's directory onto its parent (every task's directory) is judged like the absolute path.
+    Judged through CheckCommand (a dry run: nothing here could do harm if the gate failed), which
+    judges exactly as Exec on the task would, and through Exec with a harmless spelling."""
+    client.run(task, "true")
+    assert client.check_command("rm -rf ./*", task_id=task).decision == pb.GATE_DECISION_ALLOW
+    client.run(task, "cd /usr")
+    assert client.check_command("rm -rf ./*", task_id=task).decision == pb.GATE_DECISION_DENY
+    assert client.check_command("rm -rf ../..", task_id=task).decision == pb.GATE_DECISION_DENY
+    outcome = via_exec(client, task, "rm -rf ./executor-conformance-nothing-here*", timeout=20)
+    assert outcome.refused, outcome  # asks (a system path), nobody answers: refused
+    client.run(task, 'cd "$EXECUTOR_TASK_ROOT" 2>/dev/null || cd ~')
+    assert client.check_command("rm -rf ../*", task_id=task).decision != pb.GATE_DECISION_ALLOW
