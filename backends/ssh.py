@@ -412,6 +412,7 @@ class _Connection:
         #: Set as soon as one of its channels was seen lost with it (paramiko marks the channels
         #: closed a moment before the transport stops counting as active).
         self.lost = False
+        self.opened = 0  # channels opened on it, ever
 
     def has_room(self) -> bool:
         return self.alive() and (self.limit is None or self.open_channels < self.limit)
@@ -1324,6 +1325,7 @@ class SSHBackend(Backend):
                     raise _OpenLost(conn.lost_error("a new channel").message, ErrorKind.LOST) from exc
                 raise BackendError(f"ssh: opening a channel on {conn.label} failed: {exc}", ErrorKind.UNAVAILABLE) from exc
             conn.open_channels += 1
+            conn.opened += 1
         chan.executor_send_lock = threading.RLock()  # see _serialized
 
         def start() -> None:
@@ -1356,9 +1358,14 @@ class SSHBackend(Backend):
             try:
                 return conn, await self._open(conn, build(conn), pty)
             except _Refused as exc:
-                if conn.open_channels == 0 and conn.limit is None:
-                    raise BackendError(f"ssh: {conn.label} refuses channels even on a connection with none open: "
+                if conn.opened == 0:
+                    raise BackendError(f"ssh: {conn.label} refuses channels even on a new connection: "
                                        f"{exc.message}", ErrorKind.RESOURCE_EXHAUSTED) from exc
+                if self.max_sessions_seen and conn.open_channels < self.max_sessions_seen:
+                    # Below what the server allowed before: it still counts channels we just closed
+                    # (their CLOSE is under way). Not a new limit; try again in a moment.
+                    await asyncio.sleep(0.02)
+                    continue
                 if conn.limit is None or conn.open_channels < conn.limit:
                     conn.limit = max(1, conn.open_channels)
                     self.max_sessions_seen = max(self.max_sessions_seen or 0, conn.limit)
