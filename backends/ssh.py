@@ -38,6 +38,7 @@ import getpass
 import hashlib
 import logging
 import os
+import random
 import re
 import shlex
 import signal
@@ -110,6 +111,13 @@ class SSHOptions(Options):
     #: Seconds between keepalive pings (answered by the server); 3 unanswered close the
     #: connection (its processes then fail as LOST). Also the TCP keepalive interval.
     keepalive_interval: float = Field(15.0, gt=0)
+    #: Connections to the host at most (each holds up to the server's MaxSessions channels: a
+    #: task's shell or a background process holds one). Past it, new channels wait for one to close.
+    max_connections: int = Field(256, gt=0)
+    #: New connections being opened at once (sshd's MaxStartups counts unauthenticated ones: 10 by default).
+    max_parallel_connects: int = Field(4, gt=0)
+    #: Seconds a new channel waits for room when max_connections are all full before it fails.
+    channel_wait: float = Field(60.0, gt=0)
 
     @field_validator("remote_root")
     @classmethod
@@ -298,18 +306,88 @@ def _serialized(handler: Callable[[paramiko.Channel, paramiko.Message], None]
     return run
 
 
+def _handle_close(chan: paramiko.Channel, m: paramiko.Message) -> None:
+    """The server closed this channel (MSG_CHANNEL_CLOSE). Marked, because paramiko also marks a
+    channel closed when the whole connection dies (``Channel._unlink``), *before* the transport
+    stops counting as active: the mark is what tells "the remote side ended the channel" from
+    "the connection was lost under it" without racing paramiko's thread."""
+    chan.executor_server_closed = True
+    paramiko.Channel._handle_close(chan, m)
+    wake = getattr(chan, "executor_wake", None)
+    if wake is not None:
+        wake()
+
+
 class _Transport(paramiko.Transport):
-    """A Transport that understands ``exit-signal`` (killed by signal N -> -N) and never sends
-    on a channel after closing it (see _serialized)."""
+    """A Transport that understands ``exit-signal`` (killed by signal N -> -N), never sends
+    on a channel after closing it (see _serialized), marks channels the server closed
+    (_handle_close), wakes its channels' readers when the connection dies, and keeps the
+    reason it died of and the last channel-open refusal apart.
+
+    Paramiko keeps one ``saved_exception`` per transport, which ``get_exception()`` reads *and
+    clears*: a refusal of one channel open could be taken by another thread's open (which then
+    raised a bare "Unable to open channel."), and the reason a connection died could be taken by
+    whoever looked first. Every assignment is also recorded here, by kind."""
 
     _channel_handler_table = {**paramiko.Transport._channel_handler_table,
                               MSG_CHANNEL_REQUEST: _serialized(_handle_channel_request),
-                              MSG_CHANNEL_CLOSE: _serialized(paramiko.Channel._handle_close),
+                              MSG_CHANNEL_CLOSE: _serialized(_handle_close),
                               MSG_CHANNEL_FAILURE: _serialized(paramiko.Channel._request_failed)}
+
+    executor_death: BaseException | None = None  # what the connection died of
+    executor_refusal: paramiko.ChannelException | None = None  # the last channel-open failure
+    executor_disconnect = ""  # the server's MSG_DISCONNECT text, if it sent one
+    _executor_saved: BaseException | None = None
+
+    @property
+    def saved_exception(self) -> BaseException | None:  # type: ignore[override]
+        return self._executor_saved
+
+    @saved_exception.setter
+    def saved_exception(self, exc: BaseException | None) -> None:
+        self._executor_saved = exc
+        if isinstance(exc, paramiko.ChannelException):
+            self.executor_refusal = exc
+        elif exc is not None and self.executor_death is None:
+            self.executor_death = exc
+
+    def _parse_disconnect(self, m: paramiko.Message) -> None:
+        pos = m.packet.tell()
+        code = m.get_int()
+        text = m.get_text()
+        self.executor_disconnect = f"the server disconnected (code {code}): {text}" if text else \
+            f"the server disconnected (code {code})"
+        m.packet.seek(pos)
+        super()._parse_disconnect(m)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.executor_wakes: dict[int, Callable[[], None]] = {}  # a reader of ours per open channel
+        self.executor_wakes_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def run(self) -> None:
+        """Paramiko's loop; when it ends (the connection is gone; paramiko has marked every channel
+        closed by then), wake every reader of ours: one paused after EOF waits for an exit status
+        that will now never come."""
+        try:
+            super().run()
+        finally:
+            with self.executor_wakes_lock:
+                wakes = list(self.executor_wakes.values())
+            for wake in wakes:
+                wake()
 
 
 class _Refused(BackendError):
     """The server refused one more channel on a connection (MaxSessions)."""
+
+
+class _OpenLost(BackendError):
+    """The connection died while a channel was being opened (nothing ran: safe to retry)."""
+
+
+class _Dropped(BackendError):
+    """The server closed a new connection before its greeting (MaxStartups)."""
 
 
 class _Connection:
@@ -328,19 +406,32 @@ class _Connection:
         self.open_channels = 0
         #: How many of our channels the server held when it refused one more (MaxSessions).
         self.limit: int | None = None
+        #: Channel opens wait here, one in flight per connection: a refusal is then surely the
+        #: answer to ours, and the server's MaxSessions is learnt exactly, with one round trip.
+        self.open_lock = asyncio.Lock()
+        #: Set as soon as one of its channels was seen lost with it (paramiko marks the channels
+        #: closed a moment before the transport stops counting as active).
+        self.lost = False
+        self.opened = 0  # channels opened on it, ever
 
     def has_room(self) -> bool:
         return self.alive() and (self.limit is None or self.open_channels < self.limit)
 
     def alive(self) -> bool:
-        return self.transport.is_active() and not self.closing
+        return not self.lost and not self.closing and self.transport.is_active()
 
     def loss_reason(self) -> str:
         if self.close_reason:
             return self.close_reason
-        exc = self.transport.get_exception()
+        t = self.transport
+        exc = getattr(t, "executor_death", None)
+        disconnect = getattr(t, "executor_disconnect", "")
+        if disconnect:
+            return disconnect
         if exc is None or isinstance(exc, EOFError):
-            return "the server closed the connection (sshd restarted, or the session was killed)"
+            return "the server closed the connection (sshd was stopped or restarted, or its process for this connection was killed)"
+        if isinstance(exc, ConnectionResetError):
+            return "the connection was reset (sshd or its process for this connection was killed, or the network dropped it)"
         return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
     def lost_error(self, what: str = "the command") -> BackendError:
@@ -450,8 +541,16 @@ class _Connector:
                 t.get_security_options().key_types = allowed
         try:
             t.start_client(timeout=self.o.connect_timeout)
-        except paramiko.SSHException as exc:
+        except (paramiko.SSHException, EOFError, OSError) as exc:
             t.close()
+            death = t.executor_death
+            text = str(exc).lower()
+            if ("banner" in text and "timed out" not in text) or isinstance(death, (EOFError, ConnectionResetError)):
+                raise _Dropped(f"ssh: {name} closed a new connection before its greeting (sshd's MaxStartups: too "
+                               "many unauthenticated connections to it at once; or it is not an SSH server)",
+                               ErrorKind.UNAVAILABLE) from exc
+            if not isinstance(exc, paramiko.SSHException):
+                raise BackendError(f"ssh: handshake with {name} failed: {exc}", ErrorKind.UNAVAILABLE) from exc
             if known and "host key" in str(exc).lower():
                 raise BackendError(
                     f"ssh: the host key of {name} has CHANGED: known_hosts ({self.known_hosts}) has "
@@ -615,7 +714,12 @@ class _ChannelProcess(Process):
         self._finished: asyncio.Future[None] = self._loop.create_future()
         self._slot = True  # counts in conn.open_channels until the channel is done
         self._status: asyncio.Future[None] = self._loop.create_future()
+        self._aborted = False  # we closed the channel ourselves
+        self._awaiting_status = False  # EOF seen: the streams end when the exit status (or a loss) does
         chan.executor_wake = self._wake_from_thread
+        transport = conn.transport
+        with transport.executor_wakes_lock:
+            transport.executor_wakes[id(self)] = self._wake_from_thread
         self._watch()
         self._pump()
 
@@ -671,7 +775,21 @@ class _ChannelProcess(Process):
             self._unwatch()  # above the high-water mark: paused until a reader catches up (resume)
             return
         if chan.eof_received or chan.closed:
+            self._unwatch()  # paramiko's pipe stays readable from now on
+            self._settle()
+
+    def _settle(self) -> None:
+        """All output is in. The streams end once it is known how the channel ended: the exit
+        status arrived (or the channel is closed) -> clean EOF; the connection was lost first ->
+        LOST. Until then an EOF is held back (sshd sends the EOF and the exit status a moment
+        apart; a connection dying in between must not look like a normal end)."""
+        if self._done:
+            return
+        chan = self._chan
+        if chan.closed or getattr(chan, "executor_exited", False):
             self._finish()
+        else:
+            self._awaiting_status = True  # woken by exit-status/-signal, CLOSE or the transport's end
 
     def _on_stdout(self, data: bytes) -> None:
         if self._handshake is None or self._handshake.done():
@@ -717,19 +835,42 @@ class _ChannelProcess(Process):
     def _on_status(self) -> None:
         if not self._status.done():
             self._status.set_result(None)
+        if self._awaiting_status:
+            self._settle()
+
+    def _channel_lost(self) -> bool:
+        """The channel was closed under us by the connection dying (not by the server's CLOSE,
+        not by us)."""
+        chan = self._chan
+        return chan.closed and not getattr(chan, "executor_server_closed", False) and not self._aborted
+
+    def _lost_error(self, what: str = "the command") -> BackendError:
+        self._conn.lost = True  # do not wait for paramiko to mark the transport inactive
+        return self._conn.lost_error(what)
 
     def _release_slot(self) -> None:
         if self._slot:
             self._slot = False
             self._conn.open_channels -= 1
+            with self._conn.transport.executor_wakes_lock:
+                self._conn.transport.executor_wakes.pop(id(self), None)
+            self._backend._room_changed()
 
     def _finish(self) -> None:
         """EOF or close: end both streams, as EOF or as LOST."""
         self._unwatch()
         self._done = True
+        self._awaiting_status = False
         self._release_slot()
         chan = self._chan
-        error = None if chan.eof_received or self._conn.alive() else self._conn.lost_error()
+        exited = getattr(chan, "executor_exited", False)
+        error: BackendError | None = None
+        if self._channel_lost():
+            if not (exited and chan.eof_received):  # else the process ended and all its output is in
+                error = self._lost_error()
+        elif chan.closed and not exited:
+            error = BackendError(f"the ssh server {self._conn.label} closed the channel without reporting how "
+                                 "the command ended (no exit status)", ErrorKind.LOST)
         if self._handshake is not None and not self._handshake.done():
             self._handshake.set_exception(error or BackendError(
                 "the remote shell ended before starting the command", ErrorKind.FAILED_PRECONDITION))
@@ -758,8 +899,8 @@ class _ChannelProcess(Process):
         while view:
             chan = self._chan
             if chan.closed or chan.eof_sent:
-                if not self._conn.alive():
-                    raise self._conn.lost_error("a write")
+                if self._channel_lost():
+                    raise self._lost_error("a write")
                 raise BackendError("stdin is closed", ErrorKind.FAILED_PRECONDITION)
             try:
                 n = self._locked(chan.send, view[:1 << 15])
@@ -770,8 +911,8 @@ class _ChannelProcess(Process):
                 delay = min(delay * 2, 0.02)
                 continue
             except (OSError, EOFError, paramiko.SSHException) as exc:
-                if not self._conn.alive():
-                    raise self._conn.lost_error("a write") from exc
+                if self._channel_lost() or not self._conn.alive():
+                    raise self._lost_error("a write") from exc
                 raise BackendError("stdin is closed: the process has ended", ErrorKind.FAILED_PRECONDITION) from exc
             view = view[n:]
             delay = 0.0002
@@ -793,8 +934,8 @@ class _ChannelProcess(Process):
         try:
             self._locked(self._chan.resize_pty, size.cols, size.rows)
         except (OSError, EOFError, paramiko.SSHException) as exc:
-            if not self._conn.alive():
-                raise self._conn.lost_error("a resize") from exc
+            if self._channel_lost() or not self._conn.alive():
+                raise self._lost_error("a resize") from exc
             raise BackendError("the terminal is closed: the process has ended", ErrorKind.FAILED_PRECONDITION) from exc
 
     async def wait(self) -> int:
@@ -808,8 +949,8 @@ class _ChannelProcess(Process):
             except TimeoutError:
                 pass
         if not getattr(chan, "executor_exited", False):
-            if not self._conn.alive():
-                raise self._conn.lost_error()
+            if self._channel_lost():
+                raise self._lost_error()
             raise BackendError(f"the ssh channel on {self._conn.label} closed without an exit status",
                                ErrorKind.LOST)
         if self.pid and not self._forgot:
@@ -821,8 +962,10 @@ class _ChannelProcess(Process):
         self.abort()
 
     def abort(self) -> None:
+        self._aborted = True
         self._unwatch()
         self._done = True
+        self._awaiting_status = False
         self._release_slot()
         self._locked(self._chan.close)
 
@@ -865,7 +1008,9 @@ class SSHBackend(Backend):
         super().__init__(name, options, state_dir=state_dir)
         self.options: SSHOptions = options
         self._connector = _Connector(options)
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=6, thread_name_prefix=f"ssh-{name}")
+        # Connects (max_parallel_connects at a time) and open/exec requests wait here for the server.
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=8 + options.max_parallel_connects,
+                                                           thread_name_prefix=f"ssh-{name}")
         self._conn: _Connection | None = None  # the primary connection
         self._extra: list[_Connection] = []  # overflow: only when the server refuses more channels
         self._lock = asyncio.Lock()
@@ -878,6 +1023,16 @@ class SSHBackend(Backend):
         self.orphans_ended = 0
         self.reconnects = 0
         self.last_loss = ""  # why the last connection was lost (shown by health)
+        self._room: asyncio.Future[None] | None = None  # resolved when room for a channel may have appeared
+        self._waiting = 0  # channel opens waiting in _pick
+        self._connecting = 0  # overflow connections being opened
+        self._connect_error: BackendError | None = None  # why the last overflow connect failed
+        #: What the server showed of its limits: channels per connection (MaxSessions) when it
+        #: refused one, and how often it dropped a new connection before its greeting (MaxStartups).
+        self.max_sessions_seen: int | None = None
+        self.refusals = 0
+        self.startup_drops = 0
+        self.last_startup_drop = ""
 
     @staticmethod
     def _instance_id(state_dir: Path) -> str:
@@ -942,12 +1097,31 @@ class SSHBackend(Backend):
             return self._conn
 
     async def _connect(self) -> _Connection:
+        """A new connection, prepared. A connection the server drops before its greeting (sshd's
+        MaxStartups: too many unauthenticated connections at once, counted over every client of
+        that server) is retried after a short pause: nothing has run yet, so that is safe."""
+        delay = 0.05
+        for attempt in range(1, 7):
+            try:
+                conn = await self._blocking(self._connector.connect)
+                break
+            except _Dropped as exc:
+                self.startup_drops += 1
+                self.last_startup_drop = exc.message
+                if attempt == 6:
+                    raise BackendError(f"{exc.message} ({attempt} attempts)", ErrorKind.UNAVAILABLE) from exc
+                log.info("ssh backend %s: %s; retrying in %.2f s", self.name, exc.message, delay)
+                await asyncio.sleep(delay * (1 + random.random()))
+                delay *= 2
         try:
-            conn = await self._blocking(self._connector.connect)
             await self._prepare(conn)
         except (OSError, EOFError, paramiko.SSHException) as exc:
+            conn.close()
             raise BackendError(f"ssh: connecting to {self.options.host}:{self.options.port} failed: {exc}",
                                ErrorKind.UNAVAILABLE) from exc
+        except BaseException:
+            conn.close()
+            raise
         conn.pinger = asyncio.get_running_loop().create_task(self._keepalive(conn), name=f"ssh-keepalive-{self.name}")
         return conn
 
@@ -1015,9 +1189,27 @@ class SSHBackend(Backend):
             log.warning("ssh backend %s: ended %d session(s) left running on %s by a previous daemon or a lost "
                         "connection", self.name, ended, conn.label)
 
+    def _connections(self) -> list[_Connection]:
+        return [c for c in (self._conn, *self._extra) if c is not None]
+
+    def _room_changed(self) -> None:
+        """Wake the channel opens waiting for room (a channel closed, a connection came or went)."""
+        if self._room is not None and not self._room.done():
+            self._room.set_result(None)
+        self._room = None
+
+    def _room_signal(self) -> asyncio.Future[None]:
+        if self._room is None:
+            self._room = asyncio.get_running_loop().create_future()
+        return self._room
+
     async def _pick(self) -> _Connection:
-        """A connection with room for one more channel: the primary, else an overflow one
-        (opened when the server's MaxSessions refused more channels on the others)."""
+        """A connection with room for one more channel: the primary, else an overflow one.
+
+        When none has room, more connections are opened in the background, at most
+        ``max_parallel_connects`` at a time (sshd's MaxStartups counts unauthenticated connections,
+        10 by default) and enough for the opens waiting, given the MaxSessions learnt; at most
+        ``max_connections`` in all, after which opens wait for a channel to close."""
         primary = await self._connection()
         dead = [c for c in self._extra if not c.alive()]
         if dead:
@@ -1026,18 +1218,70 @@ class SSHBackend(Backend):
                 log.warning("ssh backend %s: lost an overflow connection: %s", self.name, c.loss_reason())
                 self._bury(c)
             await self._sweep(primary)
-        for c in (primary, *self._extra):
-            if c.has_room():
-                return c
-        async with self._lock:
-            for c in self._extra:
-                if c.has_room():
-                    return c
+        self._waiting += 1
+        try:
+            waited = 0.0
+            while True:
+                for c in self._connections():
+                    if c.has_room():
+                        return c
+                if not primary.alive():
+                    primary = await self._connection()
+                    continue
+                if self._connect_error is not None and self._connecting == 0:
+                    error, self._connect_error = self._connect_error, None
+                    raise BackendError(
+                        f"ssh: {primary.label} has no room for another channel ({self._describe_limits()}) and "
+                        f"opening another connection failed: {error.message}", ErrorKind.RESOURCE_EXHAUSTED)
+                per_connection = self.max_sessions_seen or 1
+                total = len(self._connections()) + self._connecting
+                if (self._connecting < self.options.max_parallel_connects and total < self.options.max_connections
+                        and self._connecting * per_connection < self._waiting):
+                    self._connecting += 1
+                    asyncio.get_running_loop().create_task(self._add_connection(), name=f"ssh-connect-{self.name}")
+                    continue
+                if self._connecting == 0 and total >= self.options.max_connections:
+                    if waited >= self.options.channel_wait:
+                        raise BackendError(
+                            f"ssh: no room for another channel on {primary.label}: {self._describe_limits()}, "
+                            f"max_connections {self.options.max_connections} reached, and none closed within "
+                            f"{self.options.channel_wait:g} s (raise MaxSessions in sshd_config, or max_connections)",
+                            ErrorKind.RESOURCE_EXHAUSTED)
+                    started = time.monotonic()
+                    try:
+                        await asyncio.wait_for(asyncio.shield(self._room_signal()), self.options.channel_wait - waited)
+                    except TimeoutError:
+                        pass
+                    waited += time.monotonic() - started
+                    continue
+                await asyncio.shield(self._room_signal())
+        finally:
+            self._waiting -= 1
+
+    async def _add_connection(self) -> None:
+        """Open one overflow connection (a background task of _pick's)."""
+        try:
             conn = await self._connect()
+        except BackendError as exc:
+            self._connect_error = exc
+        except Exception as exc:  # noqa: BLE001 - reported to the waiting opens, not lost in a task
+            self._connect_error = BackendError(f"{type(exc).__name__}: {exc}", ErrorKind.UNAVAILABLE)
+        else:
+            if self.max_sessions_seen:
+                log.info("ssh backend %s: %s allows %d channels per connection (MaxSessions); %d connection(s) "
+                         "now", self.name, conn.label, self.max_sessions_seen, 2 + len(self._extra))
             self._extra.append(conn)
-            log.info("ssh backend %s: %s refused more channels on %d connection(s); opened another",
-                     self.name, primary.label, len(self._extra))
-            return conn
+            self._connect_error = None
+        finally:
+            self._connecting -= 1
+            self._room_changed()
+
+    def _describe_limits(self) -> str:
+        conns = self._connections()
+        text = f"{len(conns)} connection(s), {sum(c.open_channels for c in conns)} channel(s) open"
+        if self.max_sessions_seen:
+            text += f", the server allows {self.max_sessions_seen} per connection (sshd MaxSessions)"
+        return text
 
     async def _sweep(self, conn: _Connection) -> None:
         """Kill the sessions of lost connections now, from a live one."""
@@ -1051,48 +1295,86 @@ class SSHBackend(Backend):
             self._dead_registries = [d for d in self._dead_registries if d not in dead]
 
     async def _open(self, conn: _Connection, command: str, pty: PtySize | None) -> paramiko.Channel:
-        """A channel on ``conn`` running ``command``. _Refused when the server will not open
-        one more (MaxSessions)."""
-        def open_channel() -> paramiko.Channel:
-            chan = conn.transport.open_session(timeout=self.options.connect_timeout)
-            chan.executor_send_lock = threading.RLock()  # see _serialized
+        """A channel on ``conn`` running ``command``.
+
+        Two steps, and only the first may be retried: opening the channel (nothing runs yet;
+        _Refused when the server will not open one more, MaxSessions; _OpenLost when the
+        connection died meanwhile), then the pty and exec requests, after which the command may
+        have started: a failure there is reported, never retried. Opens on one connection
+        are queued (conn.open_lock): one in flight at a time."""
+        async with conn.open_lock:
+            if not conn.alive():
+                raise _OpenLost(conn.lost_error("a new channel").message, ErrorKind.LOST)
+            if not conn.has_room():
+                raise _Refused(f"ssh: {conn.label} has no room for another channel", ErrorKind.RESOURCE_EXHAUSTED)
             try:
-                if pty is not None:
-                    chan.get_pty(term="xterm-256color", width=pty.cols, height=pty.rows)
-                chan.exec_command(command)
-            except BaseException:
-                with chan.executor_send_lock:
-                    chan.close()
-                raise
-            return chan
+                chan = await self._blocking(conn.transport.open_session, self.options.connect_timeout)
+            except (OSError, EOFError, paramiko.SSHException) as exc:
+                refusal = conn.transport.executor_refusal
+                conn.transport.executor_refusal = None
+                if isinstance(exc, paramiko.ChannelException) or refusal is not None:
+                    code, text = (exc.code, exc.text) if isinstance(exc, paramiko.ChannelException) else \
+                        (refusal.code, refusal.text)
+                    # OpenSSH answers "open failed" (code 2) past MaxSessions; others use code 1.
+                    if code in (paramiko.common.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED,
+                                paramiko.common.OPEN_FAILED_CONNECT_FAILED):
+                        raise _Refused(f"ssh: {conn.label} refused a new channel ({text}) with {conn.open_channels} "
+                                       "open: its sshd MaxSessions is reached", ErrorKind.RESOURCE_EXHAUSTED) from exc
+                    raise BackendError(f"ssh: {conn.label} refused a new channel: {text}", ErrorKind.UNAVAILABLE) from exc
+                if not conn.transport.is_active():
+                    raise _OpenLost(conn.lost_error("a new channel").message, ErrorKind.LOST) from exc
+                raise BackendError(f"ssh: opening a channel on {conn.label} failed: {exc}", ErrorKind.UNAVAILABLE) from exc
+            conn.open_channels += 1
+            conn.opened += 1
+        chan.executor_send_lock = threading.RLock()  # see _serialized
+
+        def start() -> None:
+            if pty is not None:
+                chan.get_pty(term="xterm-256color", width=pty.cols, height=pty.rows)
+            chan.exec_command(command)
 
         try:
-            chan = await self._blocking(open_channel)
-        except paramiko.ChannelException as exc:
-            # OpenSSH answers "open failed" (code 2) past MaxSessions; others use code 1.
-            if exc.code in (paramiko.common.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED,
-                            paramiko.common.OPEN_FAILED_CONNECT_FAILED):
-                raise _Refused(f"ssh: {conn.label} refused a new channel ({exc.text}) with {conn.open_channels} "
-                               "open: its sshd MaxSessions is reached", ErrorKind.RESOURCE_EXHAUSTED) from exc
-            raise BackendError(f"ssh: {conn.label} refused a new channel: {exc.text}", ErrorKind.UNAVAILABLE) from exc
-        except (OSError, EOFError, paramiko.SSHException) as exc:
-            if not conn.alive():
-                raise conn.lost_error("a new channel") from exc
-            raise BackendError(f"ssh: starting a command on {conn.label} failed: {exc}", ErrorKind.UNAVAILABLE) from exc
-        conn.open_channels += 1
+            await self._blocking(start)
+        except BaseException as exc:
+            with chan.executor_send_lock:
+                chan.close()
+            conn.open_channels -= 1
+            self._room_changed()
+            if isinstance(exc, (OSError, EOFError, paramiko.SSHException)):
+                if not conn.transport.is_active():
+                    raise conn.lost_error("a new command") from exc
+                raise BackendError(f"ssh: starting a command on {conn.label} failed: {exc}",
+                                   ErrorKind.UNAVAILABLE) from exc
+            raise
         return chan
 
     async def _open_any(self, build: Callable[[_Connection], str],
                         pty: PtySize | None) -> tuple[_Connection, paramiko.Channel]:
-        """Open a channel on whichever connection has room (see _pick)."""
-        for _ in range(4):
+        """Open a channel on whichever connection has room (see _pick). Refusals (MaxSessions) are
+        retried on another connection; so is a connection lost while opening, twice."""
+        lost = 0
+        while True:
             conn = await self._pick()
             try:
                 return conn, await self._open(conn, build(conn), pty)
             except _Refused as exc:
-                conn.limit = max(1, conn.open_channels)
-                last = exc
-        raise last
+                if conn.opened == 0:
+                    raise BackendError(f"ssh: {conn.label} refuses channels even on a new connection: "
+                                       f"{exc.message}", ErrorKind.RESOURCE_EXHAUSTED) from exc
+                if self.max_sessions_seen and conn.open_channels < self.max_sessions_seen:
+                    # Below what the server allowed before: it still counts channels we just closed
+                    # (their CLOSE is under way). Not a new limit; try again in a moment.
+                    await asyncio.sleep(0.02)
+                    continue
+                if conn.limit is None or conn.open_channels < conn.limit:
+                    conn.limit = max(1, conn.open_channels)
+                    self.max_sessions_seen = max(self.max_sessions_seen or 0, conn.limit)
+                    self.refusals += 1
+            except _OpenLost:
+                lost += 1
+                if lost > 2:
+                    raise
+                conn.lost = True
 
     async def _run(self, command: str, *, conn: _Connection | None = None) -> tuple[int, bytes, bytes]:
         """Run a helper command on a plain exec channel and collect its output."""
@@ -1159,11 +1441,25 @@ class SSHBackend(Backend):
             return Health(False, f"ssh: {conn.label} does not answer")
         except BackendError:
             return Health(False, f"ssh: {conn.loss_reason()}")
+        conns = self._connections()
         details = {"host": conn.label, "remote_root": conn.root, "rtt_ms": f"{rtt:.2f}",
-                   "connections": str(1 + len(self._extra)), "reconnects": str(self.reconnects)}
+                   "connections": str(len(conns)), "channels_open": str(sum(c.open_channels for c in conns)),
+                   "reconnects": str(self.reconnects)}
         if self.last_loss:
             details["last_loss"] = self.last_loss
-        return Health(True, details=details)
+        # The server's limits, as it showed them (never assumed): only when they are what limits.
+        notes = []
+        if self.max_sessions_seen:
+            details["max_sessions"] = (f"{self.max_sessions_seen} (the server refused channel "
+                                       f"{self.max_sessions_seen + 1} on a connection; {self.refusals} refusal(s))")
+            notes.append(f"sshd MaxSessions allows {self.max_sessions_seen} channels per connection, so "
+                         f"{len(conns)} connections are open; raise MaxSessions in the server's sshd_config "
+                         "for fewer")
+        if self.startup_drops:
+            details["startup_drops"] = f"{self.startup_drops} ({self.last_startup_drop})"
+            notes.append(f"the server dropped {self.startup_drops} new connection(s) before its greeting "
+                         "(sshd MaxStartups); raise MaxStartups or lower max_parallel_connects")
+        return Health(True, "; ".join(notes), details=details)
 
     async def sandbox(self, task_id: str) -> SSHSandbox:
         if not task_id or "/" in task_id or task_id in (".", "..") or task_id == SESSIONS_DIR or "\x00" in task_id:
