@@ -15,13 +15,14 @@ import fcntl
 import os
 import shutil
 import signal
+import stat
 import struct
 import subprocess
 import sys
 import tarfile
 import tempfile
 import termios
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -154,31 +155,57 @@ def sandbox_argv(argv: Sequence[str], *, bwrap: str, task_dir: str, cwd: str, pt
     return head + ([setsid, "-c"] if pty else []) + list(argv)
 
 
-def _namespace(outer: int) -> tuple[int, str] | None:
-    """(host pid, pid namespace) of the init of the sandbox that bubblewrap ``outer`` started."""
-    try:
-        with open(f"/proc/{outer}/task/{outer}/children") as f:
-            children = f.read().split()
-    except OSError:
-        return None
-    for child in children:
+class _Sandboxed:
+    """One live sandboxed spawn: bubblewrap's host process and, once seen, its pid namespace.
+
+    Only spawns known here are ever signalled: the core may signal a session after it ended (a
+    kill after the grace), and by then its host pid can belong to anyone (pids wrap quickly on a
+    busy host: pid_max is 32768 here)."""
+
+    def __init__(self, outer: int, alive: Callable[[], bool]) -> None:
+        self.outer = outer
+        self.alive = alive  # bubblewrap not yet reaped: the pid is still ours
+        self.init: int | None = None
+        self.ns: str | None = None
+
+    def namespace(self) -> tuple[int, str] | None:
+        """(host pid, pid namespace) of the sandbox's init, while it runs."""
+        if self.ns is None:
+            try:
+                with open(f"/proc/{self.outer}/task/{self.outer}/children") as f:
+                    children = f.read().split()
+            except OSError:
+                return None
+            for child in children:
+                try:
+                    self.init, self.ns = int(child), os.readlink(f"/proc/{child}/ns/pid")
+                    break
+                except OSError:
+                    continue
+            else:
+                return None
         try:
-            return int(child), os.readlink(f"/proc/{child}/ns/pid")
+            if os.readlink(f"/proc/{self.init}/ns/pid") == self.ns:
+                return self.init, self.ns
         except OSError:
-            continue
-    return None
+            pass
+        return None  # the init is gone: so is the namespace and everything in it
 
 
-def signal_namespace(outer: int, sig: int, *, passes: int = 20) -> int:
-    """Deliver ``sig`` to every process of the sandbox that bubblewrap ``outer`` started, from
-    the host: each one in its pid namespace but its init (bubblewrap's pid 1, which ends the
-    namespace, and everything in it, when the command ends); with SIGKILL the init too, so the
-    kernel kills whatever a walk could miss. Without a namespace (not yet, or no more), bubblewrap
-    itself gets the signal (``--die-with-parent`` takes the rest). Returns how many were signalled."""
-    found = _namespace(outer)
+def signal_namespace(spawn: _Sandboxed, sig: int, *, passes: int = 20) -> int:
+    """Deliver ``sig`` to every process of a live sandboxed spawn, from the host: each one in its
+    pid namespace but its init (bubblewrap's pid 1, which ends the namespace, and everything in
+    it, when the command ends); with SIGKILL the init too, so the kernel kills whatever a walk
+    could miss. Before the namespace exists, bubblewrap itself gets the signal
+    (``--die-with-parent`` takes the rest). Returns how many were signalled."""
+    if not spawn.alive():
+        return 0  # reaped: its namespace ended with it, and the pid may be someone else's now
+    found = spawn.namespace()
     if found is None:
+        if spawn.ns is not None:
+            return 0  # the namespace is gone
         try:
-            os.kill(outer, sig)
+            os.kill(spawn.outer, sig)
             return 1
         except (ProcessLookupError, PermissionError):
             return 0
@@ -194,7 +221,7 @@ def signal_namespace(outer: int, sig: int, *, passes: int = 20) -> int:
             except (ProcessLookupError, PermissionError):
                 pass
         seen |= fresh
-    if sig == signal.SIGKILL:
+    if sig == signal.SIGKILL and spawn.namespace() is not None:
         try:
             os.kill(init, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -346,6 +373,8 @@ class LocalSandbox(Sandbox):
             if pty is None:
                 proc, stdout, stderr = await spawn_piped(full, cwd=cwd, env=env, start_new_session=True, **user)
                 registry.remember(proc.pid)
+                if sandboxed:
+                    backend.track(_Sandboxed(proc.pid, lambda: proc.returncode is None))
                 return _PipeProcess(proc, stdout, stderr, registry, proc.pid if sandboxed else None)
             master, slave = os.openpty()
             fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", pty.rows, pty.cols, 0, 0))
@@ -370,6 +399,8 @@ class LocalSandbox(Sandbox):
             finally:
                 os.close(slave)
             registry.remember(popen.pid)
+            if sandboxed:
+                backend.track(_Sandboxed(popen.pid, lambda: popen.poll() is None))
             return _PtyProcess(popen, master, registry, popen.pid if sandboxed else None)
         except FileNotFoundError as exc:
             raise BackendError(f"cannot start {argv[0]!r}: {exc.strerror}: {exc.filename}", ErrorKind.NOT_FOUND) from exc
@@ -379,7 +410,9 @@ class LocalSandbox(Sandbox):
 
     async def signal_session(self, pid: int, sig: int) -> None:
         if self._backend.options.isolation == "sandbox":
-            signal_namespace(pid, sig)  # pid: Process.session, bubblewrap's host pid
+            spawn = self._backend.sandboxed.get(pid)  # pid: Process.session, bubblewrap's host pid
+            if spawn is not None:  # else not ours, or long gone: nothing to signal
+                signal_namespace(spawn, sig)
         else:
             kill_session(pid, sig)
 
@@ -447,6 +480,7 @@ class LocalBackend(Backend):
         self.root = Path(options.root).expanduser() if options.root else self.daemon_state / "tasks"
         self.registry = _PidRegistry(state_dir / "sessions")
         self.setsid = shutil.which("setsid") or "/usr/bin/setsid"
+        self.sandboxed: dict[int, _Sandboxed] = {}  # live sandboxed spawns, by bubblewrap's pid
         self._probe: Health | None = None
 
     @property
@@ -479,6 +513,11 @@ class LocalBackend(Backend):
                     "VM or container of its own")
         return None
 
+    def track(self, spawn: _Sandboxed) -> None:
+        for outer in [o for o, known in self.sandboxed.items() if not known.alive()]:
+            del self.sandboxed[outer]
+        self.sandboxed[spawn.outer] = spawn
+
     def user_kwargs(self) -> dict:
         o = self.options
         if o.isolation == "sandbox" and o.uid is not None and o.uid != os.geteuid():
@@ -491,9 +530,29 @@ class LocalBackend(Backend):
         out: dict[str, bool] = {}
         for path in wanted:
             real = os.path.realpath(os.path.expanduser(path))
-            if os.path.lexists(real):
+            if os.path.lexists(real) and self._reachable(real):
                 out[real] = os.path.isdir(real)
         return sorted(out.items())
+
+    def _reachable(self, path: str) -> bool:
+        """Whether the commands' user can reach ``path`` at all (search permission on every parent
+        directory). Under ``uid`` bubblewrap runs as that user and cannot mount over a path it
+        cannot reach; such a path needs no hiding."""
+        if not self.user_kwargs():
+            return True
+        uid, gid = self.options.uid, self.options.gid
+        parent = os.path.dirname(path)
+        while True:
+            try:
+                st = os.stat(parent)
+            except OSError:
+                return False
+            bit = stat.S_IXUSR if st.st_uid == uid else stat.S_IXGRP if st.st_gid == gid else stat.S_IXOTH
+            if not st.st_mode & bit:
+                return False
+            if parent == "/":
+                return True
+            parent = os.path.dirname(parent)
 
     def sandbox_argv(self, argv: Sequence[str], *, task_dir: str, cwd: str, pty: bool) -> list[str]:
         o = self.options
@@ -535,8 +594,10 @@ class LocalBackend(Backend):
             missing = [p for p in getattr(o, key) or [] if not os.path.exists(p)]
             if missing:
                 return Health(False, f"{key}: {', '.join(missing)} does not exist on this host")
-        probe = self.state_dir / "probe"
+        probe = self.root / ".executor-probe"  # never a task id (they start with a letter or digit)
         probe.mkdir(exist_ok=True)
+        if self.user_kwargs():
+            os.chown(probe, o.uid, o.gid)
         argv = self.sandbox_argv(["/bin/sh", "-c", "exit 0"], task_dir=str(probe), cwd=str(probe), pty=False)
         try:
             proc = await asyncio.create_subprocess_exec(*argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -120,15 +120,18 @@ def test_cannot_signal_the_daemon(client, daemon):
 
 def test_writes_stay_in_the_task(client, daemon):
     target = daemon.base / "sacrificial"
+    private = f"/tmp/executor-sbx-{uuid.uuid4().hex}"  # only written with isolation: sandbox
+    tmp = f" && echo x > {private} && echo TMP" if daemon.isolation == "sandbox" else ""
     code, out = run(client, f"echo x > {q(target / 'new')}; echo x >> {q(target / 'keep')}; "
-                            f"rm -f {q(target / 'keep')}; echo inside > here && cat here && echo x > /tmp/private && echo TMP")
-    assert "inside" in out and "TMP" in out
+                            f"rm -f {q(target / 'keep')}; echo inside > here && cat here{tmp}")
+    assert "inside" in out
     if daemon.isolation == "none":
-        assert (target / "new").exists()
+        assert (target / "new").exists() and not (target / "keep").exists()
         return
+    assert "TMP" in out  # a private /tmp, writable
     assert not (target / "new").exists()
     assert (target / "keep").read_text() == "untouched\n"
-    assert not os.path.exists("/tmp/private")
+    assert not os.path.exists(private)
 
 
 @pytest.mark.parametrize("escape", [
@@ -182,6 +185,23 @@ def test_unavailable_without_bubblewrap_says_how_to_fix(tmp_path):
             with pytest.raises(Exception) as failed:
                 c.run("t", "echo should-not-run", timeout=10)
             assert "should-not-run" not in str(failed.value)
+    finally:
+        d.kill()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="uid/gid needs a root daemon")
+def test_uid_runs_commands_as_another_user():
+    base = Path(tempfile.mkdtemp(prefix="executor-sbx-uid-", dir="/var/tmp"))
+    base.chmod(0o755)  # the tasks' root must be reachable by the commands' user
+    d = DaemonProcess({"backend": "local", "approval": {"mode": "allow"},
+                       "backends": {"local": {"kind": "local", "uid": 65534, "gid": 65534, "root": str(base / "tasks")}}},
+                      state_dir=base / "state").start()
+    try:
+        with d.client() as c:
+            result = c.run("t", "id -u; id -g; echo x > mine && stat -c %u mine; cat /proc/self/status | grep CapEff",
+                           timeout=30)
+            assert result.stdout.decode().split() == ["65534", "65534", "65534", "CapEff:", "0000000000000000"], result
     finally:
         d.kill()
         shutil.rmtree(base, ignore_errors=True)

@@ -96,6 +96,17 @@ def capabilities(client, kind: str):
     raise AssertionError(f"backend {kind} not listed")
 
 
+def on_this_host(prefix: str) -> int:
+    """Processes on this machine's kernel whose command line starts with ``prefix`` (set with `exec
+    -a`; unique per test). Counted besides what the task's shell sees: the local sandbox gives each
+    spawn its own pid namespace, so a background process's tree is invisible from the task's shell,
+    and a count made only there would be 0 whatever survived. (Every backend here runs its
+    processes on this kernel: containers, sshd, Apptainer and the cloud fakes.)"""
+    from tests.daemon import count_processes
+
+    return count_processes(prefix)
+
+
 def require(client, daemon, capability: str) -> None:
     """Skip (saying why) when the backend under test does not claim a capability."""
     caps = capabilities(client, daemon.kind)
