@@ -368,10 +368,9 @@ class LocalSandbox(Sandbox):
             full = backend.sandbox_argv(argv, task_dir=self.root, cwd=cwd, pty=pty is not None)
         else:
             full = reaper_argv(argv, pty=pty is not None, python=sys.executable)
-        user = backend.user_kwargs()
         try:
             if pty is None:
-                proc, stdout, stderr = await spawn_piped(full, cwd=cwd, env=env, start_new_session=True, **user)
+                proc, stdout, stderr = await spawn_piped(full, cwd=cwd, env=env, start_new_session=True)
                 registry.remember(proc.pid)
                 if sandboxed:
                     backend.track(_Sandboxed(proc.pid, lambda: proc.returncode is None))
@@ -394,7 +393,6 @@ class LocalSandbox(Sandbox):
                     stdout=slave,
                     stderr=slave,
                     close_fds=True,
-                    **user,
                 )
             finally:
                 os.close(slave)
@@ -480,6 +478,7 @@ class LocalBackend(Backend):
         self.root = Path(options.root).expanduser() if options.root else self.daemon_state / "tasks"
         self.registry = _PidRegistry(state_dir / "sessions")
         self.setsid = shutil.which("setsid") or "/usr/bin/setsid"
+        self.setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
         self.sandboxed: dict[int, _Sandboxed] = {}  # live sandboxed spawns, by bubblewrap's pid
         self._probe: Health | None = None
 
@@ -518,11 +517,13 @@ class LocalBackend(Backend):
             del self.sandboxed[outer]
         self.sandboxed[spawn.outer] = spawn
 
-    def user_kwargs(self) -> dict:
+    @property
+    def run_as(self) -> tuple[int, int] | None:
+        """(uid, gid) when commands run as another user than the daemon's."""
         o = self.options
-        if o.isolation == "sandbox" and o.uid is not None and o.uid != os.geteuid():
-            return {"user": o.uid, "group": o.gid, "extra_groups": []}
-        return {}
+        if o.isolation == "sandbox" and o.uid is not None and (o.uid, o.gid) != (os.geteuid(), os.getegid()):
+            return o.uid, o.gid
+        return None
 
     def hidden(self) -> list[tuple[str, bool]]:
         """What no command may see, resolved, existing: (path, is a directory)."""
@@ -538,7 +539,7 @@ class LocalBackend(Backend):
         """Whether the commands' user can reach ``path`` at all (search permission on every parent
         directory). Under ``uid`` bubblewrap runs as that user and cannot mount over a path it
         cannot reach; such a path needs no hiding."""
-        if not self.user_kwargs():
+        if self.run_as is None:
             return True
         uid, gid = self.options.uid, self.options.gid
         parent = os.path.dirname(path)
@@ -556,7 +557,11 @@ class LocalBackend(Backend):
 
     def sandbox_argv(self, argv: Sequence[str], *, task_dir: str, cwd: str, pty: bool) -> list[str]:
         o = self.options
-        return sandbox_argv(argv, bwrap=o.bwrap, task_dir=task_dir, cwd=cwd, pty=pty, setsid=self.setsid,
+        # Another user: setpriv switches before bubblewrap starts (not Popen's user=, which forks
+        # the threaded daemon instead of vfork: gRPC's fork handlers then kill the child at times).
+        prefix = [] if self.run_as is None else [self.setpriv, f"--reuid={o.uid}", f"--regid={o.gid}",
+                                                  "--clear-groups", "--"]
+        return prefix + sandbox_argv(argv, bwrap=o.bwrap, task_dir=task_dir, cwd=cwd, pty=pty, setsid=self.setsid,
                             network=o.network, read_only=o.read_only_paths, writable=o.writable_paths,
                             hidden=self.hidden())
 
@@ -590,19 +595,21 @@ class LocalBackend(Backend):
             return Health(False, f"isolation: sandbox needs bubblewrap, and {o.bwrap!r} is not installed: {fix}")
         if o.uid is not None and os.geteuid() != 0 and o.uid != os.geteuid():
             return Health(False, f"uid {o.uid}: running commands as another user needs the daemon to run as root")
+        if self.run_as is not None and not os.access(self.setpriv, os.X_OK):
+            return Health(False, f"uid {o.uid}: running commands as another user needs setpriv (util-linux)")
         for key in ("read_only_paths", "writable_paths"):
             missing = [p for p in getattr(o, key) or [] if not os.path.exists(p)]
             if missing:
                 return Health(False, f"{key}: {', '.join(missing)} does not exist on this host")
         probe = self.root / ".executor-probe"  # never a task id (they start with a letter or digit)
         probe.mkdir(exist_ok=True)
-        if self.user_kwargs():
-            os.chown(probe, o.uid, o.gid)
+        if self.run_as is not None:
+            os.chown(probe, *self.run_as)
         argv = self.sandbox_argv(["/bin/sh", "-c", "exit 0"], task_dir=str(probe), cwd=str(probe), pty=False)
         try:
             proc = await asyncio.create_subprocess_exec(*argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                                         stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin"},
-                                                        start_new_session=True, **self.user_kwargs())
+                                                        start_new_session=True)
             _, err = await asyncio.wait_for(proc.communicate(), 30)
         except (OSError, asyncio.TimeoutError) as exc:
             return Health(False, f"the sandbox could not be started ({exc}): {fix}")
@@ -618,6 +625,6 @@ class LocalBackend(Backend):
         except OSError as exc:
             raise BackendError(f"cannot create the task directory {path}: {exc.strerror}",
                                ErrorKind.RESOURCE_EXHAUSTED if exc.errno == errno.ENOSPC else ErrorKind.FAILED_PRECONDITION) from exc
-        if self.user_kwargs():
-            os.chown(path, self.options.uid, self.options.gid)  # the task's directory is the command user's
+        if self.run_as is not None:
+            os.chown(path, *self.run_as)  # the task's directory is the command user's
         return LocalSandbox(self, path)
