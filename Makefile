@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-serve: venv
+serve: venv bubblewrap
 	$(VENV)/bin/executor serve $(if $(CONFIG),--config $(CONFIG)) --state-dir $(STATE_DIR)
 
 # Regenerate the Python stubs from proto/ (committed; tests/test_proto.py fails when stale).

@@ -180,6 +180,11 @@ class Process(abc.ABC):
     stdout: Any
     #: stderr, or None under a pty.
     stderr: Any
+    #: The handle the core passes to ``Sandbox.signal_session`` for this process, when the pid
+    #: the process reports for itself (``$$``) does not name it alone in its sandbox: a backend
+    #: that starts each spawn in a pid namespace of its own (local's ``isolation: sandbox``,
+    #: where every spawn is pid 2) sets it. None: the core uses the reported pid.
+    session: int | None = None
 
     @abc.abstractmethod
     async def write(self, data: bytes) -> None:
@@ -400,6 +405,7 @@ class Backend(abc.ABC):
         self.name = name
         self.options = options
         self.state_dir = state_dir  # a directory of this backend's own under the daemon's state dir
+        self.hidden_paths: list[str] = []  # see hide()
 
     @property
     @abc.abstractmethod
@@ -417,6 +423,18 @@ class Backend(abc.ABC):
             "LANG": "C.UTF-8",
             "TERM": "dumb",
         }
+
+    def hide(self, paths: Sequence[str]) -> None:
+        """Paths no command may see: the core calls it once, before ``start()``, with the daemon's
+        config file, every ``token_file``, the TLS key, the unix socket(s) and any file a backend
+        option names as a secret. A backend whose commands share the daemon's filesystem (local)
+        hides them; others keep the list and may ignore it. Calls add to the list."""
+        self.hidden_paths.extend(str(p) for p in paths)
+
+    def startup_notice(self) -> str | None:
+        """A line the daemon logs as a warning at startup (e.g. "commands run unisolated on the
+        host"); None when there is nothing to warn about."""
+        return None
 
     async def start(self) -> None:
         """Connect and recover: end (or re-adopt) what a previous daemon left running.

@@ -1,7 +1,10 @@
 """The local backend: processes on the daemon's own host, one directory per task.
 
-No isolation beyond the directory and a clean environment: use it for trusted
-work or inside a VM/container of its own. The gate still stands in front of it.
+``isolation: sandbox`` (the default): every spawn runs under bubblewrap, in a pid namespace of
+its own, with the host's filesystem read-only, the task's directory and a private /tmp writable,
+and the daemon's state, config, tokens, keys and socket hidden (``sandbox_argv``).
+``isolation: none``: host processes with a directory and a clean environment, nothing more.
+The gate stands in front of both.
 """
 
 from __future__ import annotations
@@ -12,16 +15,20 @@ import fcntl
 import os
 import shutil
 import signal
+import stat
 import struct
 import subprocess
 import sys
 import tarfile
 import tempfile
 import termios
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Literal
 
 from ._host import PipeReader, PtyReader, proc_table, signal_tree, spawn_piped
+from pydantic import model_validator
+
 from .base import (
     Backend,
     BackendError,
@@ -42,6 +49,45 @@ from .base import (
 class LocalOptions(Options):
     #: Where task directories live; default ``<state-dir>/tasks``.
     root: str | None = None
+    #: ``sandbox``: each spawn under bubblewrap (see docs/backends/local.md). ``none``: host
+    #: processes that can reach whatever the daemon's user can, the daemon's secrets included.
+    isolation: Literal["sandbox", "none"] = "sandbox"
+    #: ``host``: the host's network. ``none``: a network namespace with only ``lo`` (sandbox only).
+    network: Literal["host", "none"] = "host"
+    #: Sandbox only: the host paths visible (read-only); default the whole host (``/``).
+    read_only_paths: list[str] | None = None
+    #: Sandbox only: host paths writable from every task, besides its directory and its /tmp.
+    writable_paths: list[str] = []
+    #: Sandbox only: more host paths no command may see (the daemon's own state, config, token
+    #: files, TLS key and socket are hidden without being listed: the core hands them over).
+    hidden_paths: list[str] = []
+    #: Sandbox only: run commands as this uid/gid (the daemon must be root); default the daemon's.
+    uid: int | None = None
+    gid: int | None = None
+    #: The bubblewrap binary.
+    bwrap: str = "bwrap"
+
+    @model_validator(mode="after")
+    def _check(self) -> "LocalOptions":
+        if self.isolation == "none":
+            for key in ("read_only_paths", "uid", "gid"):
+                if getattr(self, key) is not None:
+                    raise ValueError(f"{key} needs isolation: sandbox")
+            if self.writable_paths or self.hidden_paths or self.network != "host":
+                raise ValueError("writable_paths, hidden_paths and network: none need isolation: sandbox "
+                                 "(with isolation: none a command reaches the whole host)")
+        if (self.uid is None) != (self.gid is None):
+            raise ValueError("give both uid and gid, or neither")
+        for key in ("read_only_paths", "writable_paths", "hidden_paths"):
+            for path in getattr(self, key) or []:
+                if not path.startswith("/"):
+                    raise ValueError(f"{key}: {path!r} is not an absolute path")
+        return self
+
+#: Host sockets that hand out root to whoever connects (a read-only mount does not stop a connect):
+#: hidden in every sandbox when they exist.
+PRIVILEGED_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/containerd/containerd.sock",
+                      "/run/podman/podman.sock", "/run/crio/crio.sock")
 
 
 def _proc_stat(pid: int) -> list[str] | None:
@@ -65,12 +111,131 @@ def kill_session(pid: int, sig: int) -> int:
     return signal_tree(pid, sig)
 
 
+#: ``policy()["kill"]`` under ``isolation: sandbox``.
+KILL_NAMESPACE = "pid namespace per spawn (setsid, nohup and double forks die too)"
+
+
+def _depth(path: str) -> int:
+    return len([c for c in path.split("/") if c])
+
+
+def sandbox_argv(argv: Sequence[str], *, bwrap: str, task_dir: str, cwd: str, pty: bool, setsid: str,
+                 network: str, read_only: Sequence[str] | None, writable: Sequence[str],
+                 hidden: Sequence[tuple[str, bool]]) -> list[str]:
+    """``argv`` under bubblewrap, as one task's spawn.
+
+    Mounts are applied shallow paths first, so a deeper one wins whatever kind it is: the hidden
+    daemon state directory (an empty tmpfs) does not hide the task directory below it, and a
+    hidden file inside a writable path stays hidden. At equal depth: read-only < /dev, /proc,
+    /tmp < writable < hidden. ``hidden``: (path, is a directory) pairs, resolved and existing.
+    Under ``pty`` the command becomes a session leader with the terminal as its controlling tty
+    (``setsid -c``); otherwise bubblewrap's ``--new-session`` detaches it from any terminal."""
+    ops: list[tuple[int, int, list[str]]] = []
+    if read_only is None:
+        ops.append((0, 0, ["--ro-bind", "/", "/"]))
+    else:
+        for path in read_only:
+            ops.append((_depth(path), 0, ["--ro-bind", path, path]))
+        if pty:
+            ops.append((_depth(setsid), 0, ["--ro-bind", setsid, setsid]))
+    ops += [(1, 1, ["--dev", "/dev"]), (1, 1, ["--proc", "/proc"]), (1, 1, ["--tmpfs", "/tmp"])]
+    for path in (task_dir, *writable):
+        ops.append((_depth(path), 2, ["--bind", path, path]))
+    for path, is_dir in hidden:
+        ops.append((_depth(path), 3, ["--tmpfs", path] if is_dir else ["--ro-bind", "/dev/null", path]))
+    ops.sort(key=lambda op: (op[0], op[1]))
+    head = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--cap-drop", "ALL"]
+    if network == "none":
+        head.append("--unshare-net")
+    if not pty:
+        head.append("--new-session")
+    for _, _, op in ops:
+        head += op
+    head += ["--chdir", cwd, "--"]
+    return head + ([setsid, "-c"] if pty else []) + list(argv)
+
+
+class _Sandboxed:
+    """One live sandboxed spawn: bubblewrap's host process and, once seen, its pid namespace.
+
+    Only spawns known here are ever signalled: the core may signal a session after it ended (a
+    kill after the grace), and by then its host pid can belong to anyone (pids wrap quickly on a
+    busy host: pid_max is 32768 here)."""
+
+    def __init__(self, outer: int, alive: Callable[[], bool]) -> None:
+        self.outer = outer
+        self.alive = alive  # bubblewrap not yet reaped: the pid is still ours
+        self.init: int | None = None
+        self.ns: str | None = None
+
+    def namespace(self) -> tuple[int, str] | None:
+        """(host pid, pid namespace) of the sandbox's init, while it runs."""
+        if self.ns is None:
+            try:
+                with open(f"/proc/{self.outer}/task/{self.outer}/children") as f:
+                    children = f.read().split()
+            except OSError:
+                return None
+            for child in children:
+                try:
+                    self.init, self.ns = int(child), os.readlink(f"/proc/{child}/ns/pid")
+                    break
+                except OSError:
+                    continue
+            else:
+                return None
+        try:
+            if os.readlink(f"/proc/{self.init}/ns/pid") == self.ns:
+                return self.init, self.ns
+        except OSError:
+            pass
+        return None  # the init is gone: so is the namespace and everything in it
+
+
+def signal_namespace(spawn: _Sandboxed, sig: int, *, passes: int = 20) -> int:
+    """Deliver ``sig`` to every process of a live sandboxed spawn, from the host: each one in its
+    pid namespace but its init (bubblewrap's pid 1, which ends the namespace, and everything in
+    it, when the command ends); with SIGKILL the init too, so the kernel kills whatever a walk
+    could miss. Before the namespace exists, bubblewrap itself gets the signal
+    (``--die-with-parent`` takes the rest). Returns how many were signalled."""
+    if not spawn.alive():
+        return 0  # reaped: its namespace ended with it, and the pid may be someone else's now
+    found = spawn.namespace()
+    if found is None:
+        if spawn.ns is not None:
+            return 0  # the namespace is gone
+        try:
+            os.kill(spawn.outer, sig)
+            return 1
+        except (ProcessLookupError, PermissionError):
+            return 0
+    init, ns = found
+    seen: set[int] = set()
+    for _ in range(passes):
+        fresh = {e.host_pid for pid, e in proc_table(ns).items() if pid != 1} - seen
+        if not fresh:
+            break
+        for host in fresh:
+            try:
+                os.kill(host, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        seen |= fresh
+    if sig == signal.SIGKILL and spawn.namespace() is not None:
+        try:
+            os.kill(init, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return len(seen)
+
+
 class _PipeProcess(Process):
     def __init__(self, proc: asyncio.subprocess.Process, stdout: PipeReader, stderr: PipeReader,
-                 registry: "_PidRegistry") -> None:
+                 registry: "_PidRegistry", session: int | None) -> None:
         self._proc = proc
         self._registry = registry
         self.pid = proc.pid
+        self.session = session
         self.stdout = stdout
         self.stderr = stderr
 
@@ -100,11 +265,12 @@ class _PipeProcess(Process):
 
 
 class _PtyProcess(Process):
-    def __init__(self, proc: subprocess.Popen, master: int, registry: "_PidRegistry") -> None:
+    def __init__(self, proc: subprocess.Popen, master: int, registry: "_PidRegistry", session: int | None) -> None:
         self._proc = proc
         self._master = master
         self._registry = registry
         self.pid = proc.pid
+        self.session = session
         self.stdout = PtyReader(master)
         self.stderr = None
         self._closed = False
@@ -192,26 +358,34 @@ class LocalSandbox(Sandbox):
         env: Mapping[str, str],
         pty: PtySize | None = None,
     ) -> Process:
-        registry = self._backend.registry
+        backend = self._backend
+        registry = backend.registry
+        sandboxed = backend.options.isolation == "sandbox"
+        # isolation none: the reaper (the daemon's own python) starts argv as a session leader and
+        # keeps everything argv starts in its tree, so signal_session reaches a `setsid` too.
+        # sandbox: the spawn's pid namespace does that; signal_session gets bubblewrap's pid.
+        if sandboxed:
+            full = backend.sandbox_argv(argv, task_dir=self.root, cwd=cwd, pty=pty is not None)
+        else:
+            full = reaper_argv(argv, pty=pty is not None, python=sys.executable)
         try:
             if pty is None:
-                # The reaper (the daemon's own python) starts argv as a session leader and keeps
-                # everything argv starts in its tree, so signal_session reaches a `setsid` too.
-                proc, stdout, stderr = await spawn_piped(reaper_argv(argv, python=sys.executable), cwd=cwd,
-                                                         env=env, start_new_session=True)
+                proc, stdout, stderr = await spawn_piped(full, cwd=cwd, env=env, start_new_session=True)
                 registry.remember(proc.pid)
-                return _PipeProcess(proc, stdout, stderr, registry)
+                if sandboxed:
+                    backend.track(_Sandboxed(proc.pid, lambda: proc.returncode is None))
+                return _PipeProcess(proc, stdout, stderr, registry, proc.pid if sandboxed else None)
             master, slave = os.openpty()
             fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", pty.rows, pty.cols, 0, 0))
             os.set_blocking(master, False)
 
-            # The reaper makes argv a session leader with the terminal as its controlling tty
-            # (setsid + TIOCSCTTY in its own single-threaded child). A Python preexec_fn cannot
-            # do this safely: forking a threaded (gRPC) process and running Python in the
-            # child crashes it (SIGSEGV/SIGABRT) about half the time.
+            # The reaper (none) or `setsid -c` (sandbox) makes argv a session leader with the
+            # terminal as its controlling tty. A Python preexec_fn cannot do this safely: forking a
+            # threaded (gRPC) process and running Python in the child crashes it (SIGSEGV/SIGABRT)
+            # about half the time.
             try:
                 popen = subprocess.Popen(
-                    reaper_argv(argv, pty=True, python=sys.executable),
+                    full,
                     start_new_session=True,
                     cwd=cwd,
                     env=dict(env),
@@ -223,7 +397,9 @@ class LocalSandbox(Sandbox):
             finally:
                 os.close(slave)
             registry.remember(popen.pid)
-            return _PtyProcess(popen, master, registry)
+            if sandboxed:
+                backend.track(_Sandboxed(popen.pid, lambda: popen.poll() is None))
+            return _PtyProcess(popen, master, registry, popen.pid if sandboxed else None)
         except FileNotFoundError as exc:
             raise BackendError(f"cannot start {argv[0]!r}: {exc.strerror}: {exc.filename}", ErrorKind.NOT_FOUND) from exc
         except OSError as exc:
@@ -231,7 +407,12 @@ class LocalSandbox(Sandbox):
             raise BackendError(f"cannot start a process: {exc}", kind) from exc
 
     async def signal_session(self, pid: int, sig: int) -> None:
-        kill_session(pid, sig)
+        if self._backend.options.isolation == "sandbox":
+            spawn = self._backend.sandboxed.get(pid)  # pid: Process.session, bubblewrap's host pid
+            if spawn is not None:  # else not ours, or long gone: nothing to signal
+                signal_namespace(spawn, sig)
+        else:
+            kill_session(pid, sig)
 
     async def release(self, remove_files: bool = False) -> None:
         if remove_files:
@@ -293,23 +474,102 @@ class LocalBackend(Backend):
     def __init__(self, name: str, options: LocalOptions, *, state_dir: Path) -> None:
         super().__init__(name, options, state_dir=state_dir)
         # state_dir is <daemon state>/backends/<name>; tasks default to <daemon state>/tasks
-        self.root = Path(options.root).expanduser() if options.root else state_dir.parents[1] / "tasks"
+        self.daemon_state = state_dir.parents[1]
+        self.root = Path(options.root).expanduser() if options.root else self.daemon_state / "tasks"
         self.registry = _PidRegistry(state_dir / "sessions")
+        self.setsid = shutil.which("setsid") or "/usr/bin/setsid"
+        self.setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+        self.sandboxed: dict[int, _Sandboxed] = {}  # live sandboxed spawns, by bubblewrap's pid
+        self._probe: Health | None = None
 
     @property
     def capabilities(self) -> Capabilities:
+        network = "none" if self.options.network == "none" else "host"
         return Capabilities(pty=True, resize=True, signals=True, stdin=True, background=True,
-                            persistent_shell=True, file_transfer=True, network_policy="host", streaming=True)
+                            persistent_shell=True, file_transfer=True, network_policy=network, streaming=True)
 
     def policy(self) -> dict[str, str]:
-        return {"isolation": "none (host processes)", "root": str(self.root), "network": "host",
-                "kill": KILL_SUBREAPER}
+        o = self.options
+        if o.isolation == "none":
+            return {"isolation": "NONE: host processes as the daemon's user; the host's files, processes and the "
+                                 "daemon's own secrets are within a command's reach (isolation: none)",
+                    "root": str(self.root), "network": "host", "kill": KILL_SUBREAPER}
+        user = f"uid {o.uid} gid {o.gid}" if o.uid is not None else "the daemon's user, no capabilities"
+        return {"isolation": "sandbox (bubblewrap: own pid, ipc and mount namespaces)",
+                "filesystem": ("the host read-only" if o.read_only_paths is None
+                               else "read-only: " + ", ".join(o.read_only_paths))
+                              + "; writable: the task's directory, a private /tmp"
+                              + "".join(", " + p for p in o.writable_paths),
+                "hidden": "the daemon's state directory, config, token files, TLS key and socket"
+                          + (", " + ", ".join(o.hidden_paths) if o.hidden_paths else ""),
+                "user": user, "root": str(self.root), "network": o.network, "kill": KILL_NAMESPACE}
+
+    def startup_notice(self) -> str | None:
+        if self.options.isolation == "none":
+            return (f"backend {self.name!r} (local) runs with isolation: none: commands run on this host as "
+                    f"uid {os.geteuid()} and can read and change whatever that user can, the daemon's state, "
+                    "config and token files included; set isolation: sandbox unless the daemon runs in a "
+                    "VM or container of its own")
+        return None
+
+    def track(self, spawn: _Sandboxed) -> None:
+        for outer in [o for o, known in self.sandboxed.items() if not known.alive()]:
+            del self.sandboxed[outer]
+        self.sandboxed[spawn.outer] = spawn
+
+    @property
+    def run_as(self) -> tuple[int, int] | None:
+        """(uid, gid) when commands run as another user than the daemon's."""
+        o = self.options
+        if o.isolation == "sandbox" and o.uid is not None and (o.uid, o.gid) != (os.geteuid(), os.getegid()):
+            return o.uid, o.gid
+        return None
+
+    def hidden(self) -> list[tuple[str, bool]]:
+        """What no command may see, resolved, existing: (path, is a directory)."""
+        wanted = [str(self.daemon_state), *self.hidden_paths, *self.options.hidden_paths, *PRIVILEGED_SOCKETS]
+        out: dict[str, bool] = {}
+        for path in wanted:
+            real = os.path.realpath(os.path.expanduser(path))
+            if os.path.lexists(real) and self._reachable(real):
+                out[real] = os.path.isdir(real)
+        return sorted(out.items())
+
+    def _reachable(self, path: str) -> bool:
+        """Whether the commands' user can reach ``path`` at all (search permission on every parent
+        directory). Under ``uid`` bubblewrap runs as that user and cannot mount over a path it
+        cannot reach; such a path needs no hiding."""
+        if self.run_as is None:
+            return True
+        uid, gid = self.options.uid, self.options.gid
+        parent = os.path.dirname(path)
+        while True:
+            try:
+                st = os.stat(parent)
+            except OSError:
+                return False
+            bit = stat.S_IXUSR if st.st_uid == uid else stat.S_IXGRP if st.st_gid == gid else stat.S_IXOTH
+            if not st.st_mode & bit:
+                return False
+            if parent == "/":
+                return True
+            parent = os.path.dirname(parent)
+
+    def sandbox_argv(self, argv: Sequence[str], *, task_dir: str, cwd: str, pty: bool) -> list[str]:
+        o = self.options
+        # Another user: setpriv switches before bubblewrap starts (not Popen's user=, which forks
+        # the threaded daemon instead of vfork: gRPC's fork handlers then kill the child at times).
+        prefix = [] if self.run_as is None else [self.setpriv, f"--reuid={o.uid}", f"--regid={o.gid}",
+                                                  "--clear-groups", "--"]
+        return prefix + sandbox_argv(argv, bwrap=o.bwrap, task_dir=task_dir, cwd=cwd, pty=pty, setsid=self.setsid,
+                            network=o.network, read_only=o.read_only_paths, writable=o.writable_paths,
+                            hidden=self.hidden())
 
     async def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         leftovers = self.registry.leftovers()
         for sid in leftovers:
-            kill_session(sid, signal.SIGKILL)
+            kill_session(sid, signal.SIGKILL)  # bubblewrap's or the reaper's tree, on the host
         for sid in leftovers:
             self.registry.forget(sid)
         self.orphans_ended = len(leftovers)
@@ -319,7 +579,44 @@ class LocalBackend(Backend):
             return Health(False, "bash is not installed on this host")
         if not os.access(self.root, os.W_OK):
             return Health(False, f"task root {self.root} is not writable")
-        return Health(True)
+        if self.options.isolation == "none":
+            return Health(True, details={"isolation": "none"})
+        if self._probe is None or not self._probe.available:
+            self._probe = await self._check_sandbox()
+        return self._probe
+
+    async def _check_sandbox(self) -> Health:
+        """Fail closed: start one real sandbox; when that fails the backend is unavailable."""
+        o = self.options
+        fix = ("install bubblewrap (`apt-get install bubblewrap`, or `make serve` as root), allow unprivileged "
+               "user namespaces (sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces > 0) when "
+               "the daemon is not root, or set `isolation: none` on this backend knowingly (no isolation at all)")
+        if shutil.which(o.bwrap) is None:
+            return Health(False, f"isolation: sandbox needs bubblewrap, and {o.bwrap!r} is not installed: {fix}")
+        if o.uid is not None and os.geteuid() != 0 and o.uid != os.geteuid():
+            return Health(False, f"uid {o.uid}: running commands as another user needs the daemon to run as root")
+        if self.run_as is not None and not os.access(self.setpriv, os.X_OK):
+            return Health(False, f"uid {o.uid}: running commands as another user needs setpriv (util-linux)")
+        for key in ("read_only_paths", "writable_paths"):
+            missing = [p for p in getattr(o, key) or [] if not os.path.exists(p)]
+            if missing:
+                return Health(False, f"{key}: {', '.join(missing)} does not exist on this host")
+        probe = self.root / ".executor-probe"  # never a task id (they start with a letter or digit)
+        probe.mkdir(exist_ok=True)
+        if self.run_as is not None:
+            os.chown(probe, *self.run_as)
+        argv = self.sandbox_argv(["/bin/sh", "-c", "exit 0"], task_dir=str(probe), cwd=str(probe), pty=False)
+        try:
+            proc = await asyncio.create_subprocess_exec(*argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                                        stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin"},
+                                                        start_new_session=True)
+            _, err = await asyncio.wait_for(proc.communicate(), 30)
+        except (OSError, asyncio.TimeoutError) as exc:
+            return Health(False, f"the sandbox could not be started ({exc}): {fix}")
+        if proc.returncode != 0:
+            why = err.decode(errors="replace").strip()[:300] or f"bwrap exited {proc.returncode}"
+            return Health(False, f"the sandbox could not be started: {why}: {fix}")
+        return Health(True, details={"isolation": "sandbox"})
 
     async def sandbox(self, task_id: str) -> LocalSandbox:
         path = self.root / task_id
@@ -328,4 +625,6 @@ class LocalBackend(Backend):
         except OSError as exc:
             raise BackendError(f"cannot create the task directory {path}: {exc.strerror}",
                                ErrorKind.RESOURCE_EXHAUSTED if exc.errno == errno.ENOSPC else ErrorKind.FAILED_PRECONDITION) from exc
+        if self.run_as is not None:
+            os.chown(path, *self.run_as)  # the task's directory is the command user's
         return LocalSandbox(self, path)

@@ -188,6 +188,9 @@ def main() -> None:
             floors.grpc_floor, max(s.n, 200), s.stream_bytes, s.stream_repeats)
     say("backend by backend: floor, hermes-agent, executor (latency, stream, concurrency)")
     per_backend(rows, s)
+    say("local: isolation sandbox (bubblewrap) next to none")
+    guarded(rows, "exec_true_p50_ms", "executor", "local (sandbox vs none)",
+            executor_exec.local_isolation, s.n, max(10, s.n // 10))
     say("a fresh local daemon: the gate through gRPC, idle tasks")
     daemon = executor_exec.start_daemon({"local": {"kind": "local"}})
     try:

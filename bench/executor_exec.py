@@ -187,6 +187,35 @@ def exec_latency(target: str, daemon_pid: int, backend: str, label: str, n: int)
     return rows + aio_client_latency(target, backend, label, n)
 
 
+def local_isolation(n: int, fresh: int) -> list[Row]:
+    """local with ``isolation: sandbox`` (bubblewrap, the default) next to ``isolation: none``, in one
+    daemon: Exec ``true`` in a warm task (the shell is long-lived: the sandbox is paid once per task)
+    and the first Exec of a new task (which starts the task's shell, in its sandbox)."""
+    daemon = start_daemon({"local": {"kind": "local"}, "local_none": {"kind": "local", "isolation": "none"}})
+    rows: list[Row] = []
+    client = ClientExec(daemon.target)
+    try:
+        for name, isolation in (("local", "sandbox"), ("local_none", "none")):
+            client.exec(f"bench-iso-{name}", "true", name)  # the shell starts
+            warm = [ms for ms, _ in client.timed(f"bench-iso-{name}", "true", name, n)]
+            firsts = []
+            for i in range(fresh):
+                task = f"bench-iso-{name}-{i}"
+                firsts += [ms for ms, _ in client.timed(task, "true", name, 1)]
+                client.close_task(task)
+            say(f"    local isolation {isolation:8} Exec true p50 {percentile(warm, .5):7.3f} ms, "
+                f"first Exec of a new task p50 {percentile(firsts, .5):7.3f} ms")
+            note = f"isolation: {isolation}; one daemon with both backends"
+            rows.append(Row("executor", f"local ({isolation})", "exec_true_p50_ms", round(percentile(warm, .5), 3),
+                            "ms", n, note))
+            rows.append(Row("executor", f"local ({isolation})", "first_exec_new_task_p50_ms",
+                            round(percentile(firsts, .5), 3), "ms", fresh, note + "; a new task each call"))
+    finally:
+        client.close()
+        daemon.stop(timeout=180)
+    return rows
+
+
 async def _stream_once(stub: pb_grpc.ExecutorStub, task: str, backend: str, nbytes: int) -> tuple[int, float]:
     got = 0
     t0 = time.perf_counter()

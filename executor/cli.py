@@ -25,7 +25,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     setup_logging(config.logging.level, config.logging.format)
     try:
-        asyncio.run(serve(config, state_dir, listen, ready_file=args.ready_file))
+        asyncio.run(serve(config, state_dir, listen, ready_file=args.ready_file, config_path=config_path))
     except ConfigError as exc:
         print(f"executor: {exc}", file=sys.stderr)
         return 2

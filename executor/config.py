@@ -167,6 +167,22 @@ class Config(_Model):
         return out
 
 
+def secret_paths(config: Config, config_path: str | os.PathLike | None, listen: list[str]) -> list[str]:
+    """Files no command may see (handed to every backend's ``hide()``): the config file, every
+    ``token_file``, the TLS key, the unix sockets listened on and the paths backend options name
+    as secrets (options whose name ends in ``key_file``, ``token_file`` or ``secret_file``)."""
+    paths = [str(config_path)] if config_path else []
+    paths += [t.token_file for t in config.auth.tokens if t.token_file]
+    if config.tls is not None:
+        paths.append(config.tls.key)
+    paths += [a[len("unix://"):] if a.startswith("unix://") else a[len("unix:"):] for a in listen if a.startswith("unix:")]
+    for raw in config.backends.values():
+        for key, value in (raw or {}).items():
+            if key.endswith(("key_file", "token_file", "secret_file")) and isinstance(value, str):
+                paths.append(value)
+    return [str(Path(p).expanduser()) for p in paths]
+
+
 def _explain(exc: ValidationError, prefix: str = "") -> str:
     lines = []
     for err in exc.errors():

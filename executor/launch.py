@@ -127,7 +127,9 @@ async def spawn(admitted: Admitted, task: Task, tasks: TaskManager, *, env: Mapp
     except BaseException:
         await proc.detach()
         raise
-    return Spawned(proc, handshake.pid, bytes(first))
+    # A backend whose spawns' own pids are not unique in the sandbox names the session itself.
+    session = getattr(proc, "session", None)
+    return Spawned(proc, handshake.pid if session is None else session, bytes(first))
 
 
 async def _exit_code(proc: Process, timeout: float) -> int:

@@ -22,7 +22,7 @@ from grpc_reflection.v1alpha import reflection
 
 from executor import files
 from executor.admission import Caller, ExecParams
-from executor.config import Config, ConfigError
+from executor.config import Config, ConfigError, secret_paths
 from executor.errors import CoreError
 from executor.events import ApprovalNeeded, Finished, Output, Started
 from executor.grpc_common import APPROVAL_DECISION, APPROVAL_DECISION_PB, GATE_DECISION, _abort, exit_pb
@@ -308,11 +308,14 @@ class ExecutorServicer(ProcessServicer, PtyServicer, Servicer):
 class Daemon:
     """A running daemon: the core plus its gRPC server."""
 
-    def __init__(self, config: Config, state_dir: Path, listen: list[str]) -> None:
+    def __init__(self, config: Config, state_dir: Path, listen: list[str], config_path: str | None = None) -> None:
         self.config = config
         self.state_dir = state_dir
         self.listen = listen or [f"unix://{state_dir / 'executor.sock'}"]
         self.core = Executor(config, state_dir)
+        hidden = secret_paths(config, config_path, self.listen)
+        for backend in self.core.backends.values():
+            backend.hide(hidden)  # before start(): no command may see these (local hides them)
         self.auth = Auth(config)
         self.server: grpc.aio.Server | None = None
         self.health = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
@@ -430,8 +433,14 @@ class Daemon:
             await stopping
 
 
-async def serve(config: Config, state_dir: Path, listen: list[str], ready_file: str | None = None) -> None:
-    daemon = Daemon(config, state_dir, listen)
+async def serve(config: Config, state_dir: Path, listen: list[str], ready_file: str | None = None,
+                config_path: str | None = None) -> None:
+    daemon = Daemon(config, state_dir, listen, config_path)
+    for backend in daemon.core.backends.values():
+        notice = backend.startup_notice()
+        if notice:
+            log.warning("%s", notice)
+            print(f"executor: WARNING: {notice}", flush=True)
     await daemon.start()
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

@@ -461,6 +461,12 @@ class PersistentShell(ShellBase):
             else:
                 self._readers.append(asyncio.create_task(self._pump(stream, scanner, name)))
 
+    def _session(self, reported: int) -> int:
+        """What signal_session takes: the pid the shell reported, unless the backend names the
+        session itself (``Process.session``: spawns each in a pid namespace of their own)."""
+        session = getattr(self.proc, "session", None)
+        return reported if session is None else session
+
     def _restore_script(self) -> str:
         if self.state:
             return f"eval {ansi_c_quote(self.state)} >/dev/null 2>&1\n"
@@ -473,7 +479,7 @@ class PersistentShell(ShellBase):
         self._attach(await self.sandbox.spawn(BASH, cwd=self.sandbox.root, env=self.env))
         try:
             await self.proc.write((prelude(self.secret) + self._restore_script()).encode())
-            self.pid = await asyncio.wait_for(self._ready, 30)
+            self.pid = self._session(await asyncio.wait_for(self._ready, 30))
         except (asyncio.TimeoutError, BackendError) as exc:
             await self._discard()
             if isinstance(exc, BackendError):
@@ -779,7 +785,7 @@ class OneShotShell(ShellBase):
         follow = None
         try:
             try:  # the pid, for signalling the session on timeout
-                shell.pid = await asyncio.wait_for(asyncio.shield(shell._ready), 60)
+                shell.pid = shell._session(await asyncio.wait_for(asyncio.shield(shell._ready), 60))
             except (asyncio.TimeoutError, BackendError):
                 shell.pid = 0
             follow = shell._follow(running, deadline)

@@ -37,7 +37,7 @@ def xdist_group(nodeid: str) -> str:
     module = nodeid.split("::")[0]
     if module.startswith("tests/conformance/") and "[" in nodeid:
         for part in nodeid[nodeid.index("[") + 1:].rstrip("]").split("-"):
-            if part in KINDS:
+            if part in KINDS or part.rpartition("_")[0] in KINDS:  # a kind, or a variant (local_none)
                 return f"backend-{part}"
     if module.startswith("tests/test_ssh_"):
         return "backend-ssh"  # one of them stops the shared test sshd: never beside other ssh tests

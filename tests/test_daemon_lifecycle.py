@@ -7,6 +7,8 @@ import subprocess
 import threading
 import time
 
+import pytest
+
 from executor.v1 import executor_pb2 as pb
 
 
@@ -44,8 +46,15 @@ def test_restart_keeps_files_and_shell_state(local_daemon):
         assert r.stdout == b"data\nyes\nhi\nwork\n", r.stderr
 
 
-def test_crash_leaves_no_orphans_and_next_exec_works(local_daemon):
-    marker = f"executor-crash-{os.getpid()}"
+@pytest.mark.parametrize("isolation", ["sandbox", "none"])
+def test_crash_leaves_no_orphans_and_next_exec_works(tmp_path, isolation):
+    """none: orphans live until a daemon comes back and ends them (the sessions registry).
+    sandbox: bubblewrap's --die-with-parent ends each sandbox with the daemon, at once."""
+    from tests.daemon import DaemonProcess
+
+    local_daemon = DaemonProcess({"backend": "local", "backends": {"local": {"kind": "local", "isolation": isolation}}},
+                                 state_dir=tmp_path / "state").start()
+    marker = f"executor-crash-{os.getpid()}-{isolation}"
     c = local_daemon.client()
     try:
         c.run("crash", "echo before > kept.txt")
@@ -61,15 +70,21 @@ def test_crash_leaves_no_orphans_and_next_exec_works(local_daemon):
         th.start()
         assert wait_for(lambda: count_processes(marker) == 2)
         local_daemon.kill()  # SIGKILL: no chance to clean up
-        time.sleep(0.5)
-        assert count_processes(marker) == 2  # orphans exist until a daemon comes back
+        if isolation == "sandbox":
+            assert wait_for(lambda: count_processes(marker) == 0, 5), "a sandbox outlived the daemon"
+        else:
+            time.sleep(0.5)
+            assert count_processes(marker) == 2  # orphans exist until a daemon comes back
     finally:
         c.close()
-    local_daemon.start()
-    assert wait_for(lambda: count_processes(marker) == 0, 15), "the restarted daemon did not end the orphans"
-    with local_daemon.client() as c:
-        r = c.run("crash", "cat kept.txt")
-        assert r.stdout == b"before\n" and r.exit.status == pb.EXIT_STATUS_COMPLETED
+    try:
+        local_daemon.start()
+        assert wait_for(lambda: count_processes(marker) == 0, 15), "the restarted daemon did not end the orphans"
+        with local_daemon.client() as c:
+            r = c.run("crash", "cat kept.txt")
+            assert r.stdout == b"before\n" and r.exit.status == pb.EXIT_STATUS_COMPLETED
+    finally:
+        local_daemon.kill()
 
 
 def test_close_task_cancels_a_running_command(local_daemon):

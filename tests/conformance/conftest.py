@@ -19,8 +19,12 @@ import pytest
 from executor.backends import KINDS
 from tests.daemon import DaemonProcess
 
+#: Variants of a kind, run as their own parameter (tests/infra/<variant>.py names its KIND):
+#: selecting the kind selects them too.
+VARIANTS = {"local": ["local_none"]}
 ALL_KINDS = list(KINDS)
 SELECTED = [k.strip() for k in os.environ.get("EXECUTOR_TEST_BACKENDS", ",".join(ALL_KINDS)).split(",") if k.strip()]
+SELECTED += [v for k in list(SELECTED) for v in VARIANTS.get(k, []) if v not in SELECTED]
 
 _counter = itertools.count()
 
@@ -36,11 +40,18 @@ def provision(kind: str) -> dict:
     return module.provision()
 
 
+def variant_kind(param: str) -> str:
+    """The backend kind of a parameter: itself, or the KIND a variant's infra module names."""
+    return getattr(importlib.import_module(f"tests.infra.{param}"), "KIND", param)
+
+
 @pytest.fixture(scope="session", params=SELECTED)
 def daemon(request):
-    """A daemon whose default backend is the kind under test (named after it)."""
-    kind = request.param
-    options = provision(kind)
+    """A daemon whose default backend is the kind under test (named after the kind, also for a
+    variant such as local_none; ``daemon.variant`` is the parameter)."""
+    variant = request.param
+    kind = variant_kind(variant)
+    options = provision(variant)
     config = {
         "backend": kind,
         "backends": {kind: options},
@@ -49,9 +60,10 @@ def daemon(request):
                      "rules": [{"action": "deny", "pattern": DENY_MARKER, "name": "conformance"}]},
         "redaction": {"env": ["EXECUTOR_TEST_REDACT"]},
     }
-    state = Path(tempfile.mkdtemp(prefix=f"executor-conf-{kind}-")) / "state"
+    state = Path(tempfile.mkdtemp(prefix=f"executor-conf-{variant}-")) / "state"
     d = DaemonProcess(config, state_dir=state).start()
     d.kind = kind
+    d.variant = variant
     d.options = options
     yield d
     try:
@@ -82,6 +94,17 @@ def capabilities(client, kind: str):
         if b.name == kind:
             return b.capabilities
     raise AssertionError(f"backend {kind} not listed")
+
+
+def on_this_host(prefix: str) -> int:
+    """Processes on this machine's kernel whose command line starts with ``prefix`` (set with `exec
+    -a`; unique per test). Counted besides what the task's shell sees: the local sandbox gives each
+    spawn its own pid namespace, so a background process's tree is invisible from the task's shell,
+    and a count made only there would be 0 whatever survived. (Every backend here runs its
+    processes on this kernel: containers, sshd, Apptainer and the cloud fakes.)"""
+    from tests.daemon import count_processes
+
+    return count_processes(prefix)
 
 
 def require(client, daemon, capability: str) -> None:

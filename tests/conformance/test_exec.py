@@ -10,6 +10,7 @@ import pytest
 
 from executor.client import ExecutorError, InvalidArgument, NotFound
 from executor.v1 import executor_pb2 as pb
+from tests.conformance.conftest import on_this_host
 
 COMPLETED = pb.EXIT_STATUS_COMPLETED
 
@@ -126,7 +127,7 @@ def test_timeout_kills_tree_inside_backend_and_returns_output(client, task):
     assert out.startswith(b"before\n") and b"never" not in out
     # Nothing of the command is left running in the backend.
     out, _, _, _ = collect(client, task, f"ps -eo args 2>/dev/null | grep -c '^{marker}' || true")
-    assert out.strip() == b"0"
+    assert out.strip() == b"0" and on_this_host(marker) == 0
 
 
 def test_grpc_deadline_counts_as_timeout(client, task):
@@ -153,10 +154,10 @@ def test_cancel_kills_tree_inside_backend(client, task, after):
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         out, _, exit_, _ = collect(client, task, f"ps -eo args 2>/dev/null | grep -c '^{marker}' || true")
-        if out.strip() == b"0":
+        if out.strip() == b"0" and on_this_host(marker) == 0:
             break
         time.sleep(0.2)
-    assert out.strip() == b"0"
+    assert out.strip() == b"0" and on_this_host(marker) == 0
 
 
 def test_run_bounds_output_head_and_tail(client, task):
