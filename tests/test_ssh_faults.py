@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 import uuid
-from pathlib import Path
 
 import pytest
 
