@@ -618,8 +618,14 @@ class PersistentShell(ShellBase):
                 return
             settled = True
             if running.done is None:
-                # The shell went away without reporting (exec, killed, trap removed).
-                code = await self._exit_code()
+                # The shell went away without reporting (exec, killed, trap removed). When its exit
+                # cannot be known (the connection to the backend was lost), that is a backend error,
+                # never a normal exit with a made-up code.
+                try:
+                    code = await self._exit_code()
+                except BackendError as exc:
+                    yield CommandResult(0, self.cwd, "backend_error", exc.message, first_byte)
+                    return
                 yield CommandResult(code, self.cwd, "completed",
                                     "the task's shell exited; the next command starts a new one with the last saved state",
                                     first_byte)
@@ -694,11 +700,13 @@ class PersistentShell(ShellBase):
             await asyncio.sleep(0.01)
 
     async def _exit_code(self) -> int:
+        """The shell's exit code (-1 when it does not answer within 5 s). Raises BackendError when
+        the backend cannot know it (the connection was lost)."""
         if self.proc is None:
             return -1
         try:
             return await asyncio.wait_for(self.proc.wait(), 5)
-        except (asyncio.TimeoutError, BackendError):
+        except asyncio.TimeoutError:
             return -1
 
     async def snapshot(self) -> str:
