@@ -222,17 +222,16 @@ async def spawn_wrapped(core, task: Task, command: str | None, *, env: Mapping[s
                         merge_stderr: bool, pty: PtySize | None, lock_held: bool) -> Spawned:
     """Start command (None: an interactive shell) in the task's sandbox with its state;
     wait for the pid handshake. Raises BackendError."""
-    secret = uuid.uuid4().hex
     state, fresh = await task_state(task, lock_held)
     if not fresh and workdir is None:
         workdir = task.cwd  # the cwd after the last finished command, newer than a stale state
     extra = dict(env)
     if pty is not None:
         extra = {"TERM": PTY_TERM, **extra}
-    script = wrapped_script(secret, state, command, cwd=task.cwd, env=extra, workdir=workdir,
+    script = wrapped_script(state, command, cwd=task.cwd, env=extra, workdir=workdir,
                             merge_stderr=merge_stderr, interactive=command is None)
     proc = await task.sandbox.spawn([*BASH, script], cwd=task.root, env=core.tasks.command_env(task), pty=pty)
-    handshake = PidHandshake(secret)
+    handshake = PidHandshake()
     first = bytearray()
     try:
         async with asyncio.timeout(HANDSHAKE_SECONDS):
