@@ -94,7 +94,7 @@ def prelude(ready_nonce: str) -> str:
     shell's session when it sees one. Ready: RS US "EXR:" ready_nonce ":" pid RS."""
     if not re.fullmatch(r"[0-9a-f]+", ready_nonce):
         raise ValueError("the ready nonce must be hex")
-    fatal = ': "${3:?the task shell\'s framing was tampered with: the shell exits}"'
+    fatal = ': "${3:?the framing of the task shell was tampered with: the shell exits}"'
     return f"""shopt -s expand_aliases 2>/dev/null
 __ex_state() {{
   builtin printf 'builtin cd -- %q 2>/dev/null\\n' "$PWD"
@@ -103,22 +103,24 @@ __ex_state() {{
   builtin alias -p
 }}
 __ex_end() {{
-  case $- in *x*) set +x; __ex_x=1 ;; *) __ex_x=0 ;; esac  # first: less of the framing in a trace
+  case $- in *x*) set +x; __ex_x=1 ;; *) __ex_x= ;; esac  # first: less of the framing in a trace
   __ex_rc=$1 __ex_st=
   case ${{2-}} in 1) __ex_st=$(__ex_state); __ex_st="$__ex_st
 " ;; esac
-  __ex_px=0; case :$SHELLOPTS: in *:posix:*) __ex_px=1 ;; esac
-  __ex_pcs=${{POSIXLY_CORRECT+1}} __ex_pc=${{POSIXLY_CORRECT-}}
-  __ex_al=0; case :$BASHOPTS: in *:expand_aliases:*) __ex_al=1 ;; esac  # leaving posix mode resets it
+  __ex_pcs=${{POSIXLY_CORRECT+1}} __ex_pc=${{POSIXLY_CORRECT-}} __ex_px= __ex_al=
+  case :$SHELLOPTS: in *:posix:*) __ex_px=1 ;; esac
+  case :$BASHOPTS: in *:expand_aliases:*) __ex_al=1 ;; esac  # leaving posix mode turns it off
   POSIXLY_CORRECT=y
-  unset -f builtin printf
+  unset -f builtin || {{ trap - 0; {fatal}; }}  # a readonly function: exit, without the EXIT trap (it calls builtin)
   trap - {_TRAP_RESET}
-  trap '\\__ex_exit $?' EXIT
-  trap '\\exit 143' TERM
+  trap '\\__ex_exit $?' 0
+  trap '\\exit 143' 15
   set +xvT +o history
   builtin shopt -u extdebug
-  case :$SHELLOPTS: in *:posix:*) ;; *) {fatal} ;; esac
-  case :$SHELLOPTS:$BASHOPTS: in *:xtrace:*|*:verbose:*|*:functrace:*|*:history:*|*:extdebug:*) {fatal} ;; esac
+  # The checks, on bash's own read-only $-, $SHELLOPTS, $BASHOPTS (cheap patterns: one letter class, two names).
+  case $- in *[xvT]*) {fatal} ;; esac
+  case :$SHELLOPTS: in *:history:*) {fatal} ;; *:posix:*) ;; *) {fatal} ;; esac
+  case :$BASHOPTS: in *:extdebug:*) {fatal} ;; esac
   __ex_lp=${{#PWD}} __ex_ls=${{#__ex_st}}
   case $PWD$__ex_st in *[![:ascii:]]*)  # lengths in bytes, not characters
     __ex_lcs=${{LC_ALL+1}} __ex_lc=${{LC_ALL-}}; LC_ALL=C; __ex_lp=${{#PWD}} __ex_ls=${{#__ex_st}}

@@ -88,6 +88,8 @@ sleep 1; echo real-end; (exit 5)""")
     r"""__ex_mark() { printf "\036\037EX:%s:0:1:0:/\036" "$1"; sleep 30; }""",
     r"""builtin() { if [ "$1" = printf ]; then shift; command printf "$@"; sleep 30; else command builtin "$@"; fi; }""",
     r"""printf() { command printf "$@"; sleep 30; }""",
+    # ... made readonly, so that `unset -f` cannot remove it (it then saw the nonce as $3 of `builtin printf`).
+    r"""builtin() { if [ "$1" = printf ]; then command printf "$@"; sleep 30; else command builtin "$@"; fi; }; readonly -f builtin""",
     r"""alias __ex_mark='sleep 30; :' __ex_end='sleep 30; :' eval='sleep 30; eval'""",
     # Traps that would run between the framing's commands, or make the shell echo its input.
     r"""trap 'sleep 30' WINCH CHLD; (while :; do kill -WINCH $$ 2>/dev/null || exit; sleep 0.01; done) &""",
