@@ -64,11 +64,6 @@ def valid_env_name(name: str) -> bool:
     return bool(_ENV_NAME.match(name))
 
 
-#: Signals whose traps are reset after every command (all but TERM, which is the shell's own, and
-#: KILL/STOP and glibc's 32/33, which cannot be trapped).
-_TRAP_RESET = "DEBUG RETURN ERR " + " ".join(str(n) for n in range(1, 65) if n not in (9, 15, 19, 32, 33))
-
-
 def new_nonce() -> str:
     """A fresh per-command nonce: 96 random bits, hex."""
     return secrets.token_hex(12)
@@ -79,14 +74,18 @@ def prelude(ready_nonce: str) -> str:
 
     There is no long-lived secret in the shell. Each command's line ends with
     ``\\__ex_end RC WANT_STATE; \\__ex_mark NONCE``: the nonce is text the daemon wrote after the
-    ``eval``, so the command cannot read it while it runs. ``__ex_end`` (readonly, so no command can
-    redefine it) first computes what it needs with ordinary builtins, then takes away every hook a
-    command could use to see the next simple command: posix mode (so ``unset``/``trap``/``set`` are
-    the special builtins, never functions of the same name), functions named ``builtin``/``printf``
-    removed, DEBUG/RETURN/ERR and signal traps reset, xtrace/verbose/functrace/history/extdebug off;
-    it checks the result on ``$SHELLOPTS``/``$BASHOPTS`` (bash's own, read-only) and makes the shell
-    exit (``${3:?}``: never a function call) when a hook survived. ``__ex_mark`` then prints both end
-    markers and restores posix mode and xtrace as the command left them.
+    ``eval``, so the command's own code cannot read it while it runs. The helpers are readonly
+    functions and every word of the line is quoted (no function or alias of the command replaces
+    them). ``__ex_end`` enters posix mode (an assignment: ``unset``/``trap``/``set`` are then the
+    special builtins, never functions of that name), removes a function named ``builtin`` (the shell
+    exits if it cannot), clears the DEBUG trap and turns off verbose and history (which would show the
+    line); ``__ex_mark`` prints both markers with ``builtin printf`` and leaves posix mode.
+
+    That is all it does, on purpose (each command pays for it): code a command leaves in the shell
+    with more power (a DEBUG trap with function tracing or extdebug, signal traps, disabled builtins)
+    can still see the nonce once the command's own code has returned, and end its Exec with a made-up
+    code; what it keeps running is killed by the next command's deadline, CloseTask or the idle reaper
+    (docs/security.md, Framing).
 
     Markers: stdout RS US "EX:" nonce ":" rc ":" len(cwd) ":" len(state) ":" cwd state RS; stderr
     RS US "EX:" nonce RS. On exit the EXIT trap prints RS US "EXX:" rc ":" len(cwd) ":" len(state) ":"
@@ -103,38 +102,46 @@ __ex_state() {{
   builtin alias -p
 }}
 __ex_end() {{
-  case $- in *x*) set +x; __ex_x=1 ;; *) __ex_x= ;; esac  # first: less of the framing in a trace
-  __ex_rc=$1 __ex_st=
-  case ${{2-}} in 1) __ex_st=$(__ex_state); __ex_st="$__ex_st
-" ;; esac
-  __ex_pcs=${{POSIXLY_CORRECT+1}} __ex_pc=${{POSIXLY_CORRECT-}} __ex_px= __ex_al=
-  case :$SHELLOPTS: in *:posix:*) __ex_px=1 ;; esac
-  case :$BASHOPTS: in *:expand_aliases:*) __ex_al=1 ;; esac  # leaving posix mode turns it off
-  POSIXLY_CORRECT=y
-  unset -f builtin || {{ trap - 0; {fatal}; }}  # a readonly function: exit, without the EXIT trap (it calls builtin)
-  trap - {_TRAP_RESET}
-  trap '\\__ex_exit $?' 0
-  trap '\\exit 143' 15
-  set +xvT +o history
-  builtin shopt -u extdebug
-  # The checks, on bash's own read-only $-, $SHELLOPTS, $BASHOPTS (cheap patterns: one letter class, two names).
-  case $- in *[xvT]*) {fatal} ;; esac
-  case :$SHELLOPTS: in *:history:*) {fatal} ;; *:posix:*) ;; *) {fatal} ;; esac
-  case :$BASHOPTS: in *:extdebug:*) {fatal} ;; esac
+  __ex_rc=$1 __ex_st= __ex_x= __ex_px=${{POSIXLY_CORRECT+1}} POSIXLY_CORRECT=${{POSIXLY_CORRECT-y}}
+  case :$SHELLOPTS:/$- in *:history:*|*/*[xv]*) __ex_opts ;; *:posix:*) ;; *) __ex_fatal ;; esac
+  unset -f builtin || __ex_fatal
+  trap - DEBUG
+  __ex_lp=${{#PWD}} __ex_ls=0
+  case $PWD in *[![:ascii:]]*) __ex_bytes ;; esac
+}}
+__ex_opts() {{  # history and verbose would show the next line; xtrace is restored after the markers
+  case $- in *x*) __ex_x=1 ;; esac
+  set +xv +o history
+  case :$SHELLOPTS:/$- in *:history:*|*/*[xv]*) __ex_fatal ;; *:posix:*) ;; *) __ex_fatal ;; esac
+}}
+__ex_fatal() {{
+  trap - 0  # exit without the EXIT trap, which would call a function named builtin
+  {fatal}
+}}
+__ex_end_state() {{  # __ex_end, and the shell's state in the marker (a snapshot)
+  __ex_s=$(__ex_state)
+  \\__ex_end "$1"
+  __ex_st="$__ex_s
+" __ex_s=
+  __ex_ls=${{#__ex_st}}
+  case $PWD$__ex_st in *[![:ascii:]]*) __ex_bytes ;; esac
+}}
+__ex_bytes() {{  # lengths in bytes, not characters
+  local LC_ALL=C
   __ex_lp=${{#PWD}} __ex_ls=${{#__ex_st}}
-  case $PWD$__ex_st in *[![:ascii:]]*)  # lengths in bytes, not characters
-    __ex_lcs=${{LC_ALL+1}} __ex_lc=${{LC_ALL-}}; LC_ALL=C; __ex_lp=${{#PWD}} __ex_ls=${{#__ex_st}}
-    case $__ex_lcs in 1) LC_ALL=$__ex_lc ;; *) unset LC_ALL ;; esac ;;
-  esac
 }}
 __ex_mark() {{
-  builtin printf '\\036\\037EX:%s:%d:%d:%d:%s%s\\036' "$1" "$__ex_rc" "$__ex_lp" "$__ex_ls" "$PWD" "$__ex_st"
-  builtin printf '\\036\\037EX:%s\\036' "$1" >&2
+  builtin printf %s $'\\036\\037EX:'"$1:$__ex_rc:$__ex_lp:$__ex_ls:$PWD$__ex_st"$'\\036'  # one %s: cheaper than a format
+  builtin printf %s $'\\036\\037EX:'"$1"$'\\036' >&2
+  case $__ex_px$__ex_x in
+    '') unset POSIXLY_CORRECT; builtin shopt -s expand_aliases ;;  # leaving posix mode turns it off
+    *) __ex_post ;;
+  esac
+}}
+__ex_post() {{
   __ex_st=
-  case $__ex_pcs in 1) POSIXLY_CORRECT=$__ex_pc ;; *) unset POSIXLY_CORRECT ;; esac
-  case $__ex_px in 1) set -o posix ;; esac
-  case $__ex_al in 1) builtin shopt -s expand_aliases ;; esac
   case $__ex_x in 1) set -x ;; esac
+  case $__ex_px in '') unset POSIXLY_CORRECT; builtin shopt -s expand_aliases ;; esac
 }}
 __ex_exit() {{
   local __ex_rc=$1 __ex_st
@@ -144,7 +151,7 @@ __ex_exit() {{
   builtin printf '\\036\\037EXX:%d:%d:%d:%s%s\\036' "$__ex_rc" "${{#PWD}}" "${{#__ex_st}}" "$PWD" "$__ex_st"
   builtin printf '\\036\\037EXX\\036' >&2
 }}
-readonly -f __ex_state __ex_end __ex_mark __ex_exit
+readonly -f __ex_state __ex_end __ex_opts __ex_fatal __ex_end_state __ex_bytes __ex_mark __ex_post __ex_exit
 trap '\\__ex_exit $?' EXIT
 trap '\\exit 143' TERM
 builtin printf '\\036\\037EXR:%s:%d\\036' {ready_nonce} "$$"
@@ -172,7 +179,7 @@ def command_line(spec: CommandSpec, nonce: str, final: bool = False, *, want_sta
 
     ``nonce`` appears only after the ``eval``: the command cannot know it while it runs. Every
     command word is quoted (``\\eval``) so no alias the task defined can rewrite the line."""
-    end = f"\\__ex_end $? {1 if want_state else 0}; \\__ex_mark {nonce}\n"
+    end = f"\\{'__ex_end_state' if want_state else '__ex_end'} $?; \\__ex_mark {nonce}\n"
     if not (spec.env or spec.stdin or spec.workdir is not None or final):
         # The common case in one short line: bash reads its input a byte at a time from a pipe.
         merge = " 2>&1" if spec.merge_stderr else ""
@@ -796,7 +803,7 @@ class PersistentShell(ShellBase):
         self._expect(nonce)
         self._running = running
         try:
-            await self.proc.write(f"\\__ex_end 0 1; \\__ex_mark {nonce}\n".encode())
+            await self.proc.write(f"\\__ex_end_state 0; \\__ex_mark {nonce}\n".encode())
             while running.done is None or not running.stderr_done:
                 item = await running.channel.get(10)
                 if item is None or item[0] == "eof":

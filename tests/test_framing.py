@@ -91,13 +91,16 @@ sleep 1; echo real-end; (exit 5)""")
     # ... made readonly, so that `unset -f` cannot remove it (it then saw the nonce as $3 of `builtin printf`).
     r"""builtin() { if [ "$1" = printf ]; then command printf "$@"; sleep 30; else command builtin "$@"; fi; }; readonly -f builtin""",
     r"""alias __ex_mark='sleep 30; :' __ex_end='sleep 30; :' eval='sleep 30; eval'""",
-    # Traps that would run between the framing's commands, or make the shell echo its input.
-    r"""trap 'sleep 30' WINCH CHLD; (while :; do kill -WINCH $$ 2>/dev/null || exit; sleep 0.01; done) &""",
+    # Functions named like the builtins the framing uses, with posix mode kept off (a readonly
+    # POSIXLY_CORRECT) so that they would win over the special builtins: bash drops the rest of the
+    # line instead (assignment error), so no marker at all: the Exec ends at its deadline.
+    r"""unset() { :; }; trap() { :; }; readonly POSIXLY_CORRECT; builtin() { case "$*" in *EX:*) command "$@"; sleep 30 ;; *) command builtin "$@" ;; esac; }""",
+    # Options that would show the next line (and its nonce) to the command, or trace the framing.
     r"""set -v; set -o history; set -T; shopt -s extdebug""",
 ])
 async def test_hooks_cannot_end_an_exec_early_or_escape_its_timeout(shell, hook):
-    _, _, result = await run(shell, hook)
-    assert result.status == "completed"
+    _, _, result = await run(shell, hook, timeout=5)
+    assert result.status == "completed" or (result.status == "timed_out" and "POSIXLY" in hook), result
     # The hook is now in place: a command that sleeps past its timeout still times out...
     started = time.monotonic()
     out, _, result = await run(shell, "echo working; sleep 5; echo done; (exit 4)", timeout=1.5)
@@ -112,6 +115,61 @@ async def test_hooks_cannot_end_an_exec_early_or_escape_its_timeout(shell, hook)
     out, _, result = await run(shell, "echo ok")
     assert (out, result.exit_code, result.status) == (b"ok\n", 0, "completed")
     del started
+
+
+# Code a command leaves in the shell with more power than redefining names can still see the nonce
+# once the command's own code has returned, and print a marker with it (documented, docs/security.md
+# "Framing"). Each hook here steals it at `__ex_mark`, forges an end with code 0, then keeps the shell
+# busy and would create FLAG two seconds later. `arm` makes it fire for the command that installs it.
+LEFTOVER_HOOKS = {
+    # A DEBUG trap with function tracing on __ex_end: it leaves posix mode right before `trap - DEBUG`,
+    # so that a function named trap runs instead (and re-enters posix mode).
+    "functrace": r"""trap() { POSIXLY_CORRECT=y; }; declare -ft __ex_end
+builtin trap 'case $BASH_COMMAND in "trap - DEBUG"*) unset POSIXLY_CORRECT ;; *__ex_mark*) STEAL ;; esac' DEBUG""",
+    # A disabled builtin: `trap - DEBUG` finds the command's function even in posix mode.
+    "enable -n": r"""builtin trap 'case $BASH_COMMAND in *__ex_mark*) STEAL ;; esac' DEBUG; trap() { :; }; enable -n trap""",
+    # extdebug: a DEBUG trap returning 1 skips `__ex_end` altogether.
+    "extdebug": r"""shopt -s extdebug; builtin trap 'case $BASH_COMMAND in *__ex_end*) [ -z "${arm-}" ] ;; *__ex_mark*) STEAL ;; esac' DEBUG""",
+}
+STEAL = (r"""if [ -n "${arm-}" ]; then arm=; n=${BASH_COMMAND##* }; """
+         r"""builtin printf "\036\037EX:%s:0:1:0:/\036" "$n"; builtin printf "\036\037EX:%s\036" "$n" >&2; """
+         r"""sleep 2; : > FLAG; fi""")
+
+
+@pytest.mark.parametrize("then", ["next command", "close"])
+@pytest.mark.parametrize("hook", list(LEFTOVER_HOOKS), ids=list(LEFTOVER_HOOKS))
+async def test_leftover_hooks_forge_only_after_the_command_and_die_at_the_next_deadline(shell, tmp_path, hook, then):
+    flag = tmp_path / "left-running"
+    code = LEFTOVER_HOOKS[hook].replace("STEAL", STEAL).replace("FLAG", str(flag))
+    started = time.monotonic()
+    out, _, result = await run(shell, code + "\narm=1; sleep 0.5; echo own-code-done; (exit 6)", timeout=10)
+    # The residual: the end (and its code) may be made up, but never before the command's own code finished.
+    assert result.status == "completed" and result.exit_code in (0, 6), (out, result)
+    assert out.endswith(b"own-code-done\n") and time.monotonic() - started >= 0.5
+    if then == "close":
+        await shell.terminate()  # CloseTask (and the idle reaper) end the task's shell like this
+    else:
+        # The hook still holds the shell: the next command waits for it and its deadline kills it all.
+        out, _, result = await run(shell, "echo next", timeout=1.0)
+        assert result.status == "timed_out", (out, result)
+    time.sleep(2.5)
+    assert not flag.exists(), "what the hook kept running outlived the deadline / the close"
+    if then != "close":
+        out, _, result = await run(shell, "echo ok")
+        assert (out, result.exit_code, result.status) == (b"ok\n", 0, "completed")
+
+
+async def test_signal_traps_left_in_the_shell_stay_under_the_deadline(shell):
+    # Traps are not reset after a command: one that holds the shell delays the end marker, it cannot
+    # forge one, and the Exec's deadline still ends it (with the whole session, the flood included).
+    _, _, result = await run(
+        shell, r"""trap 'sleep 30' WINCH CHLD; (while :; do kill -WINCH $$ 2>/dev/null || exit; sleep 0.01; done) &""",
+        timeout=3)
+    assert result.status == "timed_out" or (result.status, result.exit_code) == ("completed", 0), result
+    out, _, result = await run(shell, "echo working; sleep 5; echo done; (exit 4)", timeout=1.5)
+    assert result.status == "timed_out" and b"done" not in out, (out, result)
+    out, _, result = await run(shell, "sleep 0.3; echo finished; (exit 6)")
+    assert (out, result.exit_code) == (b"finished\n", 6)
 
 
 async def test_state_still_persists_and_exit_restarts_with_it(shell):
