@@ -10,7 +10,6 @@ task directory cannot lead the command out of it.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
@@ -100,15 +99,14 @@ async def spawn(admitted: Admitted, task: Task, tasks: TaskManager, *, env: Mapp
     req = _admitted(admitted).request
     if workdir is None and req.workdir:
         workdir = await resolve_workdir(task, req.workdir)
-    secret = uuid.uuid4().hex
-    handshake = PidHandshake(secret)
+    handshake = PidHandshake()
     state, fresh = await task_state(task, lock_held)
     if not fresh and workdir is None:
         workdir = task.cwd  # the cwd after the last finished command, newer than a stale state
     extra = dict(req.env if env is None else env)
     if size is not None:
         extra = {"TERM": PTY_TERM, **extra}
-    script = wrapped_script(secret, state, req.command or None, cwd=task.cwd, env=extra, workdir=workdir,
+    script = wrapped_script(state, req.command or None, cwd=task.cwd, env=extra, workdir=workdir,
                             merge_stderr=req.merge_stderr, interactive=not req.command)
     proc = await task.sandbox.spawn([*BASH, script], cwd=task.root, env=tasks.command_env(task), pty=size)
     first = bytearray()

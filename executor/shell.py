@@ -6,7 +6,7 @@ Two ways, chosen by the backend's capabilities:
 * ``PersistentShell``: one long-lived ``bash`` per task (the fast path). Each command
   is written to its stdin as an ANSI-C quoted string and ``eval``'d at top level, so
   ``cd``/``export``/functions persist and a syntax error cannot desynchronise the shell.
-  After the command the shell prints an end marker (with a per-shell secret) carrying
+  After the command the shell prints an end marker (with that command's nonce) carrying
   the exit code and cwd on stdout, and a second marker on stderr: the command is done
   when both arrive. ``exit N`` and a TERM (timeout/cancel) go through an EXIT trap that
   also prints the shell's state, so the next shell restores it.
@@ -64,32 +64,97 @@ def valid_env_name(name: str) -> bool:
     return bool(_ENV_NAME.match(name))
 
 
-def prelude(secret: str) -> str:
+def new_nonce() -> str:
+    """A fresh per-command nonce: 96 random bits, hex."""
+    return secrets.token_hex(12)
+
+
+def prelude(ready_nonce: str) -> str:
     """Shell code defining the protocol's helpers; ends by printing the ready marker.
 
-    __ex_done RC FINAL prints: RS US "EX:" secret ":" seq ":" rc ":" len(cwd) ":" len(state) ":"
-    cwd state RS on stdout, and RS US "EX:" secret ":" seq RS on stderr. State is only sent when
-    FINAL is 1 (the shell is exiting, or a snapshot was asked for)."""
-    return f"""__ex_S={secret}
-__ex_seq=0
-shopt -s expand_aliases 2>/dev/null
+    There is no long-lived secret in the shell. Each command's line ends with
+    ``\\__ex_end RC WANT_STATE; \\__ex_mark NONCE``: the nonce is text the daemon wrote after the
+    ``eval``, so the command's own code cannot read it while it runs. The helpers are readonly
+    functions and every word of the line is quoted (no function or alias of the command replaces
+    them). ``__ex_end`` enters posix mode (an assignment: ``unset``/``trap``/``set`` are then the
+    special builtins, never functions of that name), removes a function named ``builtin`` (the shell
+    exits if it cannot), clears the DEBUG trap and turns off verbose and history (which would show the
+    line); ``__ex_mark`` prints both markers with ``builtin printf`` and leaves posix mode.
+
+    That is all it does, on purpose (each command pays for it): code a command leaves in the shell
+    with more power (a DEBUG trap with function tracing or extdebug, signal traps, disabled builtins)
+    can still see the nonce once the command's own code has returned, and end its Exec with a made-up
+    code; what it keeps running is killed by the next command's deadline, CloseTask or the idle reaper
+    (docs/security.md, Framing).
+
+    Markers: stdout RS US "EX:" nonce ":" rc ":" len(cwd) ":" len(state) ":" cwd state RS; stderr
+    RS US "EX:" nonce RS. On exit the EXIT trap prints RS US "EXX:" rc ":" len(cwd) ":" len(state) ":"
+    cwd state RS and RS US "EXX" RS: no nonce (the command could forge it), so the daemon kills the
+    shell's session when it sees one. Ready: RS US "EXR:" ready_nonce ":" pid RS."""
+    if not re.fullmatch(r"[0-9a-f]+", ready_nonce):
+        raise ValueError("the ready nonce must be hex")
+    fatal = ': "${3:?the framing of the task shell was tampered with: the shell exits}"'
+    return f"""shopt -s expand_aliases 2>/dev/null
 __ex_state() {{
   builtin printf 'builtin cd -- %q 2>/dev/null\\n' "$PWD"
   builtin export -p
   builtin declare -f
   builtin alias -p
 }}
-__ex_done() {{
-  local __ex_rc=$1 __ex_st=
-  if [ "$2" = 1 ]; then __ex_st=$(__ex_state); __ex_st="$__ex_st
-"; fi
-  case "$PWD$__ex_st" in *[![:ascii:]]*) local LC_ALL=C ;; esac  # lengths in bytes, not characters
-  builtin printf '\\036\\037EX:%s:%s:%d:%d:%d:%s%s\\036' "$__ex_S" "$__ex_seq" "$__ex_rc" "${{#PWD}}" "${{#__ex_st}}" "$PWD" "$__ex_st"
-  builtin printf '\\036\\037EX:%s:%s\\036' "$__ex_S" "$__ex_seq" >&2
+__ex_end() {{
+  __ex_rc=$1 __ex_st= __ex_x= __ex_px=${{POSIXLY_CORRECT+1}} POSIXLY_CORRECT=${{POSIXLY_CORRECT-y}}
+  case :$SHELLOPTS:/$- in *:history:*|*/*[xv]*) __ex_opts ;; *:posix:*) ;; *) __ex_fatal ;; esac
+  unset -f builtin || __ex_fatal
+  trap - DEBUG
+  __ex_lp=${{#PWD}} __ex_ls=0
+  case $PWD in *[![:ascii:]]*) __ex_bytes ;; esac
 }}
-trap '__ex_done $? 1' EXIT
-trap 'builtin exit 143' TERM
-builtin printf '\\036\\037EXR:%s:%d\\036' "$__ex_S" "$$"
+__ex_opts() {{  # history and verbose would show the next line; xtrace is restored after the markers
+  case $- in *x*) __ex_x=1 ;; esac
+  set +xv +o history
+  case :$SHELLOPTS:/$- in *:history:*|*/*[xv]*) __ex_fatal ;; *:posix:*) ;; *) __ex_fatal ;; esac
+}}
+__ex_fatal() {{
+  trap - 0  # exit without the EXIT trap, which would call a function named builtin
+  {fatal}
+}}
+__ex_end_state() {{  # __ex_end, and the shell's state in the marker (a snapshot)
+  __ex_s=$(__ex_state)
+  \\__ex_end "$1"
+  __ex_st="$__ex_s
+" __ex_s=
+  __ex_ls=${{#__ex_st}}
+  case $PWD$__ex_st in *[![:ascii:]]*) __ex_bytes ;; esac
+}}
+__ex_bytes() {{  # lengths in bytes, not characters
+  local LC_ALL=C
+  __ex_lp=${{#PWD}} __ex_ls=${{#__ex_st}}
+}}
+__ex_mark() {{
+  builtin printf %s $'\\036\\037EX:'"$1:$__ex_rc:$__ex_lp:$__ex_ls:$PWD$__ex_st"$'\\036'  # one %s: cheaper than a format
+  builtin printf %s $'\\036\\037EX:'"$1"$'\\036' >&2
+  case $__ex_px$__ex_x in
+    '') unset POSIXLY_CORRECT; builtin shopt -s expand_aliases ;;  # leaving posix mode turns it off
+    *) __ex_post ;;
+  esac
+}}
+__ex_post() {{
+  __ex_st=
+  case $__ex_x in 1) set -x ;; esac
+  case $__ex_px in '') unset POSIXLY_CORRECT; builtin shopt -s expand_aliases ;; esac
+}}
+__ex_exit() {{
+  local __ex_rc=$1 __ex_st
+  __ex_st=$(__ex_state); __ex_st="$__ex_st
+"
+  case "$PWD$__ex_st" in *[![:ascii:]]*) local LC_ALL=C ;; esac  # lengths in bytes, not characters
+  builtin printf '\\036\\037EXX:%d:%d:%d:%s%s\\036' "$__ex_rc" "${{#PWD}}" "${{#__ex_st}}" "$PWD" "$__ex_st"
+  builtin printf '\\036\\037EXX\\036' >&2
+}}
+readonly -f __ex_state __ex_end __ex_opts __ex_fatal __ex_end_state __ex_bytes __ex_mark __ex_post __ex_exit
+trap '\\__ex_exit $?' EXIT
+trap '\\exit 143' TERM
+builtin printf '\\036\\037EXR:%s:%d\\036' {ready_nonce} "$$"
 """
 
 
@@ -109,13 +174,17 @@ class CommandSpec:
     merge_stderr: bool = False
 
 
-def command_line(spec: CommandSpec, seq: int, final: bool = False) -> str:
-    """The shell code that runs one command in the current shell and reports it."""
+def command_line(spec: CommandSpec, nonce: str, final: bool = False, *, want_state: bool = False) -> str:
+    """The shell code that runs one command in the current shell and reports it.
+
+    ``nonce`` appears only after the ``eval``: the command cannot know it while it runs. Every
+    command word is quoted (``\\eval``) so no alias the task defined can rewrite the line."""
+    end = f"\\{'__ex_end_state' if want_state else '__ex_end'} $?; \\__ex_mark {nonce}\n"
     if not (spec.env or spec.stdin or spec.workdir is not None or final):
         # The common case in one short line: bash reads its input a byte at a time from a pipe.
         merge = " 2>&1" if spec.merge_stderr else ""
-        return f"__ex_seq={seq};eval {ansi_c_quote(spec.command)} </dev/null{merge};__ex_done $? 0\n"
-    parts = [f"__ex_seq={seq}; __ex_c={ansi_c_quote(spec.command)}"]
+        return f"\\eval {ansi_c_quote(spec.command)} </dev/null{merge}; {end}"
+    parts = [f"__ex_c={ansi_c_quote(spec.command)}"]
     restore: list[str] = []
     for i, (name, value) in enumerate(spec.env.items()):
         parts.append(f'__ex_s{i}=${{{name}+1}}; __ex_o{i}=${{{name}-}}; export {name}={ansi_c_quote(value)}')
@@ -128,7 +197,7 @@ def command_line(spec: CommandSpec, seq: int, final: bool = False) -> str:
         redirect = '< <(builtin printf %s "$__ex_in" | base64 -d)'
     if spec.merge_stderr:
         redirect += " 2>&1"
-    run = f'eval "$__ex_c" {redirect}; __ex_r=$?'
+    run = f'\\eval "$__ex_c" {redirect}; __ex_r=$?'
     if spec.workdir is not None:
         run = (
             f"__ex_wd=$PWD; if builtin cd -- {ansi_c_quote(spec.workdir)}; then {run}; "
@@ -137,9 +206,11 @@ def command_line(spec: CommandSpec, seq: int, final: bool = False) -> str:
     parts.append(run)
     parts.extend(restore)
     parts.append("unset __ex_in __ex_c")
-    # A one-shot shell exits: its EXIT trap reports the result and the state.
-    parts.append("builtin exit $__ex_r" if final else "__ex_done $__ex_r 0")
-    return "\n".join(parts) + "\n"
+    if final:  # a one-shot shell exits: its EXIT trap reports the result and the state
+        parts.append("builtin exit $__ex_r")
+    # One line, and the nonce after it: the set-up runs inside an eval (parsed after the command's
+    # aliases, so they may break it, never the framing around it).
+    return f"__ex_r=2; \\eval {ansi_c_quote(chr(10).join(parts))}; " + end.replace("$?", "$__ex_r")
 
 
 # ---------------------------------------------------------------------------
@@ -149,28 +220,43 @@ def command_line(spec: CommandSpec, seq: int, final: bool = False) -> str:
 
 @dataclass
 class Done:
-    seq: int
+    nonce: str  # the command's nonce ("" for an exit claim, which carries none)
     rc: int
     cwd: str
     state: str | None  # set when the shell sent its state (exiting, or snapshot)
+    exit: bool = False  # printed by the EXIT trap: the shell says it is going away
+
+
+_MAX_CWD = 1 << 16
+_MAX_STATE = 1 << 26
+_HEAD_OUT = re.compile(rb"\x1e\x1fEX:([0-9a-f]{1,64}):(\d{1,10}):(\d{1,6}):(\d{1,9}):")
+_HEAD_EXIT = re.compile(rb"\x1e\x1fEXX:(\d{1,10}):(\d{1,6}):(\d{1,9}):")
+_HEAD_ERR = re.compile(rb"\x1e\x1fEX(?::([0-9a-f]{1,64})|X)\x1e")
+_HEAD_READY = re.compile(rb"\x1e\x1fEXR:(?:([0-9a-f]{1,64}):)?(\d{1,10})\x1e")
+# What a marker can look like before it is complete (a longer non-match is plain output).
+_PARTIAL = re.compile(rb"\x1e(?:\x1f(?:E(?:X(?:[:XR][0-9a-f:]*)?)?)?)?")
+_PARTIAL_MAX = 96
 
 
 class MarkerScanner:
     """Splits one output stream into payload bytes and protocol markers.
 
-    Bytes that might be the start of a marker are held back until they can be told apart."""
+    A command marker counts only with the nonce the daemon expects (``expect``); anything else
+    that looks like one is output, passed through byte-exact. Bytes that might be the start of a
+    marker are held back until they can be told apart."""
 
-    def __init__(self, secret: str, stdout: bool) -> None:
-        self.prefix = RS + US + b"EX:" + secret.encode() + b":"
-        self.ready_prefix = RS + US + b"EXR:" + secret.encode() + b":"
+    def __init__(self, nonce: str = "", stdout: bool = True) -> None:
+        self.nonce = nonce.encode()
         self.stdout = stdout
         self.buf = bytearray()
-        # The usual marker, whole: matched in one step (the general parser below handles the rest).
-        self._whole = re.compile(re.escape(self.prefix) + (rb"(\d+):(\d+):(\d+):(\d+):" if stdout else rb"(\d+)\x1e"))
+
+    def expect(self, nonce: str) -> None:
+        """The nonce of the command now running (or of the ready marker while starting)."""
+        self.nonce = nonce.encode()
 
     def feed(self, data: bytes) -> list:
         """Splits data into an ordered list of payload chunks (bytes) and markers: Done
-        records (stdout), sequence numbers (stderr), ("ready", pid) tuples."""
+        records (stdout), ("err", nonce) / ("errx", "") tuples (stderr), ("ready", pid) tuples."""
         if not self.buf:
             if RS not in data:  # fast path: no marker can start in this chunk
                 return [data] if data else []
@@ -205,56 +291,52 @@ class MarkerScanner:
 
     def _parse(self, buf: bytearray, markers: list) -> int:
         """At buf[0] == RS: length of a complete marker, 0 if incomplete, -1 if none."""
-        m = self._whole.match(buf)
+        m = _HEAD_READY.match(buf)
         if m is not None:
-            if not self.stdout:
-                markers.append(int(m[1]))
-                return m.end()
-            pos, cwdlen, statelen = m.end(), int(m[3]), int(m[4])
-            total = pos + cwdlen + statelen + 1
-            if len(buf) >= total:
-                cwd = bytes(buf[pos:pos + cwdlen]).decode("utf-8", "surrogateescape")
-                state = bytes(buf[pos + cwdlen:total - 1]).decode("utf-8", "surrogateescape") if statelen else None
-                markers.append(Done(int(m[1]), int(m[2]), cwd, state))
-                return total
-        for prefix, kind in ((self.prefix, "done"), (self.ready_prefix, "ready")):
-            m = min(len(buf), len(prefix))
-            if buf[:m] != prefix[:m]:
-                continue
-            if len(buf) < len(prefix):
-                return 0
-            if kind == "ready":
-                end = buf.find(RS, len(prefix))
-                if end < 0:
-                    return 0 if len(buf) < len(prefix) + 24 else -1
-                markers.append(("ready", int(buf[len(prefix):end])))
-                return end + 1
-            if not self.stdout:
-                end = buf.find(RS, len(prefix))
-                if end < 0:
-                    return 0 if len(buf) < len(prefix) + 24 else -1
-                markers.append(int(buf[len(prefix):end]))
-                return end + 1
-            # stdout: seq:rc:cwdlen:statelen: payload RS
-            pos = len(prefix)
-            fields = []
-            for _ in range(4):
-                j = buf.find(b":", pos)
-                if j < 0:
-                    return 0 if len(buf) - pos < 24 else -1
-                fields.append(buf[pos:j])
-                pos = j + 1
-            try:
-                seq, rc, cwdlen, statelen = (int(f) for f in fields)
-            except ValueError:
+            if (m[1] or b"") != self.nonce:
                 return -1
+            markers.append(("ready", int(m[2])))
+            return m.end()
+        if self.stdout:
+            m = _HEAD_OUT.match(buf)
+            exit_ = False
+            if m is not None:
+                if m[1] != self.nonce or not self.nonce:
+                    return -1
+                rc, cwdlen, statelen = int(m[2]), int(m[3]), int(m[4])
+            else:
+                m = _HEAD_EXIT.match(buf)
+                if m is None:
+                    return self._incomplete(buf)
+                exit_ = True
+                rc, cwdlen, statelen = int(m[1]), int(m[2]), int(m[3])
+            if cwdlen > _MAX_CWD or statelen > _MAX_STATE:
+                return -1
+            pos = m.end()
             total = pos + cwdlen + statelen + 1
             if len(buf) < total:
                 return 0
-            cwd = bytes(buf[pos : pos + cwdlen]).decode("utf-8", "surrogateescape")
-            state = bytes(buf[pos + cwdlen : pos + cwdlen + statelen]).decode("utf-8", "surrogateescape") if statelen else None
-            markers.append(Done(seq, rc, cwd, state))
+            if buf[total - 1] != RS[0]:
+                return -1
+            cwd = bytes(buf[pos:pos + cwdlen]).decode("utf-8", "surrogateescape")
+            state = bytes(buf[pos + cwdlen:total - 1]).decode("utf-8", "surrogateescape") if statelen else None
+            markers.append(Done("" if exit_ else m[1].decode(), rc, cwd, state, exit_))
             return total
+        m = _HEAD_ERR.match(buf)
+        if m is None:
+            return self._incomplete(buf)
+        if m[1] is None:
+            markers.append(("errx", ""))
+        elif m[1] != self.nonce or not self.nonce:
+            return -1
+        else:
+            markers.append(("err", m[1].decode()))
+        return m.end()
+
+    @staticmethod
+    def _incomplete(buf: bytearray) -> int:
+        if len(buf) < _PARTIAL_MAX and _PARTIAL.fullmatch(buf) is not None:
+            return 0
         return -1
 
 
@@ -302,7 +384,7 @@ class ShellBase:
         self.cwd = cwd
         self.state = state
         self.kill_grace = kill_grace
-        self.secret = secrets.token_hex(12)
+        self.ready_nonce = new_nonce()
         self._seq = 0
 
     @property
@@ -328,6 +410,10 @@ class ShellBase:
     def _next_seq(self) -> int:
         self._seq += 1
         return self._seq
+
+    def _next_nonce(self) -> str:
+        self._seq += 1
+        return new_nonce()
 
 
 class _Channel:
@@ -422,8 +508,8 @@ class _Channel:
 class _Running:
     """Bookkeeping for the command in flight on a persistent shell."""
 
-    def __init__(self, seq: int) -> None:
-        self.seq = seq
+    def __init__(self, nonce: str) -> None:
+        self.nonce = nonce
         self.channel = _Channel()
         self.done: Done | None = None
         self.stderr_done = False
@@ -442,6 +528,7 @@ class PersistentShell(ShellBase):
         self._running: _Running | None = None
         self._dead = True
         self._ready: asyncio.Future | None = None
+        self._scanners: list[MarkerScanner] = []
         self.restarts = 0
 
     @property
@@ -454,8 +541,10 @@ class PersistentShell(ShellBase):
         self.proc = proc
         self._dead = False
         self._readers = []
+        self._scanners = []
         for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
-            scanner = MarkerScanner(self.secret, name == "stdout")
+            scanner = MarkerScanner(self.ready_nonce, name == "stdout")
+            self._scanners.append(scanner)
             if hasattr(stream, "subscribe"):  # pushed to us (host pipes): no task between bash and the command
                 self._subscribe(stream, scanner, name)
             else:
@@ -478,7 +567,7 @@ class PersistentShell(ShellBase):
         """Spawn the shell, restore the saved state, wait until it answers."""
         self._attach(await self.sandbox.spawn(BASH, cwd=self.sandbox.root, env=self.env))
         try:
-            await self.proc.write((prelude(self.secret) + self._restore_script()).encode())
+            await self.proc.write((prelude(self.ready_nonce) + self._restore_script()).encode())
             self.pid = self._session(await asyncio.wait_for(self._ready, 30))
         except (asyncio.TimeoutError, BackendError) as exc:
             await self._discard()
@@ -535,13 +624,16 @@ class PersistentShell(ShellBase):
         if isinstance(marker, Done):
             if marker.state is not None:
                 self.state = marker.state
-                if running is None or marker.seq == running.seq:
-                    self._dead = True  # the EXIT trap ran: this shell is going away
+            if marker.exit:
+                # The EXIT trap ran, or a command printed what it prints: either way this shell is
+                # done with, and its session is killed (see _follow and _discard).
+                self._dead = True
             self.cwd = marker.cwd
-            if running is not None and marker.seq == running.seq:
+            if running is not None and (marker.exit or marker.nonce == running.nonce) and running.done is None:
                 running.done = marker
                 running.channel.put_control(("marker", b""))
-        elif running is not None and marker == running.seq:
+        elif running is not None and not running.stderr_done and (
+                marker[0] == "errx" or marker[1] == running.nonce):
             running.stderr_done = True
             running.channel.put_control(("marker", b""))
 
@@ -562,11 +654,12 @@ class PersistentShell(ShellBase):
                 await self._discard()
                 self.restarts += 1
             await self.start()
-        seq = self._next_seq()
-        running = _Running(seq)
+        nonce = self._next_nonce()
+        running = _Running(nonce)
+        self._expect(nonce)
         self._running = running
         try:
-            await self.proc.write(command_line(spec, seq).encode())
+            await self.proc.write(command_line(spec, nonce).encode())
         except BackendError as exc:
             if self._running is running:
                 self._running = None
@@ -578,6 +671,10 @@ class PersistentShell(ShellBase):
                 yield item
         finally:
             await follow.aclose()  # at once, not at garbage collection: a closed stream kills its command
+
+    def _expect(self, nonce: str) -> None:
+        for scanner in self._scanners:
+            scanner.expect(nonce)
 
     async def _follow(self, running: _Running, deadline: float | None
                       ) -> AsyncIterator[Event | CommandResult]:
@@ -630,6 +727,12 @@ class PersistentShell(ShellBase):
                                     "the task's shell exited; the next command starts a new one with the last saved state",
                                     first_byte)
                 return
+            if running.done.exit:
+                # The shell said it is exiting. That marker carries no nonce (the command could have
+                # printed it): whatever is left of this shell's session ends now, so nothing of the
+                # command outlives its Exec.
+                await self._signal(signal.SIGKILL)
+                self._dead = True
             yield CommandResult(running.done.rc, running.done.cwd, "completed", "", first_byte)
         except (asyncio.CancelledError, GeneratorExit):
             # The caller went away mid-command: the RPC was cancelled (CancelledError), or the consumer
@@ -713,11 +816,12 @@ class PersistentShell(ShellBase):
         """Ask the live shell for its state (one round trip)."""
         if self._dead or self._running is not None:
             return self.state
-        seq = self._next_seq()
-        running = _Running(seq)
+        nonce = self._next_nonce()
+        running = _Running(nonce)
+        self._expect(nonce)
         self._running = running
         try:
-            await self.proc.write(f"__ex_seq={seq}; __ex_done 0 1\n".encode())
+            await self.proc.write(f"\\__ex_end_state 0; \\__ex_mark {nonce}\n".encode())
             while running.done is None or not running.stderr_done:
                 item = await running.channel.get(10)
                 if item is None or item[0] == "eof":
@@ -728,7 +832,7 @@ class PersistentShell(ShellBase):
             running.channel.close()
             if self._running is running:
                 self._running = None
-        if running.done is not None and running.done.state is not None:
+        if running.done is not None and not running.done.exit and running.done.state is not None:
             self._dead = False  # a snapshot does not end the shell
             self.state = running.done.state
         return self.state
@@ -751,6 +855,10 @@ class PersistentShell(ShellBase):
         await self._discard()
 
     async def _discard(self) -> None:
+        if self.proc is not None:
+            # Nothing of a shell we stop using may keep running unsupervised (a command that
+            # printed a fake exit marker, or what the shell left behind).
+            await self._signal(signal.SIGKILL)
         proc, self.proc = self.proc, None
         for task in self._readers:
             task.cancel()
@@ -782,12 +890,12 @@ class OneShotShell(ShellBase):
 
     async def run(self, spec: CommandSpec, *, deadline: float | None
                   ) -> AsyncIterator[Event | CommandResult]:
-        seq = self._next_seq()
+        nonce = self._next_nonce()
         shell = PersistentShell(self.sandbox, self.env, cwd=self.cwd, state=self.state, kill_grace=self.kill_grace)
-        shell.secret = self.secret
-        script = prelude(self.secret) + shell._restore_script() + command_line(spec, seq, final=True)
+        # argv is visible to `ps`: only the ready nonce is in it, and this shell ends by exiting
+        script = prelude(shell.ready_nonce) + shell._restore_script() + command_line(spec, nonce, final=True)
         shell._attach(await self.sandbox.spawn([*BASH, "-c", script], cwd=self.sandbox.root, env=self.env))
-        running = _Running(seq)
+        running = _Running(nonce)
         shell._running = running
         self._current = shell
         follow = None
@@ -814,12 +922,13 @@ class OneShotShell(ShellBase):
 # ---------------------------------------------------------------------------
 
 
-def wrapped_script(secret: str, state: str, command: str | None, *, cwd: str | None = None,
+def wrapped_script(state: str, command: str | None, *, cwd: str | None = None,
                    env: Mapping[str, str] | None = None, workdir: str | None = None, merge_stderr: bool = False,
                    interactive: bool = False) -> str:
     """A bash script that reports its pid, restores the task's state and runs ``command``
     (or an interactive shell). Its exit status is the command's."""
-    lines = [f"builtin printf '\\036\\037EXR:%s:%d\\036' {secret} \"$$\""]
+    # The pid comes first, before anything of the task runs: no secret is needed (none in argv).
+    lines = ["builtin printf '\\036\\037EXR:%d\\036' \"$$\""]
     if state:
         lines.append(f"eval {ansi_c_quote(state)} >/dev/null 2>&1")
     elif cwd:
@@ -843,8 +952,8 @@ def wrapped_script(secret: str, state: str, command: str | None, *, cwd: str | N
 class PidHandshake:
     """Strips the ready marker off the front of a wrapped process's stdout."""
 
-    def __init__(self, secret: str) -> None:
-        self.scanner = MarkerScanner(secret, True)
+    def __init__(self) -> None:
+        self.scanner = MarkerScanner("", True)
         self.pid: int | None = None
         self.passthrough = False
 

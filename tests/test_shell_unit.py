@@ -18,24 +18,25 @@ def test_ansi_c_quote_round_trips_any_bytes(data):
 
 
 def test_scanner_splits_markers_in_order():
-    s = MarkerScanner("k", stdout=True)
-    items = s.feed(b"a\x1e\x1fEX:k:1:0:2:0:/x\x1eb")
-    assert items == [b"a", Done(1, 0, "/x", None), b"b"]
+    s = MarkerScanner("ab12", stdout=True)
+    items = s.feed(b"a\x1e\x1fEX:ab12:0:2:0:/x\x1eb")
+    assert items == [b"a", Done("ab12", 0, "/x", None), b"b"]
 
 
 def test_scanner_handles_markers_split_anywhere():
-    marker = b"out\x1e\x1fEX:k:7:3:4:0:/tmp\x1etail"
+    marker = b"out\x1e\x1fEX:ab12:3:4:0:/tmp\x1etail"
     for cut in range(1, len(marker)):
-        s = MarkerScanner("k", stdout=True)
+        s = MarkerScanner("ab12", stdout=True)
         items = s.feed(marker[:cut]) + s.feed(marker[cut:])
         payload = b"".join(i for i in items if isinstance(i, bytes))
         assert payload == b"outtail"
-        assert [i for i in items if isinstance(i, Done)] == [Done(7, 3, "/tmp", None)]
+        assert [i for i in items if isinstance(i, Done)] == [Done("ab12", 3, "/tmp", None)]
 
 
 def test_scanner_passes_lookalikes_through():
-    s = MarkerScanner("k", stdout=True)
-    data = b"\x1e\x1fEX:other:1:0:0:0:\x1e\x1e plain \x1e"
+    """A marker with another nonce (guessed, or an earlier command's) is output, byte-exact."""
+    s = MarkerScanner("ab12", stdout=True)
+    data = b"\x1e\x1fEX:ab13:1:0:0:\x1e\x1e plain \x1e\x1e\x1fEX:ab12:0:1:0:x"
     items = s.feed(data) + s.feed(b"x" * 100)
     assert b"".join(i for i in items if isinstance(i, bytes)) == data + b"x" * 100
 
@@ -43,14 +44,14 @@ def test_scanner_passes_lookalikes_through():
 @given(st.lists(st.binary(min_size=1, max_size=50), max_size=20))
 @settings(max_examples=200, deadline=None)
 def test_scanner_never_loses_plain_bytes(chunks):
-    s = MarkerScanner("secret", stdout=False)
+    s = MarkerScanner("ab12", stdout=False)
     out = b"".join(i for c in chunks for i in s.feed(c) if isinstance(i, bytes))
     out += bytes(s.buf)
     assert out == b"".join(chunks)
 
 
 def test_command_line_is_valid_bash():
-    line = command_line(CommandSpec("echo 'a' \"b\" $x `y`", env={"A": "1 2"}, workdir="/tmp", stdin=b"x"), 3)
+    line = command_line(CommandSpec("echo 'a' \"b\" $x `y`", env={"A": "1 2"}, workdir="/tmp", stdin=b"x"), "ab12")
     assert subprocess.run(["bash", "-n"], input=line.encode()).returncode == 0
 
 
