@@ -476,7 +476,8 @@ class DockerProcess(Process):
         lost = await self._check_lost(exc)
         if lost is not None:
             self._lost = lost
-            self._container.invalidate(lost.message)
+            if lost.kind is not ErrorKind.RESOURCE_EXHAUSTED:  # a start failure: the container is fine
+                self._container.invalidate(lost.message)
         for stream in (self._io.stdout, self._io.stderr):
             if stream is not None:
                 stream.feed_eof(lost)

@@ -712,6 +712,7 @@ async def test_a_fork_failure_at_start_names_the_pids_limit(make_backend):
             await proc.wait()
             raise AssertionError(f"the spawn ran: {out!r}")
         assert err.value.kind is ErrorKind.RESOURCE_EXHAUSTED, err.value
+        assert "fork failed" in err.value.message, err.value.message  # the reaper told us, not a guess
         assert "pids limit is reached" in err.value.message and "pids_limit 24" in err.value.message, err.value.message
     finally:
         await filler.close_stdin()
