@@ -112,6 +112,9 @@ MKDIR_WRAPPER = 'mkdir -p -- "$1" && cd -- "$2" && shift 2 && exec "$@"'
 PROCS_PER_TASK = 2
 #: Processes of the container itself: docker-init, the idle command, the signal helper.
 PROCS_PER_CONTAINER = 3
+#: Processes a start holds for a moment beyond what stays (runc's exec bootstrap stages, the
+#: task directory's mkdir): kept free for each of the max_parallel_starts starts in flight.
+PROCS_PER_START = 5
 
 
 class DockerOptions(Options):
@@ -1478,14 +1481,15 @@ class DockerBackend(Backend):
         limit = self.options.pids_limit
         if not limit or limit < 0 or task_id in container.tasks:
             return
-        fits = max(0, (limit - PROCS_PER_CONTAINER) // PROCS_PER_TASK)
+        headroom = PROCS_PER_START * self.options.max_parallel_starts
+        fits = max(0, (limit - PROCS_PER_CONTAINER - headroom) // PROCS_PER_TASK)
         if len(container.tasks) + 1 > fits:
             where = "its own container" if self.options.per_task else f"the shared container {container.name}"
             raise BackendError(
                 f"task {task_id!r} does not fit in {where}: pids_limit {limit} holds {fits} task(s) "
                 f"({PROCS_PER_TASK} processes each, its shell and the shell's reaper, plus {PROCS_PER_CONTAINER} "
-                f"for the container) and {len(container.tasks)} are open; close a task, or raise pids_limit "
-                "(or use per_task: true)", ErrorKind.RESOURCE_EXHAUSTED)
+                f"for the container and {headroom} kept free for starting processes) and {len(container.tasks)} "
+                "are open; close a task, or raise pids_limit (or use per_task: true)", ErrorKind.RESOURCE_EXHAUSTED)
 
     def start_gate(self) -> asyncio.Semaphore:
         """Bounds the process starts in flight (``max_parallel_starts``)."""

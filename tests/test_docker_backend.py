@@ -648,19 +648,20 @@ async def test_remove_on_close_keeps_the_files(make_backend, tmp_path):
 
 
 async def test_a_task_beyond_the_pids_limit_is_refused_naming_it(make_backend):
-    # pids_limit 9 holds (9 - 3) // 2 = 3 tasks: each needs its shell and the shell's reaper.
-    backend = make_backend(pids_limit=9)
+    # pids_limit 14 holds (14 - 3 - 5) // 2 = 3 tasks: each needs its shell and the shell's reaper,
+    # the container 3, and one start in flight 5 for a moment.
+    backend = make_backend(pids_limit=14, max_parallel_starts=1)
     shells = []
     for i in range(3):
         sb = await backend.sandbox(f"fit{i}")
         proc = await sb.spawn(["bash", "--noprofile", "--norc"], cwd=sb.root, env=ENV)
         await proc.write(b"echo up\n")
-        await read_until(proc.stdout, b"up\n")
+        await read_until(proc.stdout, b"up\n", timeout=60)
         shells.append((sb, proc))
     with pytest.raises(BackendError) as err:
         await backend.sandbox("one-too-many")
     assert err.value.kind is ErrorKind.RESOURCE_EXHAUSTED
-    assert "pids_limit 9" in err.value.message and "3 task(s)" in err.value.message, err.value.message
+    assert "pids_limit 14" in err.value.message and "3 task(s)" in err.value.message, err.value.message
     assert "3 are open" in err.value.message, err.value.message
     # a task already admitted is attached again; a released one makes room
     assert (await backend.sandbox("fit0")).root == shells[0][0].root
@@ -700,11 +701,11 @@ for k in kids[:-1]:
 
 
 async def test_a_fork_failure_at_start_names_the_pids_limit(make_backend):
-    backend = make_backend(pids_limit=24)
+    backend = make_backend(pids_limit=24, max_parallel_starts=1)
     sb = await backend.sandbox("forks")
     await sb.signal_session(1, 0)  # the signal helper runs (it holds a pid of its own)
     filler = await sb.spawn_helper(["python3", "-I", "-S", "-c", FILL_PIDS], cwd=sb.root, env=ENV)
-    await read_until(filler.stdout, b"full")
+    await read_until(filler.stdout, b"full", timeout=60)
     try:
         with pytest.raises(BackendError) as err:
             proc = await sb.spawn(["bash", "--noprofile", "--norc", "-c", "echo started"], cwd=sb.root, env=ENV)
