@@ -65,6 +65,8 @@ __all__ = [
     "KILL_TREE_FUNCTION",
     "KILL_TREE_SCRIPT",
     "REAPER_NAME",
+    "REAPER_START_FAILED",
+    "REAPER_START_FAILED_LINE",
     "reaper_argv",
     "REAPER_PYTHONS",
     "KILL_SUBREAPER",
@@ -224,9 +226,15 @@ class Sandbox(abc.ABC):
     ) -> Process:
         """Start argv as a new session leader with exactly env, in cwd."""
 
+    async def spawn_helper(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str]) -> Process:
+        """Start one of the backend's own short helpers (the kill walk, path resolution, tar), not a
+        task's command: nothing of it outlives it and it is never signalled as a tree. The default is
+        ``spawn``; a backend whose spawns carry a costly wrapper (the reaper) may leave it out here."""
+        return await self.spawn(argv, cwd=cwd, env=env)
+
     async def signal_session(self, pid: int, sig: int) -> None:
         """Deliver sig to every process of session ``pid`` inside the sandbox."""
-        proc = await self.spawn(
+        proc = await self.spawn_helper(
             ["/bin/sh", "-c", KILL_TREE_SCRIPT, "executor-kill", str(pid), str(sig)],
             cwd="/",
             env={"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
@@ -244,7 +252,7 @@ class Sandbox(abc.ABC):
         ``spawn`` inside the sandbox; a backend that can look at its files directly overrides it."""
         if not paths:
             return []
-        proc = await self.spawn(["/bin/sh", "-c", RESOLVE_SCRIPT, "executor-resolve"], cwd="/",
+        proc = await self.spawn_helper(["/bin/sh", "-c", RESOLVE_SCRIPT, "executor-resolve"], cwd="/",
                                 env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
         out = asyncio.ensure_future(read_all(proc.stdout))
         err = asyncio.ensure_future(read_all(proc.stderr)) if proc.stderr is not None else None
@@ -319,7 +327,7 @@ class Sandbox(abc.ABC):
                                    f"directory {root} ({_describe(got)}); it was removed", ErrorKind.INVALID_ARGUMENT)
 
     async def _remove_links(self, links: Sequence[str]) -> None:
-        proc = await self.spawn(["/bin/sh", "-c", 'for l do [ -L "$l" ] && rm -f -- "$l"; done; exit 0',
+        proc = await self.spawn_helper(["/bin/sh", "-c", 'for l do [ -L "$l" ] && rm -f -- "$l"; done; exit 0',
                                  "executor-unlink", *links], cwd="/", env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
         await proc.close_stdin()
         await drain(proc)
@@ -331,7 +339,7 @@ class Sandbox(abc.ABC):
         ``through_links``: some member's path goes through a symlink already on disk (one that
         stays inside the task's directory); the unpacking must follow it, not replace it. The default pipes it through ``tar -x`` inside the sandbox; backends with a better
         transport override this, not ``put_archive`` (which does the checks)."""
-        proc = await self.spawn(
+        proc = await self.spawn_helper(
             ["/bin/sh", "-c", 'mkdir -p -- "$1" && exec tar -x -f - -C "$1"', "put", dest],
             cwd=self.root,
             env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
@@ -365,7 +373,7 @@ class Sandbox(abc.ABC):
 
         The default runs ``tar -c`` inside the sandbox; backends override this, not ``get_archive``."""
         parent, _, name = path.rstrip("/").rpartition("/")
-        proc = await self.spawn(
+        proc = await self.spawn_helper(
             ["/bin/sh", "-c", 'cd -- "$1" && exec tar -c -f - -- "$2"', "get", parent or "/", name or "."],
             cwd=self.root,
             env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
@@ -474,6 +482,11 @@ REAPER_NAME = "executor-reaper"
 #: It ignores HUP/INT/TERM/QUIT (it is the anchor of the tree; the command gets them at their
 #: defaults); SIGKILL from the command's own user can still end it (see docs/security.md).
 REAPER_GRACE = 3.0
+#: The reaper's exit code when it could not fork the command, with ``REAPER_START_FAILED_LINE``
+#: (then the strerror) as the first bytes on stderr: together they tell a start failure from a
+#: command that exits 125.
+REAPER_START_FAILED = 125
+REAPER_START_FAILED_LINE = b"executor-reaper: cannot start the command: fork: "
 REAPER_PY = r"""
 import ctypes, fcntl, os, signal, sys, termios, time
 mode, argv = sys.argv[1], sys.argv[2:]
@@ -490,7 +503,11 @@ if mode == "pty":
         fcntl.ioctl(0, termios.TIOCNOTTY)  # a session leader holding the terminal lets it go
     except OSError:
         pass
-pid = os.fork()
+try:
+    pid = os.fork()
+except OSError as exc:  # EAGAIN: the pids limit; the backend names it (REAPER_START_FAILED)
+    os.write(2, ("%(name)s: cannot start the command: fork: %%s\n" %% exc.strerror).encode())
+    os._exit(%(failed)s)
 if pid == 0:
     try:
         os.setsid()
@@ -566,7 +583,7 @@ if os.WIFSIGNALED(status):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, [os.WTERMSIG(status)])
     os.kill(me, os.WTERMSIG(status))
 os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
-""" % {"name": REAPER_NAME, "grace": REAPER_GRACE}
+""" % {"name": REAPER_NAME, "grace": REAPER_GRACE, "failed": REAPER_START_FAILED}
 
 #: Runs the reaper with the sandbox's own python3 (``/bin/sh -c REAPER_SH executor-reaper
 #: REAPER_PY MODE ARGV...``); where there is none, falls back to ``setsid`` (session only: a

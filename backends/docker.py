@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import hashlib
 import io
 import json
@@ -52,6 +53,8 @@ from .base import (
     PtySize,
     KILL_SUBREAPER_IF_PYTHON,
     KILL_TREE_FUNCTION,
+    REAPER_START_FAILED,
+    REAPER_START_FAILED_LINE,
     Sandbox,
     drain,
     reaper_argv,
@@ -100,6 +103,19 @@ done
 #: create, and a resize after start would race a program that reads its size at once.
 PTY_WRAPPER = 'stty rows "$1" cols "$2" 2>/dev/null; shift 2; exec "$@"'
 
+#: Creates the task's directory (as the sandbox user) and enters ``cwd`` before exec'ing the
+#: command: a new task's first spawn needs no separate archive call (on Engine 20.10 an archive
+#: upload costs as much as an exec, and the engine runs those one after another).
+MKDIR_WRAPPER = 'mkdir -p -- "$1" && cd -- "$2" && shift 2 && exec "$@"'
+
+#: Processes a task needs at least in the shared container: its shell and the shell's reaper.
+PROCS_PER_TASK = 2
+#: Processes of the container itself: docker-init, the idle command, the signal helper.
+PROCS_PER_CONTAINER = 3
+#: Processes a start holds for a moment beyond what stays (runc's exec bootstrap stages, the
+#: task directory's mkdir): kept free for each of the max_parallel_starts starts in flight.
+PROCS_PER_START = 5
+
 
 class DockerOptions(Options):
     """``backends.<name>`` options of ``kind: docker``. Defaults are the hardened policy."""
@@ -142,6 +158,10 @@ class DockerOptions(Options):
     env_program: str = "/usr/bin/env"
     #: Extra labels on the containers and volumes.
     labels: dict[str, str] = {}
+    #: At most this many process starts (exec create + start) in flight at once; the rest queue.
+    #: The engine runs execs one after another anyway (~10-15/s on a 2-core host, however many
+    #: are in flight): more parallelism only crowds out the control calls (wait, resize, files).
+    max_parallel_starts: int = 4
     #: Remove this daemon's containers at an orderly shutdown (volumes, so files, are kept).
     #: For ephemeral daemons such as test runs; a crashed daemon's container still stays.
     remove_on_close: bool = False
@@ -151,6 +171,13 @@ class DockerOptions(Options):
     def _numeric_user(cls, value: str) -> str:
         if not _USER.match(value):
             raise ValueError("user must be numeric UID or UID:GID (archive ownership is set from it)")
+        return value
+
+    @field_validator("max_parallel_starts")
+    @classmethod
+    def _positive_starts(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("max_parallel_starts must be at least 1")
         return value
 
     @field_validator("network")
@@ -292,6 +319,8 @@ class _ExecSocket:
         self._reading = False
         self._closed = False
         self.finished = False
+        self.stderr_head = b""  # the first bytes on stderr: a reaper's start failure is told by them
+        self.stdout_seen = False
         sock.setblocking(False)
         if leftover:
             self._consume(leftover)
@@ -345,8 +374,11 @@ class _ExecSocket:
             payload = bytes(buf[pos + 8 : pos + 8 + size])
             pos += 8 + size
             if kind == 2 and self.stderr is not None:
+                if len(self.stderr_head) < 256:
+                    self.stderr_head += payload[: 256 - len(self.stderr_head)]
                 self.stderr.feed(payload)
             else:
+                self.stdout_seen = self.stdout_seen or bool(payload)
                 self.stdout.feed(payload)
         if pos:
             del buf[:pos]
@@ -447,7 +479,8 @@ class DockerProcess(Process):
         lost = await self._check_lost(exc)
         if lost is not None:
             self._lost = lost
-            self._container.invalidate(lost.message)
+            if lost.kind is not ErrorKind.RESOURCE_EXHAUSTED:  # a start failure: the container is fine
+                self._container.invalidate(lost.message)
         for stream in (self._io.stdout, self._io.stderr):
             if stream is not None:
                 stream.feed_eof(lost)
@@ -467,11 +500,24 @@ class DockerProcess(Process):
         if not info.get("Running") and info.get("ExitCode") is not None:
             lost = await self._lost_by_signal(int(info["ExitCode"]))
             if lost is None:
+                lost = await self._start_failure(int(info["ExitCode"]))
+            if lost is None:
                 self._exit = int(info["ExitCode"])
             return lost
         if exc is not None:
             return BackendError(f"the connection to the process broke: {exc}", ErrorKind.LOST)
         return None  # stdout/stderr closed, the process still runs: wait() polls
+
+    async def _start_failure(self, code: int) -> BackendError | None:
+        """The reaper could not fork the command (it says so first thing on stderr, and exits
+        REAPER_START_FAILED): an error naming the cause, with the container's pids and memory."""
+        head = self._io.stderr_head
+        if code != REAPER_START_FAILED or not head.startswith(REAPER_START_FAILED_LINE) or self._io.stdout_seen:
+            return None
+        why = head[len(REAPER_START_FAILED_LINE):].split(b"\n")[0].decode(errors="replace")
+        pressure = await self._container.pressure(self._sandbox.backend)
+        return BackendError(f"the process could not start in container {self._container.name}: fork failed ({why})"
+                            f"{'; ' + pressure if pressure else ''}", ErrorKind.RESOURCE_EXHAUSTED)
 
     async def _lost_by_signal(self, code: int) -> BackendError | None:
         """For an exit by signal (docker's 128+N): was it the container being killed/removed?
@@ -614,7 +660,7 @@ class _Killer:
                     pass  # the first signal() tries again and reports
 
     async def _spawn(self, sandbox: "DockerSandbox") -> None:
-        proc = await sandbox.spawn(["/bin/sh", "-c", KILLER_SCRIPT, "executor-killer"], cwd="/",
+        proc = await sandbox.spawn_helper(["/bin/sh", "-c", KILLER_SCRIPT, "executor-killer"], cwd="/",
                                    env={"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"})
         assert isinstance(proc, DockerProcess)
         self._proc, self._buf = proc, b""
@@ -647,6 +693,7 @@ class _Container:
         self.killer = _Killer()
         self.changed = asyncio.Event()
         self.cleaned = False
+        self.tasks: set[str] = set()  # tasks with a sandbox here (released ones removed)
 
     _WORDS = {"kill": "was sent a signal by the engine (docker kill / docker rm -f)", "die": "stopped",
               "destroy": "was removed", "oom": "ran out of memory", "stop": "was stopped",
@@ -855,6 +902,35 @@ class _Container:
             self.invalidate(reason)
         return reason + "; the next command starts it again"
 
+    async def pressure(self, backend: "DockerBackend") -> str:
+        """The container's pids and memory use against its limits, from the engine (no exec: one
+        may not start when the pids are exhausted), naming what is at its limit; "" if unknown."""
+        cid = self.id
+        if cid is None:
+            return ""
+
+        def look(api: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+            stats = api.stats(cid, stream=False, one_shot=True)
+            return stats, api.inspect_container(cid)["State"]
+
+        try:
+            stats, state = await backend.call(look, "reading the container's resource use")
+        except BackendError:
+            return ""
+        parts = []
+        pids = stats.get("pids_stats") or {}
+        current, limit = pids.get("current"), pids.get("limit")
+        if current is not None and limit:
+            full = current >= limit - 1  # the failed fork itself is not counted
+            parts.append(f"{'the pids limit is reached: ' if full else ''}{current} processes of pids_limit {limit}")
+        memory = stats.get("memory_stats") or {}
+        if memory.get("limit") and memory.get("usage") is not None:
+            parts.append(f"memory {memory['usage'] >> 20} MiB of {memory['limit'] >> 20} MiB"
+                         f"{', out of memory (mem_limit)' if memory.get('failcnt') else ''}")
+        if state.get("OOMKilled"):
+            parts.append("the container was killed for exceeding mem_limit")
+        return ", ".join(parts)
+
     async def loss_since(self, backend: "DockerBackend", generation: int) -> str:
         """A reason if the container stopped/restarted/vanished since ``generation`` began."""
         if generation != self.generation:
@@ -1036,7 +1112,8 @@ class DockerSandbox(Sandbox):
             self.container.known_dirs.add(self.task_id)
         return cid
 
-    def _command(self, argv: Sequence[str], env: Mapping[str, str], pty: PtySize | None) -> list[str]:
+    def _command(self, argv: Sequence[str], env: Mapping[str, str], pty: PtySize | None,
+                 reaper: bool = True) -> list[str]:
         if not argv:
             raise BackendError("nothing to run: empty argv", ErrorKind.INVALID_ARGUMENT)
         if "=" in argv[0]:
@@ -1049,32 +1126,55 @@ class DockerSandbox(Sandbox):
             assignments.append(f"{key}={value}")
         # Under the reaper (the image's python3): argv leads a new session and whatever it
         # starts stays in the reaper's tree, which signal_session reaches (setsid included).
-        cmd = reaper_argv([self.backend.options.env_program, "-i", *assignments, *argv], pty=pty is not None)
+        cmd = [self.backend.options.env_program, "-i", *assignments, *argv]
+        if reaper:
+            cmd = reaper_argv(cmd, pty=pty is not None)
         if pty is not None:
             cmd = ["/bin/sh", "-c", PTY_WRAPPER, "sh", str(pty.rows), str(pty.cols), *cmd]
         return cmd
 
     async def spawn(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str],
                     pty: PtySize | None = None) -> Process:
-        cmd = self._command(argv, env, pty)
+        return await self._spawn(argv, cwd=cwd, env=env, pty=pty, reaper=True)
+
+    async def spawn_helper(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str]) -> Process:
+        """The backend's own helpers (kill walk, path resolution, tar, rm) run without the reaper:
+        nothing of theirs outlives them, and a python3 start per helper costs ~40 ms and a pid.
+        runc still makes each the leader of its own session."""
+        return await self._spawn(argv, cwd=cwd, env=env, pty=None, reaper=False)
+
+    async def _spawn(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str], pty: PtySize | None,
+                     reaper: bool) -> Process:
+        cmd = self._command(argv, env, pty, reaper)
         tty = pty is not None
         user = self.backend.options.user
         for attempt in (1, 2):
-            cid = await self._ready()
+            cid = await self.container.ensure()
+            run, workdir = cmd, cwd
+            if self.task_id not in self.container.known_dirs:
+                if await self.backend._stat(cid, self.root) is not None:
+                    self.container.known_dirs.add(self.task_id)
+                else:  # a new task (or a recreated container): the first spawn makes the directory
+                    run, workdir = ["/bin/sh", "-c", MKDIR_WRAPPER, "executor-mkdir", self.root, cwd, *cmd], "/"
             spawned_at = time.monotonic()
 
             def start(api: Any) -> tuple[str, Any]:
-                exec_id = api.exec_create(cid, cmd, stdin=True, stdout=True, stderr=True, tty=tty,
-                                          user=user, workdir=cwd)["Id"]
+                exec_id = api.exec_create(cid, run, stdin=True, stdout=True, stderr=True, tty=tty,
+                                          user=user, workdir=workdir)["Id"]
                 return exec_id, api.exec_start(exec_id, tty=tty, socket=True)
 
             try:
-                exec_id, result = await self.backend.call(start, f"starting {argv[0]!r} in {self.container.name}")
+                async with self.backend.start_gate():
+                    exec_id, result = await self.backend.call(start, f"starting {argv[0]!r} in {self.container.name}")
             except BackendError as err:
                 if attempt == 1 and (err.kind is ErrorKind.NOT_FOUND or "is not running" in err.message
                                      or "is restarting" in err.message):
                     self.container.invalidate(err.message)
                     continue
+                if "resource temporarily unavailable" in err.message.lower():
+                    pressure = await self.container.pressure(self.backend)
+                    raise BackendError(f"{err.message}{'; ' + pressure if pressure else ''}",
+                                       ErrorKind.RESOURCE_EXHAUSTED) from err
                 raise
             proc = DockerProcess(self, self.container, exec_id, result, tty, spawned_at)
             if pty is not None:
@@ -1110,11 +1210,12 @@ class DockerSandbox(Sandbox):
             yield chunk
 
     async def release(self, remove_files: bool = False) -> None:
+        self.container.tasks.discard(self.task_id)
         if self.backend.options.per_task:
             await self.backend.remove_container(self.container, remove_volume=remove_files)
             return
         if remove_files:
-            proc = await self.spawn(["rm", "-rf", "--", self.root], cwd="/",
+            proc = await self.spawn_helper(["rm", "-rf", "--", self.root], cwd="/",
                                     env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
             await proc.close_stdin()
             await drain(proc)
@@ -1133,7 +1234,7 @@ class DockerBackend(Backend):
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.instance_id = self._instance_id()
         self.config_hash = hashlib.sha256(
-            json.dumps([CONTAINER_RECIPE, options.model_dump(exclude={"env_passthrough", "api_timeout",
+            json.dumps([CONTAINER_RECIPE, options.model_dump(exclude={"env_passthrough", "api_timeout", "max_parallel_starts",
                                                                        "docker_host"})],
                        sort_keys=True).encode()).hexdigest()[:16]
         self._api: Any = None
@@ -1143,7 +1244,11 @@ class DockerBackend(Backend):
         self._watcher: _EventWatcher | None = None
         # Our own workers: uploads hold one for their duration, and the loop's default
         # executor (shared with the core) must not fill up with Engine API calls.
-        self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix=f"docker-{name}")
+        # Process starts take at most max_parallel_starts of them, so the rest stay free for
+        # control calls (exit codes, resizes, files) during a burst of new tasks.
+        self._pool = ThreadPoolExecutor(max_workers=max(16, options.max_parallel_starts + 12),
+                                        thread_name_prefix=f"docker-{name}")
+        self._start_gate: asyncio.Semaphore | None = None
         self.orphans_ended = 0
 
     # identity and small persistent state ---------------------------------
@@ -1363,10 +1468,34 @@ class DockerBackend(Backend):
             raise BackendError(f"task id {task_id!r} cannot name a directory (letters, digits, . _ -)",
                                ErrorKind.INVALID_ARGUMENT)
         container = self._container_for(task_id if self.options.per_task else SHARED)
+        self._admit(container, task_id)
         sb = DockerSandbox(self, container, task_id)
-        await sb._ready()
+        await container.ensure()  # the task's directory is made by its first spawn or file transfer
+        container.tasks.add(task_id)
         container.killer.warm(sb)
         return sb
+
+    def _admit(self, container: _Container, task_id: str) -> None:
+        """Refuse a task the container's pids limit cannot hold: each needs PROCS_PER_TASK processes
+        at least (its shell and the shell's reaper), the container PROCS_PER_CONTAINER."""
+        limit = self.options.pids_limit
+        if not limit or limit < 0 or task_id in container.tasks:
+            return
+        headroom = PROCS_PER_START * self.options.max_parallel_starts
+        fits = max(0, (limit - PROCS_PER_CONTAINER - headroom) // PROCS_PER_TASK)
+        if len(container.tasks) + 1 > fits:
+            where = "its own container" if self.options.per_task else f"the shared container {container.name}"
+            raise BackendError(
+                f"task {task_id!r} does not fit in {where}: pids_limit {limit} holds {fits} task(s) "
+                f"({PROCS_PER_TASK} processes each, its shell and the shell's reaper, plus {PROCS_PER_CONTAINER} "
+                f"for the container and {headroom} kept free for starting processes) and {len(container.tasks)} "
+                "are open; close a task, or raise pids_limit (or use per_task: true)", ErrorKind.RESOURCE_EXHAUSTED)
+
+    def start_gate(self) -> asyncio.Semaphore:
+        """Bounds the process starts in flight (``max_parallel_starts``)."""
+        if self._start_gate is None:
+            self._start_gate = asyncio.Semaphore(self.options.max_parallel_starts)
+        return self._start_gate
 
     async def make_task_dir(self, cid: str, task_id: str) -> None:
         """Create ``<workspace>/<task_id>`` owned by the sandbox user, through the archive API

@@ -640,3 +640,101 @@ async def test_remove_on_close_keeps_the_files(make_backend, tmp_path):
     sb2 = await second.sandbox("roc")
     assert await run(sb2, "cat f") == (0, "still\n", "")
     assert sb2.take_notice() is None
+
+
+# ---------------------------------------------------------------------------
+# Scale: the pids limit and the number of tasks agree (issue 19)
+# ---------------------------------------------------------------------------
+
+
+async def test_a_task_beyond_the_pids_limit_is_refused_naming_it(make_backend):
+    # pids_limit 14 holds (14 - 3 - 5) // 2 = 3 tasks: each needs its shell and the shell's reaper,
+    # the container 3, and one start in flight 5 for a moment.
+    backend = make_backend(pids_limit=14, max_parallel_starts=1)
+    shells = []
+    for i in range(3):
+        sb = await backend.sandbox(f"fit{i}")
+        proc = await sb.spawn(["bash", "--noprofile", "--norc"], cwd=sb.root, env=ENV)
+        await proc.write(b"echo up\n")
+        await read_until(proc.stdout, b"up\n", timeout=60)
+        shells.append((sb, proc))
+    with pytest.raises(BackendError) as err:
+        await backend.sandbox("one-too-many")
+    assert err.value.kind is ErrorKind.RESOURCE_EXHAUSTED
+    assert "pids_limit 14" in err.value.message and "3 task(s)" in err.value.message, err.value.message
+    assert "3 are open" in err.value.message, err.value.message
+    # a task already admitted is attached again; a released one makes room
+    assert (await backend.sandbox("fit0")).root == shells[0][0].root
+    sb, proc = shells.pop()
+    await proc.close_stdin()
+    await proc.wait()
+    await proc.detach()
+    await sb.release()
+    late = await backend.sandbox("one-too-many")
+    code, out, _ = await run(late, "pwd")
+    assert (code, out.strip()) == (0, late.root)
+    for _, proc in shells:
+        await proc.close_stdin()
+        await proc.wait()
+        await proc.detach()
+
+
+FILL_PIDS = r"""
+import os, signal, sys, time
+kids = []
+while True:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        signal.pause()
+        os._exit(0)
+    kids.append(pid)
+os.kill(kids[-1], signal.SIGKILL)
+os.waitpid(kids[-1], 0)  # exactly one pid free: the next exec takes it, its fork finds none
+print("full", len(kids), flush=True)
+sys.stdin.read()
+for k in kids[:-1]:
+    os.kill(k, signal.SIGKILL)
+"""
+
+
+async def test_a_fork_failure_at_start_names_the_pids_limit(make_backend):
+    backend = make_backend(pids_limit=24, max_parallel_starts=1)
+    sb = await backend.sandbox("forks")
+    await sb.signal_session(1, 0)  # the signal helper runs (it holds a pid of its own)
+    filler = await sb.spawn_helper(["python3", "-I", "-S", "-c", FILL_PIDS], cwd=sb.root, env=ENV)
+    await read_until(filler.stdout, b"full", timeout=60)
+    try:
+        with pytest.raises(BackendError) as err:
+            proc = await sb.spawn(["bash", "--noprofile", "--norc", "-c", "echo started"], cwd=sb.root, env=ENV)
+            out, _ = await asyncio.wait_for(drain(proc), 30)
+            await proc.wait()
+            raise AssertionError(f"the spawn ran: {out!r}")
+        assert err.value.kind is ErrorKind.RESOURCE_EXHAUSTED, err.value
+        assert "fork failed" in err.value.message, err.value.message  # the reaper told us, not a guess
+        assert "pids limit is reached" in err.value.message and "pids_limit 24" in err.value.message, err.value.message
+    finally:
+        await filler.close_stdin()
+        await filler.wait()
+        await filler.detach()
+    code, out, _ = await run(sb, "echo again")
+    assert (code, out) == (0, "again\n")
+
+
+async def test_max_parallel_starts_is_validated_and_bounds_the_starts(make_backend):
+    with pytest.raises(ValueError):
+        DockerOptions(max_parallel_starts=0)
+    backend = make_backend(max_parallel_starts=2)
+    sandboxes = [await backend.sandbox(f"par{i}") for i in range(6)]
+    results = await asyncio.gather(*(run(sb, "echo $PWD") for sb in sandboxes))
+    assert [r[:2] for r in results] == [(0, sb.root + "\n") for sb in sandboxes]
+    assert backend.start_gate()._value == 2  # every start gave its slot back
+
+
+async def test_first_spawn_makes_the_task_directory_owned_by_the_user(make_backend):
+    backend = make_backend()
+    sb = await backend.sandbox("fresh")
+    code, out, _ = await run(sb, "pwd; stat -c '%u:%g %a' .", cwd=sb.root)
+    assert (code, out.split("\n")[:2]) == (0, [sb.root, "1000:1000 755"])
