@@ -55,6 +55,9 @@ class AlwaysStore:
         self._rules: dict[str, dict[str, dict[str, Any]]] = {}  # backend -> rule -> record
         self._cache: dict[str, frozenset[str]] = {}
         self.dropped_v1: list[str] = []
+        # A save interrupted by a crash leaves its temp file (the rename never happened): remove them.
+        for leftover in self.path.parent.glob(f".{APPROVALS_FILE}.*"):
+            leftover.unlink(missing_ok=True)
         self._load()
 
     def _load(self) -> None:

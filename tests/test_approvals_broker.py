@@ -133,6 +133,12 @@ async def test_always_is_persisted_atomically_and_survives_restart(tmp_path: pat
     b.close()
 
 
+def test_temp_files_of_an_interrupted_save_are_removed_at_start(tmp_path: pathlib.Path) -> None:
+    (tmp_path / ".approvals.json.abc123").write_text("half a file")
+    make(tmp_path).close()
+    assert not list(tmp_path.glob(".approvals.json.*"))
+
+
 async def test_an_old_unscoped_always_file_is_not_carried_over(tmp_path: pathlib.Path) -> None:
     (tmp_path / "approvals.json").write_text(json.dumps({"version": 1, "always": {"git_reset_hard": {}}}))
     a = make(tmp_path)
