@@ -95,6 +95,10 @@ def prelude(ready_nonce: str) -> str:
         raise ValueError("the ready nonce must be hex")
     fatal = ': "${3:?the framing of the task shell was tampered with: the shell exits}"'
     return f"""shopt -s expand_aliases 2>/dev/null
+command_not_found_handle() {{  # say why, not only that: sandboxes expose less than the user's login
+  builtin printf 'bash: %s: command not found (executor: the task'"'"'s PATH is %s; tools from the daemon user'"'"'s own setup, such as pyenv, nvm or conda, are not on it unless the backend passes them: env_passthrough, and read_only_paths on the local sandbox)\n' "$1" "$PATH" >&2
+  return 127
+}}
 __ex_state() {{
   builtin printf 'builtin cd -- %q 2>/dev/null\\n' "$PWD"
   builtin export -p

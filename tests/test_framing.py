@@ -6,6 +6,8 @@ as output, keep its timeout, and the task's next command must work."""
 
 from __future__ import annotations
 
+import asyncio
+
 import re
 import time
 from pathlib import Path
@@ -72,7 +74,13 @@ async def test_replayed_real_nonce_from_previous_output_does_not_end_the_exec(sh
     # Command 1 redirects the shell's own stdout through tee, so command 2 can read its own markers.
     await run(shell, f"exec > >(tee -a {log})")
     await run(shell, "true")
-    leaked = MARKER.findall(Path(log).read_bytes())
+    # tee writes on its own schedule: wait (bounded) until it has written the marker.
+    leaked: list = []
+    for _ in range(200):
+        leaked = MARKER.findall(Path(log).read_bytes()) if Path(log).exists() else []
+        if leaked:
+            break
+        await asyncio.sleep(0.05)
     assert leaked, "the tee should have seen the previous command's marker"
     nonce = leaked[-1].decode()
     out, _, result = await run(shell, f"""

@@ -267,3 +267,10 @@ def test_relative_paths_are_judged_against_the_tasks_cwd(client, task):
     assert outcome.refused, outcome  # asks (a system path), nobody answers: refused
     client.run(task, 'cd "$EXECUTOR_TASK_ROOT" 2>/dev/null || cd ~')
     assert client.check_command("rm -rf ../*", task_id=task).decision != pb.GATE_DECISION_ALLOW
+
+
+def test_a_missing_command_says_why(client, task):
+    r = client.run(task, "executor-no-such-program-here --version")
+    assert r.exit.exit_code == 127
+    err = r.stderr.decode()
+    assert "command not found" in err and "PATH is" in err and "env_passthrough" in err, err
