@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from .commands import base_name, short_flags, split_options
 from .parser import UNKNOWN, Cmd, Kinds
 from .paths import delete_class, glob_regex, normalize_path, write_class
-from .tools import HANDLERS, Ctx, Handler
+from .tools import HANDLERS, Ctx, Handler, git_subcommand
 
 if TYPE_CHECKING:
     from .detect import Detector
@@ -136,7 +136,6 @@ def _fed_by_redis_listing(cmd: Cmd) -> bool:
 # -- git: remote deletion and history rewrites
 
 
-_GIT_GLOBAL_WITH_ARG = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env"}
 
 
 @_also("git")
@@ -146,12 +145,10 @@ def _h_git_more(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
 
     must match: ``git push origin :main``, ``git -C r push -d origin x``, ``git filter-branch ...``;
     must not: ``git push origin main``, ``git push origin HEAD:refs/heads/x``, ``git gc``, ``git reflog``."""
-    i = 0
-    while i < len(args) and args[i].startswith("-"):
-        i += 2 if args[i] in _GIT_GLOBAL_WITH_ARG else 1
-    if i >= len(args):
+    found = git_subcommand(args)
+    if found is None:
         return
-    sub, rest = args[i], args[i + 1 :]
+    sub, rest = found
     if sub == "push":
         opts, ops = split_options(rest, {"-o", "--push-option", "--repo", "--receive-pack", "--exec"})
         short = short_flags([o for o in opts if not o.startswith("--")])

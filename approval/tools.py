@@ -1827,14 +1827,20 @@ _GIT_GLOBAL_WITH_ARG = {
 }
 
 
-@handles("git")
-def _h_git(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+def git_subcommand(args: list[str]) -> tuple[str, list[str]] | None:
+    """git's subcommand and its arguments, past the global options (``-C dir``, ``-c k=v`` ...)."""
     i = 0
     while i < len(args) and args[i].startswith("-"):
         i += 2 if args[i] in _GIT_GLOBAL_WITH_ARG else 1
-    if i >= len(args):
+    return (args[i], args[i + 1 :]) if i < len(args) else None
+
+
+@handles("git")
+def _h_git(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    found = git_subcommand(args)
+    if found is None:
         return
-    sub, rest = args[i], args[i + 1 :]
+    sub, rest = found
     if sub == "push":
         opts, ops = split_options(rest, {"-o", "--push-option", "--repo", "--receive-pack", "--exec"})
         force = any(
