@@ -15,7 +15,7 @@ from pathlib import Path
 from executor.config import Config, ConfigError, default_state_dir, load_config
 
 
-async def _check_backends(config: Config, state_dir: Path) -> list[tuple[str, str, bool, str]]:
+async def _check_backends(config: Config, state_dir: Path) -> list[tuple[str, str, bool, str, dict, str]]:
     from executor.backends import backend_class
 
     rows = []
@@ -26,11 +26,12 @@ async def _check_backends(config: Config, state_dir: Path) -> list[tuple[str, st
         try:
             await asyncio.wait_for(backend.start(), 60)
             health = await asyncio.wait_for(backend.health(), 30)
-            rows.append((name, kind, health.available, health.reason))
+            rows.append((name, kind, health.available, health.reason, dict(backend.policy()),
+                         backend.startup_notice() or ""))
         except asyncio.TimeoutError:
-            rows.append((name, kind, False, "did not answer within 60 s"))
+            rows.append((name, kind, False, "did not answer within 60 s", {}, ""))
         except Exception as exc:
-            rows.append((name, kind, False, f"{type(exc).__name__}: {exc}"))
+            rows.append((name, kind, False, f"{type(exc).__name__}: {exc}", {}, ""))
         finally:
             try:
                 await asyncio.wait_for(backend.close(), 10)
@@ -67,13 +68,19 @@ def run(config_path: str | None, state_dir: str | None, as_json: bool = False) -
     # Check backends in a scratch state dir so a running daemon's state is not touched.
     with tempfile.TemporaryDirectory(prefix="executor-doctor-") as scratch:
         rows = asyncio.run(_check_backends(config, Path(scratch)))
-    for name, kind, ok, reason in rows:
-        results["backends"].append({"name": name, "kind": kind, "available": ok, "reason": reason})
+    for name, kind, ok, reason, policy, notice in rows:
+        results["backends"].append({"name": name, "kind": kind, "available": ok, "reason": reason,
+                                    "policy": policy, "notice": notice})
         if ok:
             lines.append(f"ok    backend {name} ({kind}){' — ' + reason if reason else ''}")
         else:
             problems += 1
             lines.append(f"FAIL  backend {name} ({kind}): {reason}")
+        for key in ("isolation", "network", "kill"):  # what contains a command, and what ends it
+            if key in policy:
+                lines.append(f"      {key}: {policy[key]}")
+        if notice:
+            lines.append(f"WARN  backend {name}: {notice}")
     if as_json:
         import json
 

@@ -26,6 +26,18 @@ def test_doctor_reports_each_backend_with_a_fix(tmp_path):
     assert {b["name"]: b["available"] for b in data["backends"]} == {"local": True, "dock": False, "remote": False}
 
 
+def test_doctor_states_each_backends_isolation_loudly_when_none(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("backend: boxed\nbackends:\n  boxed: {kind: local}\n  bare: {kind: local, isolation: none}\n")
+    r = executor("doctor", "--config", str(cfg), "--state-dir", str(tmp_path / "s"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "isolation: sandbox" in r.stdout
+    assert "isolation: NONE" in r.stdout and "WARN  backend bare" in r.stdout
+    data = json.loads(executor("doctor", "--config", str(cfg), "--state-dir", str(tmp_path / "s"), "--json").stdout)
+    policies = {b["name"]: b["policy"].get("isolation", "") for b in data["backends"]}
+    assert policies["boxed"].startswith("sandbox") and policies["bare"].startswith("NONE")
+
+
 def test_doctor_bad_config(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("backends:\n  local: {kind: local, bogus: 1}\n")
