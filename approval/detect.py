@@ -45,6 +45,7 @@ _log = logging.getLogger("executor.approval")
 MAX_INPUT = 128 * 1024  # characters
 MAX_NESTING = 8  # shell-in-shell payload depth
 MAX_FINDINGS = 32
+MAX_RECURSION = 2  # times one function of the task's shell is followed inside itself
 
 # ---------------------------------------------------------------------------------------------
 # the detector
@@ -180,7 +181,10 @@ class Detector:
             self.expand(cmd, ctx, ("alias", name), text, None, f"{name} is an alias defined earlier in this task")
         body = st.functions.get(name)
         key = ("function", name, *args)
-        if body is not None and key not in self.expanding:
+        # a recursive call is followed once more with its own arguments (``f /`` from inside f),
+        # not further: the body was already judged, and a walker over a tree must not ask
+        calls = sum(1 for k in self.expanding if k[:2] == ("function", name))
+        if body is not None and key not in self.expanding and calls < MAX_RECURSION:
             env = {str(i): "" for i in range(1, 10)}
             env.update({str(i): a for i, a in enumerate(args, 1)})
             env["@"] = env["*"] = " ".join(args)
