@@ -11,6 +11,7 @@ from .detect import findings, opens_interactive_shell, split_segments
 from .interactive import TERMINAL_SAFE, interactive_risk, runs_input
 from .policy import analyze, apply_mode, evaluate
 from .rules import DEFAULT_HARDLINE, RULES, Rule
+from .state import ShellState, changes_shell_state, read_state
 from .store import AlwaysStore, AuditLog
 from .verdict import Decision, Verdict
 
@@ -26,14 +27,17 @@ __all__ = [
     "OperatorRule",
     "RULES",
     "Rule",
+    "ShellState",
     "TERMINAL_SAFE",
     "Verdict",
     "analyze",
     "apply_mode",
+    "changes_shell_state",
     "evaluate",
     "findings",
     "interactive_risk",
     "opens_interactive_shell",
+    "read_state",
     "runs_input",
     "split_segments",
 ]

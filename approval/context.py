@@ -22,12 +22,17 @@ class GateContext:
     of the task's shell (on several backends the task directory); ``protected``: extra
     absolute paths judged like system paths (the daemon's state directory, the parent of the
     task roots).  Empty strings mean unknown; relative or empty entries are ignored.
+    ``shell_state``: what the task's bash prints for its state (``builtin printf 'builtin cd --
+    %q\n' "$PWD"; builtin export -p; builtin declare -f; builtin alias -p``, ``declare -p``
+    lines welcome); aliases, functions and variables defined by earlier commands are then
+    judged where they are used (see ``state.py``).
     """
 
     cwd: str = ""
     root: str = ""
     home: str = ""
     protected: tuple[str, ...] = ()
+    shell_state: str = ""
 
     def normalized(self) -> "GateContext":
         def clean(p: str) -> str:
@@ -37,7 +42,7 @@ class GateContext:
             return "/" + p.lstrip("/") if p.startswith("//") else p
 
         prot = tuple(q for q in (clean(p) for p in self.protected) if q and q != "/")
-        return GateContext(clean(self.cwd), clean(self.root), clean(self.home), prot)
+        return GateContext(clean(self.cwd), clean(self.root), clean(self.home), prot, self.shell_state)
 
 
 CURRENT: contextvars.ContextVar[GateContext | None] = contextvars.ContextVar("gate_context", default=None)

@@ -11,9 +11,11 @@ layer (policy.py) turns findings into a verdict.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import logging
+import shlex
 
 from . import inline
 from .context import CURRENT, GateContext
@@ -24,6 +26,7 @@ from .normalize import normalize
 from .parser import UNKNOWN, Cmd, Kinds, TooComplex, echo_output, parse
 from .paths import _GLOB_CHAR, glob_regex, write_class
 from .rules import RULES, reason_for
+from .state import ShellState, read_state, state_env
 from .tools import (
     DRY_RUN,
     HANDLERS,
@@ -42,6 +45,7 @@ _log = logging.getLogger("executor.approval")
 MAX_INPUT = 128 * 1024  # characters
 MAX_NESTING = 8  # shell-in-shell payload depth
 MAX_FINDINGS = 32
+MAX_RECURSION = 2  # times one function of the task's shell is followed inside itself
 
 # ---------------------------------------------------------------------------------------------
 # the detector
@@ -52,6 +56,12 @@ class Detector:
         self.budget = 400  # payload analyses (each parses again)
         self.context = context
         self.cur_cwd: str | None = context.cwd if context and context.cwd else None
+        self.state: ShellState | None = None
+        self.state_env: dict[str, str] = {}
+        self.expanding: list[tuple[str, ...]] = []  # aliases and function calls being followed
+        if context is not None and context.shell_state:
+            self.state = read_state(context.shell_state)
+            self.state_env = state_env(self.state, context.home)
 
     def add(self, ctx: Ctx, rule: str, segment: str, reason: str = "") -> None:
         if len(ctx.out) < MAX_FINDINGS:
@@ -68,7 +78,7 @@ class Detector:
         if self.budget < 0:
             self.add(ctx, "too_complex", text[:200])
             return ctx.out
-        env = dict(env or {})
+        env = {**self.state_env, **env} if env else dict(self.state_env)
         cwd = self.cur_cwd
         if cwd is not None and "PWD" not in env:
             env["PWD"] = cwd
@@ -107,6 +117,8 @@ class Detector:
         self.redirects(cmd, ctx)
         if not cmd.argv:
             return
+        if self.state is not None and self.state.defines(cmd.argv[0]):
+            self.defined(cmd, ctx)
         self.remember_written(cmd, ctx)
         if cmd.kinds and cmd.kinds[0] and UNKNOWN in cmd.argv[0]:
             k = cmd.kinds[0]
@@ -146,6 +158,51 @@ class Detector:
             if SQL_AT_PROMPT.match(text):
                 for f in inline.sql_findings(text):
                     self.add(ctx, f.rule, cmd.text)
+
+    def defined(self, cmd: Cmd, ctx: Ctx) -> None:
+        """``ll`` where ``alias ll='rm -rf /'``, ``cleanup /etc`` where ``cleanup() { rm -rf "$1"; }``
+        was defined by an earlier command of the task: judge what it stands for."""
+        st = self.state
+        assert st is not None
+        name, args = cmd.argv[0], cmd.argv[1:]
+        if name in st.unreadable:
+            self.add(
+                ctx,
+                "too_complex",
+                cmd.text,
+                f"{name} is a function or alias defined earlier in this task that the gate cannot read.",
+            )
+        value = st.aliases.get(name)
+        if value is not None and ("alias", name) not in self.expanding:
+            rest = args
+            if value[-1:].isspace() and rest and rest[0] in st.aliases:  # ``alias s='sudo '``: the next word too
+                value, rest = value + st.aliases[rest[0]], rest[1:]
+            text = value + " " + " ".join(_quote(a) for a in rest)
+            self.expand(cmd, ctx, ("alias", name), text, None, f"{name} is an alias defined earlier in this task")
+        body = st.functions.get(name)
+        key = ("function", name, *args)
+        # a recursive call is followed once more with its own arguments (``f /`` from inside f),
+        # not further: the body was already judged, and a walker over a tree must not ask
+        calls = sum(1 for k in self.expanding if k[:2] == ("function", name))
+        if body is not None and key not in self.expanding and calls < MAX_RECURSION:
+            env = {str(i): "" for i in range(1, 10)}
+            env.update({str(i): a for i, a in enumerate(args, 1)})
+            env["@"] = env["*"] = " ".join(args)
+            env["#"] = str(len(args))
+            self.expand(cmd, ctx, key, body, env, f"{name} is a function defined earlier in this task")
+
+    def expand(self, cmd: Cmd, ctx: Ctx, key: tuple[str, ...], text: str, env: dict[str, str] | None, why: str) -> None:
+        self.expanding.append(key)
+        saved = self.cur_cwd
+        try:
+            found = self.script(text, ctx.depth + 1, env)
+        finally:
+            self.expanding.pop()
+            self.cur_cwd = saved
+        for f in found:
+            reason = (f.reason or reason_for(f.rule)).rstrip(". ")
+            seg = f.segment if f.segment.startswith(cmd.text + " → ") else f"{cmd.text} → {f.segment}"
+            self.add(ctx, f.rule, seg, f"{reason} ({why})")
 
     def glob_name(self, cmd: Cmd, argv: list[str], ctx: Ctx) -> None:
         """``/bin/r? -rf /``: a program name with glob characters runs whatever it matches first;
@@ -268,6 +325,11 @@ class Detector:
 # entry points
 
 
+def _quote(word: str) -> str:
+    """A resolved word as shell text again; unknown parts stay unknown (an unset variable)."""
+    return '"$__gate_unknown__"'.join(shlex.quote(p) for p in word.split(UNKNOWN))
+
+
 def _to_verdicts(found: list[Found]) -> list[Verdict]:
     out: list[Verdict] = []
     seen: set[tuple[str, str]] = set()
@@ -291,6 +353,10 @@ _KNOWN_NAMES = frozenset(HANDLERS) | SHELLS
 def _scan(command: str, context: GateContext | None = None) -> tuple[Verdict, ...]:
     if context is not None:
         context = context.normalized()
+        if context.shell_state and not context.cwd:
+            cwd = read_state(context.shell_state).cwd
+            if cwd:
+                context = dataclasses.replace(context, cwd=cwd).normalized()
     return _scan_cached(command, context)
 
 
