@@ -171,6 +171,7 @@ def changes_shell_state(command: str) -> bool:
     return words[0] in _CHANGERS or any(not _WORD.fullmatch(w) for w in words)
 
 
+@functools.lru_cache(maxsize=2048)  # agents repeat commands: a repeat costs a lookup, not a parse
 def _changes_parsed(text: str) -> bool:
     """Commands with structure (lists, pipes, quotes, substitutions): look at each simple command."""
     from .commands import classify  # noqa: F401  (keeps import order like detect.py)

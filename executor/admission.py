@@ -179,7 +179,11 @@ class Admission:
             return
         root = task.root
         protected = (*self.protected, posixpath.dirname(root.rstrip("/")))
-        req.context = GateContext(cwd=task.cwd or root, root=root, home=task.home, protected=protected)
+        # What the task's shell holds (aliases, functions, variables), as it last reported it: kept
+        # current by asking for it with the end of every command that may change it (launch).
+        state = task.shell.state if task.shell is not None else task.saved_state
+        req.context = GateContext(cwd=task.cwd or root, root=root, home=task.home, protected=protected,
+                                  shell_state=state)
 
     # -- 1. validation --------------------------------------------------------------------
 

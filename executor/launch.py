@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
 from executor.admission import Admitted
+from executor.approval import changes_shell_state
 from executor.backends.base import BackendError, ErrorKind, Process, PtySize
 from executor.errors import CoreError, from_backend
 from executor.shell import CommandResult, CommandSpec, PidHandshake, ShellBase, wrapped_script
@@ -53,7 +54,8 @@ async def command_spec(admitted: Admitted, task: Task) -> CommandSpec:
     """What the task's shell runs for an admitted Exec."""
     req = _admitted(admitted).request
     return CommandSpec(req.command, env=dict(req.env), stdin=req.stdin, merge_stderr=req.merge_stderr,
-                       workdir=await resolve_workdir(task, req.workdir))
+                       workdir=await resolve_workdir(task, req.workdir),
+                       want_state=changes_shell_state(req.command))
 
 
 def run_in_shell(admitted: Admitted, shell: ShellBase, spec: CommandSpec, deadline: float

@@ -176,6 +176,9 @@ class CommandSpec:
     workdir: str | None = None  # absolute path inside the sandbox, already validated
     stdin: bytes = b""
     merge_stderr: bool = False
+    #: Report the shell's state (functions, aliases, variables, cwd) with the end marker, in the same
+    #: round trip: the command may have changed what the gate must know for the next one.
+    want_state: bool = False
 
 
 def command_line(spec: CommandSpec, nonce: str, final: bool = False, *, want_state: bool = False) -> str:
@@ -663,7 +666,7 @@ class PersistentShell(ShellBase):
         self._expect(nonce)
         self._running = running
         try:
-            await self.proc.write(command_line(spec, nonce).encode())
+            await self.proc.write(command_line(spec, nonce, want_state=spec.want_state).encode())
         except BackendError as exc:
             if self._running is running:
                 self._running = None

@@ -274,3 +274,21 @@ def test_a_missing_command_says_why(client, task):
     assert r.exit.exit_code == 127
     err = r.stderr.decode()
     assert "command not found" in err and "PATH is" in err and "env_passthrough" in err, err
+
+
+def test_definitions_from_earlier_execs_are_judged(client, task):
+    """The task's shell keeps aliases, functions and variables: the gate judges what they stand for.
+    Dangerous spellings through CheckCommand (a dry run), a harmless-if-run one through Exec."""
+    # Each definition alone is harmless (the gate lets it through); what it is used for later is not.
+    defined = client.run(task, "alias ll='rm -rf'; wipe() { rm -rf \"$1\"; }; export T=/usr")
+    assert defined.exit.status == pb.EXIT_STATUS_COMPLETED, defined.exit
+    assert client.check_command("ll /", task_id=task).decision == pb.GATE_DECISION_DENY
+    assert client.check_command("wipe /etc", task_id=task).decision != pb.GATE_DECISION_ALLOW
+    assert client.check_command("rm -rf $T", task_id=task).decision != pb.GATE_DECISION_ALLOW
+    client.run(task, 'clean() { rm -rf "$1"/executor-conformance-nothing-here*; }')
+    outcome = via_exec(client, task, "clean /usr", timeout=20)
+    assert outcome.refused and outcome.rule == "rm_system_path", outcome
+    assert any("clean /usr" in a.segment for a in outcome.approvals), outcome  # the approver sees why
+    client.run(task, "alias ll='ls -la'; build() { echo building; }")
+    assert client.check_command("ll", task_id=task).decision == pb.GATE_DECISION_ALLOW
+    assert b"building" in via_exec(client, task, "build").output
