@@ -130,7 +130,7 @@ async def test_hooks_cannot_end_an_exec_early_or_escape_its_timeout(shell, hook)
 # Code a command leaves in the shell with more power than redefining names can still see the nonce
 # once the command's own code has returned, and print a marker with it (documented, docs/security.md
 # "Framing"). Each hook here steals it at `__ex_mark`, forges an end with code 0, then keeps the shell
-# busy and would create FLAG two seconds later. `arm` makes it fire for the command that installs it.
+# busy and would create FLAG six seconds later. `arm` makes it fire for the command that installs it.
 LEFTOVER_HOOKS = {
     # A DEBUG trap with function tracing on __ex_end: it leaves posix mode right before `trap - DEBUG`,
     # so that a function named trap runs instead (and re-enters posix mode).
@@ -143,7 +143,7 @@ builtin trap 'case $BASH_COMMAND in "trap - DEBUG"*) unset POSIXLY_CORRECT ;; *_
 }
 STEAL = (r"""if [ -n "${arm-}" ]; then arm=; n=${BASH_COMMAND##* }; """
          r"""builtin printf "\036\037EX:%s:0:1:0:/\036" "$n"; builtin printf "\036\037EX:%s\036" "$n" >&2; """
-         r"""sleep 2; : > FLAG; fi""")
+         r"""sleep 6; : > FLAG; fi""")
 
 
 @pytest.mark.parametrize("then", ["next command", "close"])
@@ -162,7 +162,7 @@ async def test_leftover_hooks_forge_only_after_the_command_and_die_at_the_next_d
         # The hook still holds the shell: the next command waits for it and its deadline kills it all.
         out, _, result = await run(shell, "echo next", timeout=1.0)
         assert result.status == "timed_out", (out, result)
-    time.sleep(2.5)
+    time.sleep(6.5)  # past the hook's own 6 s: the kill had seconds to land, even on a loaded machine
     assert not flag.exists(), "what the hook kept running outlived the deadline / the close"
     if then != "close":
         out, _, result = await run(shell, "echo ok")
