@@ -211,7 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("mcp", help="serve the terminal and process tools over MCP (stdio, or --http)")
     m.add_argument("--target", default=os.environ.get("EXECUTOR_TARGET"), help="daemon address (EXECUTOR_TARGET)")
     m.add_argument("--token", default=os.environ.get("EXECUTOR_TOKEN"), help="bearer token (EXECUTOR_TOKEN)")
-    m.add_argument("--task", default=os.environ.get("EXECUTOR_TASK", "mcp"), help="task id for the session")
+    m.add_argument("--task", default=os.environ.get("EXECUTOR_TASK") or None,
+                   help="one task id for every session (default: a fresh task per MCP session; EXECUTOR_TASK)")
     m.add_argument("--backend", default="", help="backend name (default: the daemon's default)")
     m.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
     m.set_defaults(func=_mcp)

@@ -23,7 +23,9 @@ HUMAN = "human-token-abcdef123"
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
     d = DaemonProcess({"backend": "local", "backends": {"local": {"kind": "local"}},
-                       "approval": {"mode": "ask", "timeout_seconds": 20},
+                       "approval": {"mode": "ask", "timeout_seconds": 20,
+                                    "rules": [{"action": "deny", "pattern": r"^terraform apply\b", "name": "no_apply",
+                                               "reason": "Agents never apply terraform."}]},
                        "auth": {"tokens": [{"name": "agent", "token": AGENT, "roles": ["exec"]},
                                            {"name": "human", "token": HUMAN, "roles": ["approve"]}]}},
                       state_dir=tmp_path_factory.mktemp("clients") / "state").start()
@@ -144,25 +146,84 @@ def test_async_client(daemon):
     asyncio.run(main())
 
 
-def test_mcp_over_stdio(daemon):
-    from mcp import Client as MCPClient
+def mcp_params(daemon, *extra):
     from mcp.client.stdio import StdioServerParameters
 
+    return StdioServerParameters(command=sys.executable, args=["-m", "executor", "mcp", "--target", daemon.target,
+                                                               *extra],
+                                 env={"EXECUTOR_TOKEN": AGENT, "PATH": "/usr/bin:/bin"})
+
+
+def test_mcp_over_stdio(daemon):
+    from mcp import Client as MCPClient
+
+    from executor.tool import PROCESS_SCHEMA, TERMINAL_SCHEMA
+
     async def main():
-        params = StdioServerParameters(command=sys.executable, args=["-m", "executor", "mcp", "--target", daemon.target,
-                                                                     "--task", "mcp-task"],
-                                       env={"EXECUTOR_TOKEN": AGENT, "PATH": "/usr/bin:/bin"})
-        async with MCPClient(params) as client:
-            tools = await client.list_tools()
-            assert {t.name for t in tools.tools} == {"terminal", "process"}
+        async with MCPClient(mcp_params(daemon, "--task", "mcp-task")) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert set(tools) == {"terminal", "process"}
+            for name, schema in (("terminal", TERMINAL_SCHEMA), ("process", PROCESS_SCHEMA)):
+                published = dict(tools[name].input_schema)
+                assert published["additionalProperties"] is False
+                assert published["properties"].pop("task_id")["type"] == "string"
+                assert published == schema["function"]["parameters"]
+                assert tools[name].description == schema["function"]["description"]
             result = await client.call_tool("terminal", {"command": "echo from-mcp; pwd"})
             payload = json.loads(result.content[0].text)
-            assert "from-mcp" in payload["output"] and payload["exit_code"] == 0
+            assert "from-mcp" in payload["output"] and payload["exit_code"] == 0 and not result.is_error
+            assert result.structured_content == payload and payload["task_id"] == "mcp-task"
+            result = await client.call_tool("terminal", {"command": "exit 3"})
+            assert result.structured_content["exit_code"] == 3 and not result.is_error  # a failing command is a result
             result = await client.call_tool("terminal", {"command": "git reset --hard"})
             payload = json.loads(result.content[0].text)
-            assert payload["status"] == "approval_pending" and "how_to_resolve" in payload
+            assert payload["status"] == "approval_pending" and "how_to_resolve" in payload and not result.is_error
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_mcp_failures_are_is_error(daemon):
+    from mcp import Client as MCPClient
+
+    async def main():
+        async with MCPClient(mcp_params(daemon)) as client:
+            r = await client.call_tool("terminal", {"command": "ls", "colour": "red"})
+            assert r.is_error and "colour" in r.structured_content["error"]
+            r = await client.call_tool("process", {"action": "explode"})
+            assert r.is_error and "explode" in r.structured_content["error"]
+            r = await client.call_tool("terminal", {"command": "terraform apply -auto-approve"})
+            assert r.is_error and r.structured_content["status"] == "denied"
+            assert "Agents never apply terraform." in r.structured_content["error"]
+            r = await client.call_tool("terminal", {"command": "sleep 30", "timeout": 0.5})
+            assert r.is_error and r.structured_content["status"] == "timed_out"
+            r = await client.call_tool("process", {"action": "poll", "process_id": "nope"})
+            assert r.is_error and r.structured_content["code"] == "NOT_FOUND"
+            r = await client.call_tool("nosuchtool", {})
+            assert r.is_error and "terminal" in r.content[0].text
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_mcp_task_per_session_or_per_call(daemon):
+    from mcp import Client as MCPClient
+
+    async def main():
+        async with MCPClient(mcp_params(daemon)) as one, MCPClient(mcp_params(daemon)) as two:
+            a = (await one.call_tool("terminal", {"command": "export MARK=one; echo $MARK"})).structured_content
+            b = (await two.call_tool("terminal", {"command": "echo ${MARK:-unset}"})).structured_content
+            assert a["task_id"].startswith("mcp-") and b["task_id"].startswith("mcp-")
+            assert a["task_id"] != b["task_id"] and b["output"] == "unset\n"
+            again = (await one.call_tool("terminal", {"command": "echo $MARK"})).structured_content
+            assert again["output"] == "one\n" and again["task_id"] == a["task_id"]
+            await one.call_tool("terminal", {"command": "export SHARED=yes", "task_id": "mcp-shared"})
+            s = (await two.call_tool("terminal", {"command": "echo $SHARED", "task_id": "mcp-shared"})).structured_content
+            assert s["output"] == "yes\n" and s["task_id"] == "mcp-shared"
+            return one.server_info
+
+    from importlib.metadata import version
+
+    info = asyncio.run(asyncio.wait_for(main(), 60))
+    assert info.name == "executor" and info.version == version("executor") and info.version
 
 
 def cli(daemon, *args, token=AGENT, stdin=None):
