@@ -64,7 +64,8 @@ def test_terminal_bounds_output_with_exact_size(daemon):
 
 @pytest.mark.parametrize("args, words", [
     ({}, "`command` is required"),
-    ({"command": ""}, "`command` is required"),
+    ({"command": 5}, "`command` is required"),
+    ({"command": " ", "colour": 1}, "unknown arguments"),
     ({"command": "ls", "colour": 1}, "unknown arguments"),
     ({"command": "ls", "timeout": "soon"}, "`timeout` must be a number"),
     ("not json", "bad arguments"),
@@ -74,6 +75,11 @@ def test_terminal_bounds_output_with_exact_size(daemon):
 def test_terminal_bad_arguments_are_json_errors(daemon, args, words):
     r = json.loads(handle_terminal(args, target=daemon.target, token=AGENT, task_id="bad"))
     assert words in r["error"]
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\n\t "])
+def test_blank_command_is_an_empty_success(daemon, blank):
+    assert terminal(daemon, {"command": blank}) == {"output": "", "exit_code": 0, "status": "completed"}
 
 
 def test_dead_daemon_is_a_json_error(tmp_path):
@@ -254,6 +260,27 @@ def test_cli_exit_codes_and_json(daemon):
     assert r.returncode == 0 and json.loads(r.stdout)["existed"] is True
     r = cli(daemon, "tasks", token="wrong")
     assert r.returncode == 3 and "invalid token" in r.stderr
+
+
+def test_cli_exec_words_are_argv(daemon):
+    base = [sys.executable, "-m", "executor", "exec", "--target", daemon.target, "--token", AGENT, "--task", "argv"]
+    r = subprocess.run([*base, "--", "printf", "[%s]", "a b", "$HOME", "it's"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and r.stdout == "[a b][$HOME][it's]", r.stderr
+    r = subprocess.run([*base, "--", "mkdir -p 'a b' && touch 'a b/f' && echo $((6*7))"], capture_output=True,
+                       text=True, timeout=60)  # one word: a shell command line
+    assert r.returncode == 0 and r.stdout == "42\n"
+    r = subprocess.run([*base, "--", "ls", "-la", "a b"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and " f\n" in r.stdout
+
+
+@pytest.mark.parametrize("argv", [["exec", "--task", "t", "--", "true"], ["tasks"]])
+def test_cli_without_daemon_says_how_to_start_one(tmp_path, argv):
+    target = f"unix://{tmp_path}/none.sock"
+    r = subprocess.run([sys.executable, "-m", "executor", argv[0], "--target", target, *argv[1:]],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == (125 if argv[0] == "exec" else 3)
+    assert f"no daemon answers at {target}" in r.stderr and "executor serve" in r.stderr and "make serve" in r.stderr
 
 
 def test_cli_ps_logs_kill(daemon):
