@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -104,6 +105,17 @@ def _exec_pty(args: argparse.Namespace, command: str) -> int:
     return code
 
 
+def _explain(exc, target: str | None) -> str:
+    """The error's message; when no daemon answers, also how to start one."""
+    from executor.client import Unavailable
+
+    message = f"executor: {exc.message}"
+    if isinstance(exc, Unavailable):
+        message += (f"\nexecutor: no daemon answers at {target or _default_target()}; start one with "
+                    f"`executor serve` (or `make serve` in a checkout), or point --target / EXECUTOR_TARGET at it")
+    return message
+
+
 def _exit_code(e) -> int:
     """The command's exit code as a shell would see it; 124 timeout, 126 denied, 125 other failures."""
     from executor.v1 import executor_pb2 as pb
@@ -124,7 +136,8 @@ def _exec(args: argparse.Namespace) -> int:
     if not command:
         print("executor exec: give a command after --", file=sys.stderr)
         return 2
-    text = command[0] if len(command) == 1 else " ".join(command)
+    # one word is a shell command line ("ls -la | wc"); several are argv, quoted for the shell
+    text = command[0] if len(command) == 1 else shlex.join(command)
     if args.pty:
         return _exec_pty(args, "" if text == "-" else text)
     stdin = sys.stdin.buffer.read() if args.stdin else b""
@@ -147,7 +160,7 @@ def _exec(args: argparse.Namespace) -> int:
                     code = _exit_code(event.exit)
             return 125 if code is None else code
     except ExecutorError as exc:
-        print(f"executor: {exc}", file=sys.stderr)
+        print(_explain(exc, args.target), file=sys.stderr)
         return 125
 
 
@@ -211,7 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("mcp", help="serve the terminal and process tools over MCP (stdio, or --http)")
     m.add_argument("--target", default=os.environ.get("EXECUTOR_TARGET"), help="daemon address (EXECUTOR_TARGET)")
     m.add_argument("--token", default=os.environ.get("EXECUTOR_TOKEN"), help="bearer token (EXECUTOR_TOKEN)")
-    m.add_argument("--task", default=os.environ.get("EXECUTOR_TASK", "mcp"), help="task id for the session")
+    m.add_argument("--task", default=os.environ.get("EXECUTOR_TASK") or None,
+                   help="one task id for every session (default: a fresh task per MCP session; EXECUTOR_TASK)")
     m.add_argument("--backend", default="", help="backend name (default: the daemon's default)")
     m.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
     m.set_defaults(func=_mcp)
@@ -240,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except ExecutorError as exc:
-        print(f"executor: {exc.message}", file=sys.stderr)
+        print(_explain(exc, getattr(args, "target", None)), file=sys.stderr)
         return 3
     except KeyboardInterrupt:
         return 130

@@ -1,52 +1,148 @@
 """`executor mcp`: the terminal and process tools over the Model Context Protocol.
 
 Any MCP client (desktop assistants, IDE agents) can then use executor with no code: stdio by default,
-streamable HTTP with `--http HOST:PORT`. Built on the official `mcp` SDK; the tools are the same handlers
-as `executor.tool`, so a command that needs approval answers with what is pending and how to resolve it.
+streamable HTTP with `--http HOST:PORT`. Built on the official `mcp` SDK (2.x, its low-level server, so the
+tools' input schemas are published exactly as `executor.tool` defines them, `additionalProperties: false`
+included); the tools are the same handlers as `executor.tool`, so a command that needs approval answers
+with what is pending and how to resolve it.
+
+Every answer carries the handler's JSON twice: as text and as `structuredContent`; a failure (bad or
+unknown arguments, denied, timed out, not found, daemon unreachable) is `isError: true`.
+
+Tasks: each MCP session gets a fresh task id (`mcp-<hex>`; stdio is one session per process, streamable
+HTTP one per `Mcp-Session-Id`); `--task` pins one task for every session; a call's own `task_id`
+argument wins over both.
 """
 
 from __future__ import annotations
+
+import copy
+import json
+import secrets
+from collections import OrderedDict
+from typing import Any
 
 from executor.tool import PROCESS_SCHEMA, TERMINAL_SCHEMA, handle_process_async, handle_terminal_async
 
 INSTRUCTIONS = (
     "Run shell commands in a sandboxed task with the `terminal` tool; state (cwd, variables) persists "
     "between calls. Start servers with background=true and manage them with `process`. Some commands need "
-    "a human's approval: the result then says so; call again later with the same command.")
+    "a human's approval: the result then says so; call again later with the same command. Each session "
+    "has its own task; pass the same `task_id` to share one between sessions.")
+
+TASK_ID_PROPERTY = {"type": "string", "minLength": 1, "maxLength": 128,
+                    "description": "Task to run in (default: this session's own task). Calls with the same "
+                                   "task_id share the working directory, variables and processes."}
+MAX_SESSIONS = 10_000  # session -> task ids remembered by one HTTP server
 
 
-def build_server(*, target: str | None, token: str | None, task_id: str, backend: str = ""):
-    from mcp.server.mcpserver import MCPServer
-
-    server = MCPServer("executor", instructions=INSTRUCTIONS)
-    common = {"target": target, "token": token, "task_id": task_id}
-
-    @server.tool(name="terminal", description=TERMINAL_SCHEMA["function"]["description"])
-    async def terminal(command: str, timeout: float | None = None, workdir: str | None = None,
-                       background: bool = False, pty: bool = False) -> str:
-        args = {"command": command, "background": background, "pty": pty}
-        if timeout is not None:
-            args["timeout"] = timeout
-        if workdir:
-            args["workdir"] = workdir
-        return await handle_terminal_async(args, backend=backend, **common)
-
-    @server.tool(name="process", description=PROCESS_SCHEMA["function"]["description"])
-    async def process(action: str, process_id: str | None = None, offset: int | None = None,
-                      limit: int | None = None, timeout: float | None = None, signal: str | None = None,
-                      data: str | None = None, close: bool = False) -> str:
-        args = {"action": action, "process_id": process_id, "offset": offset, "limit": limit, "timeout": timeout,
-                "signal": signal, "data": data, "close": close}
-        return await handle_process_async({k: v for k, v in args.items() if v is not None}, **common)
-
-    return server
+def input_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """The MCP inputSchema of one of `executor.tool`'s functions: its parameters verbatim, plus `task_id`."""
+    params = copy.deepcopy(schema["function"]["parameters"])
+    params["properties"]["task_id"] = dict(TASK_ID_PROPERTY)
+    return params
 
 
-def serve(*, target: str | None, token: str | None, task_id: str, backend: str = "", http: str | None = None) -> int:
+def executor_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("executor")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+class _Tasks:
+    """Which task a call runs in: its `task_id`, else the pinned one, else its session's own."""
+
+    def __init__(self, pinned: str | None) -> None:
+        self.pinned = pinned
+        self.process_task = f"mcp-{secrets.token_hex(6)}"  # stdio: the process is the session
+        self.by_session: OrderedDict[str, str] = OrderedDict()
+
+    def for_call(self, ctx: Any, arguments: dict) -> str:
+        if arguments.get("task_id"):
+            return str(arguments["task_id"])
+        if self.pinned:
+            return self.pinned
+        request = getattr(ctx, "request", None)
+        headers = getattr(request, "headers", None)
+        session = headers.get("mcp-session-id") if headers is not None else None
+        if not session:
+            return self.process_task
+        task = self.by_session.get(session)
+        if task is None:
+            task = self.by_session[session] = f"mcp-{secrets.token_hex(6)}"
+            while len(self.by_session) > MAX_SESSIONS:
+                self.by_session.popitem(last=False)
+        self.by_session.move_to_end(session)
+        return task
+
+
+def build_server(*, target: str | None, token: str | None, task_id: str | None = None, backend: str = ""):
+    import jsonschema
+    import mcp.types as types
+    from mcp.server.lowlevel import Server
+
+    schemas = {"terminal": TERMINAL_SCHEMA, "process": PROCESS_SCHEMA}
+    inputs = {name: input_schema(s) for name, s in schemas.items()}
+    validators = {name: jsonschema.Draft202012Validator(s) for name, s in inputs.items()}
+    tools = [types.Tool(name=name, description=s["function"]["description"], input_schema=inputs[name])
+             for name, s in schemas.items()]
+    tasks = _Tasks(task_id)
+
+    def result(payload: dict) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(payload))],
+                                    structured_content=payload, is_error="error" in payload)
+
+    async def list_tools(ctx, params) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx, params) -> types.CallToolResult:
+        name, arguments = params.name, dict(params.arguments or {})
+        if name not in validators:
+            return result({"error": f"unknown tool {name!r}: the tools are {', '.join(validators)}"})
+        problems = sorted(validators[name].iter_errors(arguments), key=lambda e: list(e.path))
+        if problems:
+            where = lambda e: "/".join(map(str, e.path)) or "arguments"  # noqa: E731
+            return result({"error": "bad arguments: " + "; ".join(f"{where(e)}: {e.message}" for e in problems)})
+        task = tasks.for_call(ctx, arguments)
+        arguments.pop("task_id", None)
+        if name == "terminal":
+            text = await handle_terminal_async(arguments, target=target, token=token, task_id=task, backend=backend)
+        else:
+            text = await handle_process_async(arguments, target=target, token=token, task_id=task)
+        try:
+            payload = json.loads(text)
+        except ValueError:  # the handlers always answer JSON; say so plainly if one ever does not
+            payload = {"error": f"the {name} handler answered something that is not JSON: {text[:200]}"}
+        if not isinstance(payload, dict):
+            payload = {"error": f"the {name} handler answered a JSON {type(payload).__name__}, not an object"}
+        payload.setdefault("task_id", task)
+        return result(payload)
+
+    return Server("executor", version=executor_version(), instructions=INSTRUCTIONS,
+                  on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def serve(*, target: str | None, token: str | None, task_id: str | None = None, backend: str = "",
+          http: str | None = None) -> int:
+    import anyio
+
     server = build_server(target=target, token=token, task_id=task_id, backend=backend)
     if http:
+        import uvicorn
+
         host, _, port = http.rpartition(":")
-        server.run("streamable-http", host=host or "127.0.0.1", port=int(port))
-    else:
-        server.run("stdio")
+        host = host or "127.0.0.1"
+        uvicorn.run(server.streamable_http_app(host=host), host=host, port=int(port), log_level="warning")
+        return 0
+
+    async def stdio() -> None:
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(stdio)
     return 0

@@ -139,11 +139,13 @@ def handle_terminal(args: Any, *, target: str | None = None, token: str | None =
     try:
         args = _args(args)
         command = args.get("command")
-        if not isinstance(command, str) or not command.strip():
+        if not isinstance(command, str):
             return _error("`command` is required: the bash command line to run")
         unknown = set(args) - set(TERMINAL_SCHEMA["function"]["parameters"]["properties"])
         if unknown:
             return _error(f"unknown arguments: {', '.join(sorted(unknown))}")
+        if not command.strip():  # what bash does with an empty line: nothing, successfully
+            return json.dumps({"output": "", "exit_code": 0, "status": "completed"})
         if args.get("timeout") is not None and not isinstance(args["timeout"], (int, float)):
             return _error("`timeout` must be a number of seconds")
         with Client(target, token=token, deadline=deadline) as client:

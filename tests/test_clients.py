@@ -23,7 +23,9 @@ HUMAN = "human-token-abcdef123"
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
     d = DaemonProcess({"backend": "local", "backends": {"local": {"kind": "local"}},
-                       "approval": {"mode": "ask", "timeout_seconds": 20},
+                       "approval": {"mode": "ask", "timeout_seconds": 20,
+                                    "rules": [{"action": "deny", "pattern": r"^terraform apply\b", "name": "no_apply",
+                                               "reason": "Agents never apply terraform."}]},
                        "auth": {"tokens": [{"name": "agent", "token": AGENT, "roles": ["exec"]},
                                            {"name": "human", "token": HUMAN, "roles": ["approve"]}]}},
                       state_dir=tmp_path_factory.mktemp("clients") / "state").start()
@@ -62,7 +64,8 @@ def test_terminal_bounds_output_with_exact_size(daemon):
 
 @pytest.mark.parametrize("args, words", [
     ({}, "`command` is required"),
-    ({"command": ""}, "`command` is required"),
+    ({"command": 5}, "`command` is required"),
+    ({"command": " ", "colour": 1}, "unknown arguments"),
     ({"command": "ls", "colour": 1}, "unknown arguments"),
     ({"command": "ls", "timeout": "soon"}, "`timeout` must be a number"),
     ("not json", "bad arguments"),
@@ -72,6 +75,11 @@ def test_terminal_bounds_output_with_exact_size(daemon):
 def test_terminal_bad_arguments_are_json_errors(daemon, args, words):
     r = json.loads(handle_terminal(args, target=daemon.target, token=AGENT, task_id="bad"))
     assert words in r["error"]
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\n\t "])
+def test_blank_command_is_an_empty_success(daemon, blank):
+    assert terminal(daemon, {"command": blank}) == {"output": "", "exit_code": 0, "status": "completed"}
 
 
 def test_dead_daemon_is_a_json_error(tmp_path):
@@ -144,25 +152,84 @@ def test_async_client(daemon):
     asyncio.run(main())
 
 
-def test_mcp_over_stdio(daemon):
-    from mcp import Client as MCPClient
+def mcp_params(daemon, *extra):
     from mcp.client.stdio import StdioServerParameters
 
+    return StdioServerParameters(command=sys.executable, args=["-m", "executor", "mcp", "--target", daemon.target,
+                                                               *extra],
+                                 env={"EXECUTOR_TOKEN": AGENT, "PATH": "/usr/bin:/bin"})
+
+
+def test_mcp_over_stdio(daemon):
+    from mcp import Client as MCPClient
+
+    from executor.tool import PROCESS_SCHEMA, TERMINAL_SCHEMA
+
     async def main():
-        params = StdioServerParameters(command=sys.executable, args=["-m", "executor", "mcp", "--target", daemon.target,
-                                                                     "--task", "mcp-task"],
-                                       env={"EXECUTOR_TOKEN": AGENT, "PATH": "/usr/bin:/bin"})
-        async with MCPClient(params) as client:
-            tools = await client.list_tools()
-            assert {t.name for t in tools.tools} == {"terminal", "process"}
+        async with MCPClient(mcp_params(daemon, "--task", "mcp-task")) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert set(tools) == {"terminal", "process"}
+            for name, schema in (("terminal", TERMINAL_SCHEMA), ("process", PROCESS_SCHEMA)):
+                published = dict(tools[name].input_schema)
+                assert published["additionalProperties"] is False
+                assert published["properties"].pop("task_id")["type"] == "string"
+                assert published == schema["function"]["parameters"]
+                assert tools[name].description == schema["function"]["description"]
             result = await client.call_tool("terminal", {"command": "echo from-mcp; pwd"})
             payload = json.loads(result.content[0].text)
-            assert "from-mcp" in payload["output"] and payload["exit_code"] == 0
+            assert "from-mcp" in payload["output"] and payload["exit_code"] == 0 and not result.is_error
+            assert result.structured_content == payload and payload["task_id"] == "mcp-task"
+            result = await client.call_tool("terminal", {"command": "exit 3"})
+            assert result.structured_content["exit_code"] == 3 and not result.is_error  # a failing command is a result
             result = await client.call_tool("terminal", {"command": "git reset --hard"})
             payload = json.loads(result.content[0].text)
-            assert payload["status"] == "approval_pending" and "how_to_resolve" in payload
+            assert payload["status"] == "approval_pending" and "how_to_resolve" in payload and not result.is_error
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_mcp_failures_are_is_error(daemon):
+    from mcp import Client as MCPClient
+
+    async def main():
+        async with MCPClient(mcp_params(daemon)) as client:
+            r = await client.call_tool("terminal", {"command": "ls", "colour": "red"})
+            assert r.is_error and "colour" in r.structured_content["error"]
+            r = await client.call_tool("process", {"action": "explode"})
+            assert r.is_error and "explode" in r.structured_content["error"]
+            r = await client.call_tool("terminal", {"command": "terraform apply -auto-approve"})
+            assert r.is_error and r.structured_content["status"] == "denied"
+            assert "Agents never apply terraform." in r.structured_content["error"]
+            r = await client.call_tool("terminal", {"command": "sleep 30", "timeout": 0.5})
+            assert r.is_error and r.structured_content["status"] == "timed_out"
+            r = await client.call_tool("process", {"action": "poll", "process_id": "nope"})
+            assert r.is_error and r.structured_content["code"] == "NOT_FOUND"
+            r = await client.call_tool("nosuchtool", {})
+            assert r.is_error and "terminal" in r.content[0].text
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_mcp_task_per_session_or_per_call(daemon):
+    from mcp import Client as MCPClient
+
+    async def main():
+        async with MCPClient(mcp_params(daemon)) as one, MCPClient(mcp_params(daemon)) as two:
+            a = (await one.call_tool("terminal", {"command": "export MARK=one; echo $MARK"})).structured_content
+            b = (await two.call_tool("terminal", {"command": "echo ${MARK:-unset}"})).structured_content
+            assert a["task_id"].startswith("mcp-") and b["task_id"].startswith("mcp-")
+            assert a["task_id"] != b["task_id"] and b["output"] == "unset\n"
+            again = (await one.call_tool("terminal", {"command": "echo $MARK"})).structured_content
+            assert again["output"] == "one\n" and again["task_id"] == a["task_id"]
+            await one.call_tool("terminal", {"command": "export SHARED=yes", "task_id": "mcp-shared"})
+            s = (await two.call_tool("terminal", {"command": "echo $SHARED", "task_id": "mcp-shared"})).structured_content
+            assert s["output"] == "yes\n" and s["task_id"] == "mcp-shared"
+            return one.server_info
+
+    from importlib.metadata import version
+
+    info = asyncio.run(asyncio.wait_for(main(), 60))
+    assert info.name == "executor" and info.version == version("executor") and info.version
 
 
 def cli(daemon, *args, token=AGENT, stdin=None):
@@ -193,6 +260,27 @@ def test_cli_exit_codes_and_json(daemon):
     assert r.returncode == 0 and json.loads(r.stdout)["existed"] is True
     r = cli(daemon, "tasks", token="wrong")
     assert r.returncode == 3 and "invalid token" in r.stderr
+
+
+def test_cli_exec_words_are_argv(daemon):
+    base = [sys.executable, "-m", "executor", "exec", "--target", daemon.target, "--token", AGENT, "--task", "argv"]
+    r = subprocess.run([*base, "--", "printf", "[%s]", "a b", "$HOME", "it's"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and r.stdout == "[a b][$HOME][it's]", r.stderr
+    r = subprocess.run([*base, "--", "mkdir -p 'a b' && touch 'a b/f' && echo $((6*7))"], capture_output=True,
+                       text=True, timeout=60)  # one word: a shell command line
+    assert r.returncode == 0 and r.stdout == "42\n"
+    r = subprocess.run([*base, "--", "ls", "-la", "a b"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and " f\n" in r.stdout
+
+
+@pytest.mark.parametrize("argv", [["exec", "--task", "t", "--", "true"], ["tasks"]])
+def test_cli_without_daemon_says_how_to_start_one(tmp_path, argv):
+    target = f"unix://{tmp_path}/none.sock"
+    r = subprocess.run([sys.executable, "-m", "executor", argv[0], "--target", target, *argv[1:]],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == (125 if argv[0] == "exec" else 3)
+    assert f"no daemon answers at {target}" in r.stderr and "executor serve" in r.stderr and "make serve" in r.stderr
 
 
 def test_cli_ps_logs_kill(daemon):
