@@ -212,7 +212,9 @@ def signal_namespace(spawn: _Sandboxed, sig: int, *, passes: int = 20) -> int:
     init, ns = found
     seen: set[int] = set()
     for _ in range(passes):
-        fresh = {e.host_pid for pid, e in proc_table(ns).items() if pid != 1} - seen
+        # Lowest namespace pid first: the spawn's own process (the task's shell) before what it
+        # started, so a shell with a pending TERM never runs its next command after its child died.
+        fresh = [e.host_pid for pid, e in sorted(proc_table(ns).items()) if pid != 1 and e.host_pid not in seen]
         if not fresh:
             break
         for host in fresh:
@@ -220,7 +222,7 @@ def signal_namespace(spawn: _Sandboxed, sig: int, *, passes: int = 20) -> int:
                 os.kill(host, sig)
             except (ProcessLookupError, PermissionError):
                 pass
-        seen |= fresh
+        seen.update(fresh)
     if sig == signal.SIGKILL and spawn.namespace() is not None:
         try:
             os.kill(init, signal.SIGKILL)
