@@ -118,8 +118,9 @@ async def spawn(admitted: Admitted, task: Task, tasks: TaskManager, *, env: Mapp
                 data = await proc.stdout.read()
                 if not data:
                     code = await _exit_code(proc, 5)
-                    raise BackendError(f"the process exited before it started (exit code {code})",
-                                       ErrorKind.FAILED_PRECONDITION)
+                    why = await _stderr_tail(proc)
+                    raise BackendError(f"the process exited before it started (exit code {code})"
+                                       + (f": {why}" if why else ""), ErrorKind.FAILED_PRECONDITION)
                 first += handshake.feed(data)
     except TimeoutError:
         await proc.detach()
@@ -130,6 +131,23 @@ async def spawn(admitted: Admitted, task: Task, tasks: TaskManager, *, env: Mapp
     # A backend whose spawns' own pids are not unique in the sandbox names the session itself.
     session = getattr(proc, "session", None)
     return Spawned(proc, handshake.pid if session is None else session, bytes(first))
+
+
+async def _stderr_tail(proc: Process, limit: int = 2000) -> str:
+    """What a process that died before its handshake said on stderr (the sandbox's own error, say)."""
+    if proc.stderr is None:
+        return ""
+    buf = bytearray()
+    try:
+        async with asyncio.timeout(1.0):
+            while len(buf) < 64 << 10:
+                chunk = await proc.stderr.read()
+                if not chunk:
+                    break
+                buf += chunk
+    except (TimeoutError, BackendError):
+        pass
+    return buf.decode(errors="replace").strip()[-limit:]
 
 
 async def _exit_code(proc: Process, timeout: float) -> int:
