@@ -10,6 +10,7 @@ synchronous, so it never leaks into another command's analysis.
 from __future__ import annotations
 
 import contextvars
+import functools
 import posixpath
 from dataclasses import dataclass
 
@@ -35,6 +36,11 @@ class GateContext:
     shell_state: str = ""
 
     def normalized(self) -> "GateContext":
+        """The same context with clean absolute paths (cached: the core passes equal contexts for a
+        task's every command)."""
+        return _normalized(self)
+
+    def _normalize(self) -> "GateContext":
         def clean(p: str) -> str:
             if not p or not p.startswith("/"):
                 return ""
@@ -43,6 +49,11 @@ class GateContext:
 
         prot = tuple(q for q in (clean(p) for p in self.protected) if q and q != "/")
         return GateContext(clean(self.cwd), clean(self.root), clean(self.home), prot, self.shell_state)
+
+
+@functools.lru_cache(maxsize=1024)
+def _normalized(ctx: GateContext) -> GateContext:
+    return ctx._normalize()
 
 
 CURRENT: contextvars.ContextVar[GateContext | None] = contextvars.ContextVar("gate_context", default=None)

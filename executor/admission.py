@@ -170,6 +170,7 @@ class Admission:
         self.approvals = approvals
         self.tasks = tasks
         self.protected = protected  # paths judged like system paths wherever a task is (the state dir)
+        self._contexts: dict[str, tuple[str, str, GateContext]] = {}  # task -> (cwd, state, its context)
 
     def _locate(self, req: Request) -> None:
         """Give the gate the task's place: its cwd, its directory, its HOME, and what to protect
@@ -177,13 +178,21 @@ class Admission:
         task = self.tasks.get(req.task_id)
         if task is None or task.sandbox is None or task.backend_name != req.backend:
             return
-        root = task.root
-        protected = (*self.protected, posixpath.dirname(root.rstrip("/")))
         # What the task's shell holds (aliases, functions, variables), as it last reported it: kept
         # current by asking for it with the end of every command that may change it (launch).
         state = task.shell.state if task.shell is not None else task.saved_state
-        req.context = GateContext(cwd=task.cwd or root, root=root, home=task.home, protected=protected,
+        cwd = task.cwd
+        known = self._contexts.get(req.task_id)
+        if known is not None and known[0] == cwd and known[1] is state and known[2].root == task.root:
+            req.context = known[2]  # the same place as the last command: no new context to build
+            return
+        root = task.root
+        protected = (*self.protected, posixpath.dirname(root.rstrip("/")))
+        req.context = GateContext(cwd=cwd or root, root=root, home=task.home, protected=protected,
                                   shell_state=state)
+        if len(self._contexts) > 4096:
+            self._contexts.clear()
+        self._contexts[req.task_id] = (cwd, state, req.context)
 
     # -- 1. validation --------------------------------------------------------------------
 
