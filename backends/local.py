@@ -211,7 +211,11 @@ def signal_namespace(spawn: _Sandboxed, sig: int, *, passes: int = 20) -> int:
             return 0
     init, ns = found
     seen: set[int] = set()
-    for _ in range(passes):
+    for n in range(passes):
+        # Every pass only while the namespace is still this spawn's: once its init is gone the
+        # namespace is too, and its identifier may already name a newer sandbox's namespace.
+        if n and (not spawn.alive() or spawn.namespace() != found):
+            break
         # Lowest namespace pid first: the spawn's own process (the task's shell) before what it
         # started, so a shell with a pending TERM never runs its next command after its child died.
         fresh = [e.host_pid for pid, e in sorted(proc_table(ns).items()) if pid != 1 and e.host_pid not in seen]
