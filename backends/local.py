@@ -192,6 +192,24 @@ class _Sandboxed:
         return None  # the init is gone: so is the namespace and everything in it
 
 
+def _signal_in(host: int, ns: str, sig: int) -> None:
+    """Signal ``host`` only if it is still a process of namespace ``ns``: through a pidfd opened and
+    then checked, so a pid that was freed (its namespace died under the walk) and reused by another
+    process, a newer sandbox's shell say, is never hit."""
+    try:
+        fd = os.pidfd_open(host)
+    except (ProcessLookupError, OSError):
+        return
+    try:
+        if os.readlink(f"/proc/{host}/ns/pid") != ns:
+            return  # the pid is someone else's now
+        signal.pidfd_send_signal(fd, sig)
+    except (ProcessLookupError, OSError):
+        pass
+    finally:
+        os.close(fd)
+
+
 def signal_namespace(spawn: _Sandboxed, sig: int, *, passes: int = 20) -> int:
     """Deliver ``sig`` to every process of a live sandboxed spawn, from the host: each one in its
     pid namespace but its init (bubblewrap's pid 1, which ends the namespace, and everything in
@@ -222,10 +240,7 @@ def signal_namespace(spawn: _Sandboxed, sig: int, *, passes: int = 20) -> int:
         if not fresh:
             break
         for host in fresh:
-            try:
-                os.kill(host, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
+            _signal_in(host, ns, sig)
         seen.update(fresh)
     if sig == signal.SIGKILL and spawn.namespace() is not None:
         try:
