@@ -8,6 +8,7 @@ of one task run one after the other (a FIFO lock); different tasks run in parall
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import posixpath
 import re
@@ -18,6 +19,8 @@ from pathlib import Path
 from executor.backends.base import Backend, BackendError, Sandbox
 from executor.errors import CoreError, exhausted, from_backend, invalid, precondition
 from executor.shell import OneShotShell, PersistentShell, ShellBase
+
+log = logging.getLogger("executor.tasks")
 
 TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -139,7 +142,16 @@ class TaskManager:
                 shell = cls(task.sandbox, env, cwd=task.sandbox.root, state=task.saved_state,
                             kill_grace=self.kill_grace)
                 if isinstance(shell, PersistentShell):
-                    await shell.start()
+                    try:
+                        await shell.start()
+                    except BackendError as exc:
+                        # KNOWN ISSUE (docs: not yet understood): under a full parallel test run a
+                        # local-sandbox shell sometimes dies while starting. One more start, logged.
+                        log.warning("task %s: the shell did not start (%s); starting it once more", task.id,
+                                    exc.message)
+                        shell = cls(task.sandbox, env, cwd=task.sandbox.root, state=task.saved_state,
+                                    kill_grace=self.kill_grace)
+                        await shell.start()
             except BackendError as exc:
                 raise from_backend(task.backend_name, exc) from exc
             task.shell = shell
