@@ -20,7 +20,7 @@ import shlex
 from . import inline
 from .context import CURRENT, GateContext
 from .commands import NETWORK_TOOLS, SHELLS, base_name, classify, interpreter_lang, unwrap
-from . import families  # noqa: F401  (registers handlers)
+
 from .interactive import interactive_risk
 from .normalize import normalize
 from .parser import UNKNOWN, Cmd, Kinds, TooComplex, echo_output, parse
@@ -38,6 +38,7 @@ from .tools import (
     is_help,
     pattern_handler,
 )
+from .tools.system import _h_nsenter
 from .verdict import Decision, Verdict
 
 _log = logging.getLogger("executor.approval")
@@ -144,7 +145,7 @@ class Detector:
         kinds = cmd.kinds[offset:] if offset >= 0 else cmd.kinds
         for i in range(max(offset, 0)):  # wrappers that change where the command runs
             if base_name(cmd.argv[i]) == "nsenter":
-                families._h_nsenter(self, "nsenter", cmd.argv[i + 1 : offset] or cmd.argv[i + 1 :], [], cmd, ctx)
+                _h_nsenter(self, "nsenter", cmd.argv[i + 1 : offset] or cmd.argv[i + 1 :], [], cmd, ctx)
         handler = HANDLERS.get(name)
         if handler is None:
             handler = pattern_handler(name)
