@@ -128,6 +128,10 @@ class Detector:
             elif "decode" in k:
                 self.add(ctx, "decode_to_shell", cmd.text)
         argv, _ = unwrap(cmd.argv)
+        offset = len(cmd.argv) - len(argv)
+        for i in range(max(offset, 0)):  # wrappers that change where the command runs (or the shell they start)
+            if base_name(cmd.argv[i]) == "nsenter":
+                _h_nsenter(self, "nsenter", cmd.argv[i + 1 : offset] or cmd.argv[i + 1 :], [], cmd, ctx)
         if not argv:
             return
         name = base_name(argv[0])
@@ -141,11 +145,7 @@ class Detector:
                 self.payload(ctx, ctx.written[name], frozenset(), cmd.text)
         if is_help(name, args) or any(a in DRY_RUN for a in args):
             return
-        offset = len(cmd.argv) - len(argv)
         kinds = cmd.kinds[offset:] if offset >= 0 else cmd.kinds
-        for i in range(max(offset, 0)):  # wrappers that change where the command runs
-            if base_name(cmd.argv[i]) == "nsenter":
-                _h_nsenter(self, "nsenter", cmd.argv[i + 1 : offset] or cmd.argv[i + 1 :], [], cmd, ctx)
         handler = HANDLERS.get(name)
         if handler is None:
             handler = pattern_handler(name)

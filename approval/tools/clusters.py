@@ -16,7 +16,7 @@ from ..commands import (
 )
 from ..parser import UNKNOWN, Cmd, Kinds
 from ..paths import delete_class, glob_regex
-from .base import Ctx, _inner, _opt_value, also, handles
+from .base import Examples, Ctx, _inner, _opt_value, also, handles
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -525,3 +525,41 @@ def _h_container_inner(d: Detector, name: str, args: list[str], kinds: list[Kind
         risky = [m for m in mounts if delete_class(m[0]) in ("root", "home", "sysdir", "system")]
         if risky and len(target) > 1:
             _inner(d, [_map_back(w, risky) for w in target[1:]], cmd, ctx)
+
+
+# The rules of this family, by what they must and must not catch (checked at load: approval.examples).
+EXAMPLES: tuple[Examples, ...] = (
+    Examples(
+        "container_mass_delete",
+        match=("docker system prune -af", "docker volume prune", "podman system reset", "docker compose down -v",
+               "docker rm -f $(docker ps -aq)"),
+        no_match=("docker ps -a", "docker rm web", "docker stop web", "docker compose down"),
+    ),
+    Examples(
+        "cluster_delete",
+        match=("kubectl delete ns prod", "kubectl delete pods --all", "kind delete cluster", "kubeadm reset -f",
+               "minikube delete --all"),
+        no_match=("kubectl get pods", "kubectl delete pod web-1", "kind get clusters"),
+    ),
+    Examples(
+        "workload_stop",
+        match=("helm uninstall web", "kubectl scale deploy web --replicas=0", "kubectl drain node1 --ignore-daemonsets"),
+        no_match=("helm list", "kubectl scale deploy web --replicas=3", "kubectl cordon node1"),
+    ),
+    Examples(
+        "infra_destroy",
+        match=("terraform destroy", "tofu destroy", "pulumi down -y", "terraform apply -destroy"),
+        no_match=("terraform plan", "terraform apply", "pulumi preview"),
+    ),
+    Examples(
+        "cloud_delete",
+        match=("aws s3 rb s3://bucket --force", "aws s3 rm s3://bucket --recursive", "gsutil rm -r gs://bucket",
+               "az vm delete -g rg -n vm1 --yes", "aws ec2 terminate-instances --instance-ids i-1"),
+        no_match=("aws s3 ls s3://bucket", "aws s3 sync . s3://bucket", "aws ec2 describe-instances"),
+    ),
+    Examples(
+        "vm_destroy",
+        match=("qm destroy 100", "pct destroy 101", "virsh undefine vm --remove-all-storage", "vagrant destroy -f"),
+        no_match=("qm list", "virsh list --all", "vagrant status"),
+    ),
+)

@@ -15,7 +15,7 @@ from ..commands import (
     split_options,
 )
 from ..parser import UNKNOWN, Cmd, Kinds
-from .base import Ctx, _opt_value, also, handles
+from .base import Examples, Ctx, _opt_value, also, handles
 from .remote import _stdin_texts
 
 if TYPE_CHECKING:
@@ -245,6 +245,7 @@ def _h_data_restore(d: Detector, name: str, args: list[str], kinds: list[Kinds],
         and any(a in ('""', "", "/", "\x00") for a in args)
     )
     hit = hit or (name == "arangorestore" and "--overwrite" in args and "true" in args)
+    hit = hit or (name == "mongorestore" and any(a in ("--drop", "--drop=true") for a in args))
     if hit:
         d.add(ctx, "data_restore_overwrite", cmd.text)
 
@@ -322,3 +323,41 @@ def _fed_by_redis_listing(cmd: Cmd) -> bool:
             ):
                 return True
     return False
+
+
+# The rules of this family, by what they must and must not catch (checked at load: approval.examples).
+EXAMPLES: tuple[Examples, ...] = (
+    Examples(
+        "sql_destructive",
+        match=("psql -c 'DROP TABLE users'", "mysql app -e 'TRUNCATE orders'", "sqlite3 app.db 'DELETE FROM users'",
+               "echo 'DROP DATABASE x' | mysql", "psql <<< 'UPDATE users SET admin = true'"),
+        no_match=("psql -c 'SELECT 1'", "psql -c \"SELECT 'DROP TABLE x'\"", "mysql -e 'SHOW DATABASES'",
+                  "sqlite3 app.db 'DELETE FROM users WHERE id = 4'"),
+    ),
+    Examples(
+        "db_drop",
+        match=("dropdb production", "rails db:drop", "php artisan migrate:fresh", "python manage.py flush --noinput"),
+        no_match=("rails db:migrate", "createdb test", "python manage.py migrate"),
+    ),
+    Examples(
+        "redis_flush",
+        match=("redis-cli FLUSHALL", "redis-cli -n 2 flushdb", "echo FLUSHALL | redis-cli",
+               "redis-cli --scan --pattern 'user:*' | xargs redis-cli del"),
+        no_match=("redis-cli PING", "redis-cli INFO", "redis-cli GET user:1", "redis-cli DEL user:1"),
+    ),
+    Examples(
+        "mongo_drop",
+        match=("mongosh --eval 'db.dropDatabase()'", "mongo app --eval 'db.users.deleteMany({})'"),
+        no_match=("mongosh --eval 'db.users.find()'", "mongo app --eval 'db.users.deleteMany({age: 3})'"),
+    ),
+    Examples(
+        "data_restore_overwrite",
+        match=("pg_restore --clean -d app dump.pgdump", "mongorestore --drop dump/", "pg_restore -c -d app x.dump"),
+        no_match=("pg_restore -l dump.pgdump", "pg_dump app > app.sql", "mongodump"),
+    ),
+    Examples(
+        "http_delete",
+        match=("curl -X DELETE http://es:9200/logs-*", "curl -XDELETE localhost:9200/_all", "curl -X DELETE http://es:9200/logs"),
+        no_match=("curl http://es:9200/_cat/indices", "curl -X DELETE http://api/users/42/sessions/9", "curl -X GET http://es:9200/logs"),
+    ),
+)

@@ -16,7 +16,7 @@ from ..commands import (
 )
 from ..parser import UNKNOWN, Cmd, Kinds
 from ..paths import delete_class, is_block_device, normalize_path, write_class
-from .base import Ctx, handles
+from .base import Examples, Ctx, handles
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -260,3 +260,44 @@ def _h_userdel(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
     hit = hit or (name == "sysadminctl" and "-deleteUser" in args and "-keepHome" not in args)
     if hit:
         d.add(ctx, "user_home_delete", cmd.text)
+
+
+# The rules of this family, by what they must and must not catch (checked at load: approval.examples).
+EXAMPLES: tuple[Examples, ...] = (
+    Examples(
+        "rm_recursive_root",
+        match=("rm -rf /", "rm / -rf", "srm -r /", "rm -rf ~", "rm -rf /*", "sudo rm -rf --no-preserve-root /", "rm -rf /e*",
+               "find / -exec rm -rf {} +"),
+        no_match=("rm -r build", "rm -rf ./node_modules", "rm notes/todo.txt", "rm --help", "echo rm -rf /"),
+    ),
+    Examples(
+        "find_delete_root",
+        match=("find / -delete", "find ~ -delete", "find /etc -delete", "find /usr -depth -delete"),
+        no_match=("find . -name '*.pyc' -delete", "find / -name '*.conf' -print", "find build -type f -delete"),
+    ),
+    Examples(
+        "rsync_delete_root",
+        match=("rsync -a --delete empty/ ~/", "rsync -a --delete /tmp/empty/ /", "rsync --delete -a /dev/null/ /home/"),
+        no_match=("rsync -a --delete src/ build/", "rsync -av src/ build/", "rsync -n -a --delete empty/ /"),
+    ),
+    Examples(
+        "rm_system_path",
+        match=("rm -f /etc/passwd", "unlink /etc/shadow", "shred -u ~/.ssh/id_rsa"),
+        no_match=("rm -f /tmp/x.log", "rm build/out.o", "unlink ./socket"),
+    ),
+    Examples(
+        "rm_unresolved_path",
+        match=('rm -rf "$STEAMROOT/"*', "xargs -a paths.txt rm -r", "cat /etc/list | xargs rm -rf"),
+        no_match=('D=build; rm -rf "$D"/*', "rm -rf ./build/*", "find . -name '*.o' | xargs rm -f"),
+    ),
+    Examples(
+        "move_system_path",
+        match=("mv ~ /tmp/trash", "mv /etc /etc.bak", "mv /usr/bin /tmp/"),
+        no_match=("mv build/out dist/", "mv ~/notes.txt ~/archive/", "mv a.txt b.txt"),
+    ),
+    Examples(
+        "user_home_delete",
+        match=("sudo userdel -r alice", "deluser --remove-home bob", "userdel -fr carol"),
+        no_match=("userdel alice", "id alice", "deluser bob"),
+    ),
+)

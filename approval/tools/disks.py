@@ -13,7 +13,7 @@ from ..commands import (
 )
 from ..parser import Cmd, Kinds
 from ..paths import is_block_device
-from .base import Ctx, handles
+from .base import Examples, Ctx, handles
 from .generic import _IMAGE_FILE
 
 if TYPE_CHECKING:
@@ -316,3 +316,39 @@ def _h_diskutil(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
         a.lower() in ("deletecontainer", "deletevolume", "erasevolume", "delete", "deletevolumegroup") for a in args
     ):
         d.add(ctx, "volume_destroy", cmd.text)
+
+
+# The rules of this family, by what they must and must not catch (checked at load: approval.examples).
+EXAMPLES: tuple[Examples, ...] = (
+    Examples(
+        "disk_format",
+        match=("mkfs.ext4 /dev/sdb1", "mkfs.xfs /dev/vdb", "mkswap /dev/sda2", "wipefs -a /dev/sdb", "cryptsetup luksFormat /dev/sdc",
+               "sgdisk --zap-all /dev/sdb"),
+        no_match=("mkfs.ext4 --help", "wipefs /dev/sdb", "mkdir fs", "cryptsetup status root"),
+    ),
+    Examples(
+        "disk_write",
+        match=("dd if=/dev/zero of=/dev/sda", "> /dev/sda", "cp disk.img /dev/sdb", "echo hi > /dev/nvme0n1", "tee /dev/sda < x"),
+        no_match=("dd if=/dev/sda of=disk.img", "echo hi > /dev/null", "cat /dev/sda | head -c 512 > mbr.bin"),
+    ),
+    Examples(
+        "disk_partition",
+        match=("fdisk /dev/sda", "gdisk /dev/sda", "parted /dev/sdb rm 1", "sfdisk /dev/sdb < layout"),
+        no_match=("fdisk -l", "parted -l", "parted /dev/sda print", "lsblk"),
+    ),
+    Examples(
+        "volume_destroy",
+        match=("zpool destroy tank", "lvremove -f vg0/root", "zfs destroy -r tank/data", "pvcreate /dev/sdc", "lvreduce -L 1G vg/lv"),
+        no_match=("zpool status", "zfs list", "lvs", "lvextend -L +1G vg/lv"),
+    ),
+    Examples(
+        "disk_image_write",
+        match=("bmaptool copy image.wic /dev/sdb",),
+        no_match=("bmaptool create image.wic",),
+    ),
+    Examples(
+        "device_write",
+        match=("debugfs -w /dev/sdb1",),
+        no_match=("debugfs /dev/sdb1", "blkid /dev/sdb1"),
+    ),
+)

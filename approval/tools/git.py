@@ -12,7 +12,7 @@ from ..commands import (
     split_options,
 )
 from ..parser import UNKNOWN, Cmd, Kinds
-from .base import Ctx, _opt_value, also, handles
+from .base import Examples, Ctx, _opt_value, also, handles
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -129,3 +129,39 @@ def _h_gh_api(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
         ep = [a for a in args[1:] if not a.startswith("-") and a.upper() != "DELETE"]
         if any(re.match(r"^/?(repos|orgs|projects|gists)/", e) or UNKNOWN in e for e in ep):
             d.add(ctx, "repo_delete", cmd.text, "gh api DELETE removes a repository, a ref or other hosted data.")
+
+
+# The rules of this family, by what they must and must not catch (checked at load: approval.examples).
+EXAMPLES: tuple[Examples, ...] = (
+    Examples(
+        "git_force_push",
+        match=("git push -f", "git push --force origin main", "git push --mirror", "git push origin +main",
+               "git push --force-with-lease", "git -C repo push -f", "git push -uf origin x"),
+        no_match=("git push", "git push -u origin feature", "git status", "git push --dry-run -f"),
+    ),
+    Examples(
+        "git_remote_delete",
+        match=("git push origin :old-branch", "git push origin --delete old", "git push -d origin v1.0"),
+        no_match=("git push origin new-branch", "git branch -d merged", "git tag -d v0"),
+    ),
+    Examples(
+        "git_reset_hard",
+        match=("git reset --hard", "git reset --hard HEAD~3", "git reset --hard origin/main"),
+        no_match=("git reset", "git reset --soft HEAD~1", "git reset HEAD file.txt"),
+    ),
+    Examples(
+        "git_clean_force",
+        match=("git clean -f", "git clean -fdx", "git clean -xdf"),
+        no_match=("git clean -n", "git clean -i", "git clean -nd"),
+    ),
+    Examples(
+        "git_history_destroy",
+        match=("git filter-branch --tree-filter 'rm -f x' HEAD", "git reflog expire --expire=now --all", "git gc --prune=now"),
+        no_match=("git gc", "git reflog", "git log --oneline"),
+    ),
+    Examples(
+        "repo_delete",
+        match=("gh repo delete owner/repo --yes", "gh api -X DELETE repos/owner/repo"),
+        no_match=("gh repo view owner/repo", "gh api repos/owner/repo", "gh pr list"),
+    ),
+)

@@ -13,7 +13,7 @@ from ..commands import (
     split_options,
 )
 from ..parser import Cmd, Kinds
-from .base import Ctx, handles
+from .base import Examples, Ctx, handles
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -25,3 +25,19 @@ def _h_crontab(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
     opts, _ = split_options(args, {"-u"})
     if "r" in short_flags(opts) or "--remove" in opts:
         d.add(ctx, "crontab_remove", cmd.text)
+
+
+# The rules of this family, by what they must and must not catch (checked at load: approval.examples).
+EXAMPLES: tuple[Examples, ...] = (
+    Examples(
+        "persistence_write",
+        match=("cat evil >> ~/.zshrc", "cp .bashrc ~/.bashrc", "mv evil /etc/cron.d/evil", "ln -sf /tmp/evil ~/.bashrc",
+               "echo 'ssh-ed25519 AAAA x' >> ~/.ssh/authorized_keys", "tee -a /etc/sudoers < line"),
+        no_match=("cat ~/.bashrc", "cat ~/.ssh/authorized_keys", "cp .bashrc backup/bashrc", "echo x >> notes.txt"),
+    ),
+    Examples(
+        "crontab_remove",
+        match=("crontab -r", "crontab -ri", "sudo crontab -r -u bob"),
+        no_match=("crontab -l", "crontab -e"),
+    ),
+)

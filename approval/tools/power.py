@@ -11,7 +11,7 @@ from ..commands import (
     option_value,
 )
 from ..parser import Cmd, Kinds
-from .base import Ctx, also, handles
+from .base import Examples, Ctx, also, handles
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -79,3 +79,15 @@ def _h_loginctl_power(d: Detector, name: str, args: list[str], kinds: list[Kinds
     verb = next((a for a in args if not a.startswith("-")), "")
     if verb in ("reboot", "poweroff", "halt", "kexec", "power-off"):
         d.add(ctx, "power", cmd.text)
+
+
+# The rules of this family, by what they must and must not catch (checked at load: approval.examples).
+EXAMPLES: tuple[Examples, ...] = (
+    Examples(
+        "power",
+        match=("reboot", "shutdown -h now", "init 0", "init 6", "systemctl poweroff", "echo b > /proc/sysrq-trigger",
+               "loginctl reboot", "dbus-send --system --dest=org.freedesktop.login1 /org/freedesktop/login1 "
+               "org.freedesktop.login1.Manager.Reboot boolean:true"),
+        no_match=("shutdown -c", "systemctl status", "echo reboot", "uptime", "loginctl list-sessions"),
+    ),
+)

@@ -14,7 +14,7 @@ from ..commands import (
     unwrap,
 )
 from ..parser import UNKNOWN, Cmd, Kinds
-from .base import Ctx, handles
+from .base import Examples, Ctx, handles
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -189,3 +189,23 @@ def _h_loginctl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
         d.add(ctx, "kill_broad", cmd.text, f"loginctl {verb} kills every process of a user or session.")
     elif verb in ("poweroff", "reboot", "halt"):
         d.add(ctx, "power", cmd.text)
+
+
+# The rules of this family, by what they must and must not catch (checked at load: approval.examples).
+EXAMPLES: tuple[Examples, ...] = (
+    Examples(
+        "fork_bomb",
+        match=(":(){ :|:& };:", "f(){ f|f& };f", "while true; do sleep 1 & done", "perl -e 'fork while 1'"),
+        no_match=("f(){ echo hi; }; f", "while true; do sleep 1; done", "for i in 1 2 3; do job $i & done; wait"),
+    ),
+    Examples(
+        "kill_all",
+        match=("kill -9 -1", "kill -- -1", "killall5", "kill -9 -01", "kill -9 $((0-1))"),
+        no_match=("kill -l", "kill %1", "kill 12345", "kill -9 $PID"),
+    ),
+    Examples(
+        "kill_broad",
+        match=("kill -9 1", "pkill -9 .", "pkill -u alice", "pkill sshd", "killall dockerd", "loginctl terminate-user bob"),
+        no_match=("pkill -f 'node server.js'", "killall firefox", "kill 4242", "pgrep sshd"),
+    ),
+)

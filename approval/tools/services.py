@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..commands import split_options
 from ..parser import Cmd, Kinds
-from .base import Ctx, handles
+from .base import Examples, Ctx, handles
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -200,3 +200,12 @@ def _h_daemon_stop(d: Detector, name: str, args: list[str], kinds: list[Kinds], 
         d.add(ctx, "service_stop", cmd.text, f"{name} is told to stop.")
 
 
+# The rules of this family, by what they must and must not catch (checked at load: approval.examples).
+EXAMPLES: tuple[Examples, ...] = (
+    Examples(
+        "service_stop",
+        match=("systemctl stop nginx", "systemctl mask sshd", "service apache2 stop", "sv down nginx", "nginx -s stop",
+               "pg_ctl stop -D /var/lib/pgsql"),
+        no_match=("systemctl status nginx", "service nginx status", "nginx -t", "docker compose stop", "npm stop"),
+    ),
+)

@@ -16,7 +16,7 @@ from ..commands import (
 )
 from ..parser import UNKNOWN, Cmd, Kinds
 from ..paths import delete_class, normalize_path, write_class
-from .base import Ctx, _opt_value, also, handles
+from .base import Examples, Ctx, _opt_value, also, handles
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -379,3 +379,59 @@ def _h_nsenter(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
     targets = _opt_value(args, "-t", "--target")
     if any(t.strip() in ("1", "01") or UNKNOWN in t for t in targets):
         d.add(ctx, "host_namespace_enter", cmd.text)
+
+
+# The rules of this family, by what they must and must not catch (checked at load: approval.examples).
+EXAMPLES: tuple[Examples, ...] = (
+    Examples(
+        "system_write",
+        match=("echo hi > /etc/motd", "tee /usr/bin/ls < evil", "sudo mv mytool /usr/local/bin/", "sed -i s/a/b/ /etc/hosts",
+               "tar -xf x.tar -C /usr"),
+        no_match=("echo hi > /tmp/motd", "cat /etc/hosts", "sed -i s/a/b/ config.txt", "tar -xf x.tar -C build"),
+    ),
+    Examples(
+        "boot_write",
+        match=("update-grub", "mkinitcpio -P", "grub-install /dev/sda", "efibootmgr -b 0001 -B"),
+        no_match=("efibootmgr", "grub-mkconfig", "ls /boot"),
+    ),
+    Examples(
+        "chmod_recursive_system",
+        match=("chmod -R 777 /", "chmod 777 -R /", "chmod -R 000 ~", "chown -R nobody /etc"),
+        no_match=("chmod -R 755 build/", "chmod 755 ~/bin/tool", "chown -R me ./src"),
+    ),
+    Examples(
+        "chmod_setuid",
+        match=("chmod 4755 /bin/bash", "chmod u+s /usr/bin/find"),
+        no_match=("chmod 755 /usr/local/bin/tool", "chmod +x run.sh"),
+    ),
+    Examples(
+        "system_restore",
+        match=("timeshift --restore", "snapper rollback 42", "rpm-ostree rollback"),
+        no_match=("timeshift --list", "snapper list", "rpm-ostree status"),
+    ),
+    Examples(
+        "firewall_flush",
+        match=("iptables -F", "ufw disable", "ufw reset", "nft flush ruleset", "iptables -X"),
+        no_match=("ufw status", "ufw allow 22", "iptables -L -n", "nft list ruleset"),
+    ),
+    Examples(
+        "uid0_user",
+        match=("useradd -o -u 0 backdoor", "usermod -u 0 bob", "useradd -ou 0 x"),
+        no_match=("useradd -m alice", "usermod -aG docker bob", "useradd -u 1001 svc"),
+    ),
+    Examples(
+        "security_disable",
+        match=("setenforce 0", "setenforce Permissive", "aa-teardown", "chattr +i /etc/passwd"),
+        no_match=("getenforce", "setenforce 1", "aa-status", "chattr +i ./notes.txt", "lsattr /etc/passwd"),
+    ),
+    Examples(
+        "privilege_grant",
+        match=("setcap cap_sys_admin+ep ./tool", "setcap cap_net_raw=eip /usr/bin/python3"),
+        no_match=("getcap ./tool", "setcap -r ./tool", "setcap -v cap_net_raw+ep ./tool"),
+    ),
+    Examples(
+        "host_namespace_enter",
+        match=("nsenter -t 1 -m -u -i -n sh", "nsenter --target 1 --all"),
+        no_match=("nsenter --help",),
+    ),
+)
