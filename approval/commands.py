@@ -247,6 +247,13 @@ WRAPPERS: dict[str, tuple[frozenset[str], frozenset[str], int, bool]] = {
     "watch": _w("-n", "--interval"),
     "busybox": _w(),
     "toybox": _w(),
+    # resource limits, fake clocks and control groups: they run the rest as given
+    "prlimit": _w("-p -o", "--pid --output"),
+    "faketime": _w("-m -f", "--date-prog", skip=1),
+    "cgexec": _w("-g", ""),
+    "ts": _w("-L -D -N -S -E", ""),
+    "daemonize": _w("-a -c -e -E -o -p -l -u", ""),
+    "sem": _w("-j --id", "--jobs --id"),
 }
 # Run-a-tool subcommands: `bundle exec X`, `poetry run X`...
 SUBCOMMAND_WRAPPERS = {

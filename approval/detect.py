@@ -38,6 +38,7 @@ from .tools import (
     is_help,
     pattern_handler,
 )
+from .tools.handoff import ssh_local_code
 from .tools.system import _h_nsenter
 from .verdict import Decision, Verdict
 
@@ -130,8 +131,11 @@ class Detector:
         argv, _ = unwrap(cmd.argv)
         offset = len(cmd.argv) - len(argv)
         for i in range(max(offset, 0)):  # wrappers that change where the command runs (or the shell they start)
-            if base_name(cmd.argv[i]) == "nsenter":
+            wrapper = base_name(cmd.argv[i])
+            if wrapper == "nsenter":
                 _h_nsenter(self, "nsenter", cmd.argv[i + 1 : offset] or cmd.argv[i + 1 :], [], cmd, ctx)
+            elif wrapper in ("ssh", "autossh"):  # -o ProxyCommand=… runs here, whatever runs remotely
+                ssh_local_code(self, wrapper, cmd.argv[i + 1 :], cmd, ctx)
         if not argv:
             return
         name = base_name(argv[0])

@@ -26,14 +26,28 @@ checks them when the rules load.
 from __future__ import annotations
 
 from ..commands import interpreter_lang
-from . import clusters, data, deletes, disks, generic, git, persistence, power, processes, remote, services, system
+from . import (
+    clusters,
+    data,
+    deletes,
+    disks,
+    generic,
+    git,
+    handoff,
+    persistence,
+    power,
+    processes,
+    remote,
+    services,
+    system,
+)
 from .base import HANDLERS, Ctx, Examples, Found, Handler, build, handles
 from .disks import _h_mkfs
 from .generic import DRY_RUN, NO_GENERIC, SQL_AT_PROMPT, generic_semantics, is_help
 from .git import git_subcommand
 from .remote import _h_interpreter
 
-FAMILIES = (deletes, disks, system, persistence, power, services, processes, git, clusters, data, remote, generic)
+FAMILIES = (deletes, disks, system, persistence, power, services, processes, git, clusters, data, remote, handoff, generic)
 
 build()
 

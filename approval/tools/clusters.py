@@ -16,7 +16,7 @@ from ..commands import (
 )
 from ..parser import UNKNOWN, Cmd, Kinds
 from ..paths import delete_class, glob_regex
-from .base import Examples, Ctx, _inner, _opt_value, also, handles
+from .base import Ctx, Examples, _inner, _opt_value, also, handles
 
 if TYPE_CHECKING:
     from ..detect import Detector

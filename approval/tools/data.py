@@ -15,7 +15,7 @@ from ..commands import (
     split_options,
 )
 from ..parser import UNKNOWN, Cmd, Kinds
-from .base import Examples, Ctx, _opt_value, also, handles
+from .base import Ctx, Examples, _opt_value, also, handles
 from .remote import _stdin_texts
 
 if TYPE_CHECKING:

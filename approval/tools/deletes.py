@@ -16,7 +16,7 @@ from ..commands import (
 )
 from ..parser import UNKNOWN, Cmd, Kinds
 from ..paths import delete_class, is_block_device, normalize_path, write_class
-from .base import Examples, Ctx, handles
+from .base import Ctx, Examples, handles
 
 if TYPE_CHECKING:
     from ..detect import Detector

@@ -13,7 +13,7 @@ from ..commands import (
 )
 from ..parser import Cmd, Kinds
 from ..paths import is_block_device
-from .base import Examples, Ctx, handles
+from .base import Ctx, Examples, handles
 from .generic import _IMAGE_FILE
 
 if TYPE_CHECKING:

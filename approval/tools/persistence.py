@@ -13,7 +13,7 @@ from ..commands import (
     split_options,
 )
 from ..parser import Cmd, Kinds
-from .base import Examples, Ctx, handles
+from .base import Ctx, Examples, handles
 
 if TYPE_CHECKING:
     from ..detect import Detector

@@ -11,7 +11,7 @@ from ..commands import (
     option_value,
 )
 from ..parser import Cmd, Kinds
-from .base import Examples, Ctx, also, handles
+from .base import Ctx, Examples, also, handles
 
 if TYPE_CHECKING:
     from ..detect import Detector

@@ -14,7 +14,7 @@ from ..commands import (
     unwrap,
 )
 from ..parser import UNKNOWN, Cmd, Kinds
-from .base import Examples, Ctx, handles
+from .base import Ctx, Examples, handles
 
 if TYPE_CHECKING:
     from ..detect import Detector

@@ -23,7 +23,7 @@ from ..commands import (
 )
 from ..parser import UNKNOWN, Cmd, Kinds, echo_output
 from ..paths import delete_class
-from .base import Examples, HANDLERS, Ctx, handles
+from .base import HANDLERS, Ctx, Examples, handles
 from .clusters import _fed_by_listing
 from .deletes import FIND_FILTERS, RM_NAMES, _rm_recursive
 from .processes import _fed_by_ps
@@ -151,6 +151,8 @@ def _h_shell(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     ):
         d.add(ctx, "reverse_shell", cmd.text)
         return
+    if cmd.procsub == ">" and not _stdin_texts(cmd):
+        d.add(ctx, "code_handoff", cmd.text, "A shell reads whatever is written into >( ): code the gate cannot see.")
     sk = _stdin_kinds(cmd)
     if "download" in sk:
         d.add(ctx, "pipe_to_shell", cmd.segment)

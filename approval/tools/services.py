@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..commands import split_options
 from ..parser import Cmd, Kinds
-from .base import Examples, Ctx, handles
+from .base import Ctx, Examples, handles
 
 if TYPE_CHECKING:
     from ..detect import Detector

@@ -16,7 +16,7 @@ from ..commands import (
 )
 from ..parser import UNKNOWN, Cmd, Kinds
 from ..paths import delete_class, normalize_path, write_class
-from .base import Examples, Ctx, _opt_value, also, handles
+from .base import Ctx, Examples, _opt_value, also, handles
 
 if TYPE_CHECKING:
     from ..detect import Detector
