@@ -61,11 +61,11 @@ def check() -> list[Failure]:
             continue
         seen.add(ex.rule)
         for cmd in ex.match:
-            got = tuple(sorted({f.rule for f in findings(cmd)}))
+            got = tuple(sorted({f.rule for f in findings(cmd, ex.context)}))
             if ex.rule not in got:
                 failures.append(Failure(ex.rule, cmd, True, got))
         for cmd in ex.no_match:
-            got = tuple(sorted({f.rule for f in findings(cmd)}))
+            got = tuple(sorted({f.rule for f in findings(cmd, ex.context)}))
             if ex.rule in got:
                 failures.append(Failure(ex.rule, cmd, False, got))
     for rule_id in RULES:

@@ -84,6 +84,11 @@ _RULES: tuple[Rule, ...] = (
     Rule("inline_code_kill", "inline", "Inline interpreter code kills processes."),
     Rule("inline_code_shell", "inline", "Inline interpreter code runs shell commands the gate cannot see."),
     Rule(
+        "script_unread",
+        "remote",
+        "Runs a script the gate could not read from the task's backend (missing, unreadable or too big).",
+    ),
+    Rule(
         "code_handoff",
         "remote",
         "Hands shell code the gate cannot read to a program that runs it (sed e, a hooks directory, a makefile or"

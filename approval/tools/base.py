@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..context import GateContext
 from ..parser import Cmd, Kinds
 
 if TYPE_CHECKING:
@@ -103,6 +104,7 @@ class Examples:
     rule: str
     match: tuple[str, ...] = ()
     no_match: tuple[str, ...] = ()
+    context: GateContext | None = None  # where the examples run (a task's place, the scripts read there)
 
 
 def _inner(d: Detector, argv: list[str], cmd: Cmd, ctx: Ctx) -> None:

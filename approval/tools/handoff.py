@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING
 from ..parser import UNKNOWN, Cmd, Kinds
 from .base import Ctx, Examples, _opt_value, also
 from .git import git_subcommand
-from .remote import _judge_script_file as judge_script
-from .remote import _stdin_texts
+from .remote import _stdin_texts, judge_script
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -321,7 +320,34 @@ def _fed(cmd: Cmd) -> bool:
     return bool(cmd.upstream) or cmd.stdin_text is not None or any(op == "<" for op, _ in cmd.redirects)
 
 
+_MAKE_VAR = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)\s*(?::{1,3}|\?|\+|!)?=\s*(.*)$")
+_MAKE_REF = re.compile(r"\$[({]([A-Za-z_][A-Za-z0-9_.-]*)[)}]")
+
+
 def _makefile_recipes(text: str) -> list[str]:
+    """The shell lines a makefile can run: recipe lines (tab-indented or after ``target: ;``) and
+    ``$(shell …)``, with the makefile's own simple variables put in (``$(RM) $(BUILD)``), ``$$`` as
+    ``$`` and automatic variables (``$@``, ``$<``…) as a plain word."""
+    text = text.replace("\\\n", " ")
+    variables = {"RM": "rm -f", "MAKE": "make", "CC": "cc", "CXX": "c++", "SHELL": "/bin/sh"}
+    for line in text.split("\n"):
+        m = _MAKE_VAR.match(line)
+        if m and not line.startswith("\t"):
+            variables[m.group(1)] = m.group(2).strip()
+
+    def expand(s: str) -> str:
+        for _ in range(4):
+            new = _MAKE_REF.sub(lambda m: variables.get(m.group(1), "$" + m.group(1)), s)
+            if new == s:
+                break
+            s = new
+        s = re.sub(r"\$[@<^?*%+|]|\$[({][@<^?*%][DF]?[)}]", "target", s)
+        return s.replace("$$", "$")
+
+    return [expand(r) for r in _makefile_lines(text)]
+
+
+def _makefile_lines(text: str) -> list[str]:
     out: list[str] = []
     for line in text.split("\n"):
         if line.startswith("\t"):
@@ -337,11 +363,22 @@ def _makefile_recipes(text: str) -> list[str]:
 
 @also("make", "gmake", "bmake", "pmake", "remake")
 def _h_make_stdin(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
-    """``make -f -`` (or ``-f /dev/stdin``) reads its makefile from stdin: the recipes it was fed
-    (heredoc, here-string, ``echo … |``) are judged as commands; live input asks.  A makefile on
-    disk is read from the backend (``GateContext.files``)."""
+    """make runs the recipes of a makefile: the one on disk (``-f f``, or the directory's
+    ``Makefile``) is read from the task's backend (``GateContext.files``) and its recipes judged as
+    commands; ``make -f -`` (or ``-f /dev/stdin``) reads it from stdin: what it was fed (heredoc,
+    here-string, ``echo … |``) is judged, input piped from elsewhere asks."""
     files = _opt_value(args, "-f", "--file") + _opt_value(args, "", "--makefile")
-    if not any(f in ("-", "/dev/stdin", "/proc/self/fd/0", "/dev/fd/0") for f in files):
+    stdin_files = ("-", "/dev/stdin", "/proc/self/fd/0", "/dev/fd/0")
+    where = (_opt_value(args, "-C", "--directory") or [""])[-1]
+    if where and UNKNOWN in where:
+        return
+    for f in files:
+        if f not in stdin_files:
+            judge_script(d, f if f.startswith("/") or not where else where.rstrip("/") + "/" + f, frozenset(), cmd, ctx, "make")
+    if not files:  # the makefile in the directory: GNUmakefile, makefile or Makefile, whichever exists
+        for f in ("GNUmakefile", "makefile", "Makefile"):
+            judge_script(d, where.rstrip("/") + "/" + f if where else f, frozenset(), cmd, ctx, "make", optional=True)
+    if not any(f in stdin_files for f in files):
         return
     texts = _stdin_texts(cmd)
     if not texts and _fed(cmd):
@@ -360,7 +397,7 @@ def _h_at(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd,
     files = _opt_value(args, "-f", "")
     if files:
         for f in files:
-            judge_script(d, f, frozenset(), cmd, ctx)
+            judge_script(d, f, frozenset(), cmd, ctx, "sh")
         return
     texts = _stdin_texts(cmd)
     if not texts and _fed(cmd):

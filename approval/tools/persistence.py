@@ -14,6 +14,7 @@ from ..commands import (
 )
 from ..parser import Cmd, Kinds
 from .base import Ctx, Examples, handles
+from .remote import _stdin_texts, judge_script, judge_text
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -21,10 +22,22 @@ if TYPE_CHECKING:
 
 @handles("crontab", "scrontab", "fcrontab")
 def _h_crontab(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
-    """``crontab -r`` deletes every scheduled job of the user (there is no undo, and no prompt by default)."""
-    opts, _ = split_options(args, {"-u"})
+    """``crontab -r`` deletes every scheduled job of the user (there is no undo, and no prompt by default);
+    ``crontab FILE`` / ``crontab -`` install a table whose commands run later: each is judged."""
+    opts, ops = split_options(args, {"-u"})
     if "r" in short_flags(opts) or "--remove" in opts:
         d.add(ctx, "crontab_remove", cmd.text)
+        return
+    if any(f in short_flags(opts) for f in "lei") or "--list" in opts:
+        return
+    # Installing a table (a file, or stdin with "-"): its commands run later, unattended; each is
+    # judged as a command (the file is read from the task's backend).
+    if ops and ops[0] != "-":
+        judge_script(d, ops[0], kinds[len(args) - len(ops)] if len(kinds) == len(args) else frozenset(), cmd, ctx,
+                     "crontab")
+    elif ops[:1] == ["-"] or cmd.upstream or cmd.stdin_text is not None:
+        for text in _stdin_texts(cmd):
+            judge_text(d, "crontab", text, cmd, ctx)
 
 
 # The rules of this family, by what they must and must not catch (checked at load: approval.examples).

