@@ -103,3 +103,13 @@ def test_without_files_nothing_changes() -> None:
 def test_a_script_written_on_the_same_line_is_judged_from_the_line() -> None:
     assert needed_files("echo 'reboot' > s.sh && bash s.sh", ctx()) == ()
     assert analyze("echo 'reboot' > s.sh && bash s.sh", context=ctx()).rule == "power"
+
+
+def test_the_sandbox_read_protocol_fails_closed() -> None:
+    from executor.backends.base import parse_read_scripts
+
+    good = b"ok 3\nabcmissing 0\nbinary 0\ntoo_big 99999\nok 0\n"
+    assert parse_read_scripts(["/a", "/b", "/c", "/d", "/e"], good) == [
+        ("/a", b"abc", ""), ("/b", None, "missing"), ("/c", None, "binary"), ("/d", None, "too_big"), ("/e", b"", "")]
+    for broken in (b"ok 5\nabc", b"ok 3\nabcdef", b"weird 0\n", b""):
+        assert parse_read_scripts(["/a"], broken) == [("/a", None, "unreadable")]
