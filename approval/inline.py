@@ -184,10 +184,11 @@ def code_findings(lang: str, code: str) -> list[CodeFinding]:
     if _FORK.search(bare) and _LOOP.search(bare) or _ENDLESS.search(bare) and _ASYNC_START.search(bare):
         out.append(CodeFinding("fork_bomb", "processes started in an endless loop"))
     if shell_call is not None:
+        spans = [m.span() for m in _STR.finditer(code)]
         for m in shell_call.finditer(code):
             token = m.group(0)
-            if token == "child_process":
-                continue
+            if token == "child_process" or any(a < m.start() < b - 1 for a, b in spans):
+                continue  # words inside a string literal are text: print("os.system(x)")
             if token == "`" or token.startswith(("%x", "qx")):
                 end = code.find("`" if token == "`" else _closer(token[-1]), m.end())
                 literal = code[m.end() : end] if end > 0 else None

@@ -238,6 +238,17 @@ def judge_text(d: Detector, lang: str, text: str, cmd: Cmd, ctx: Ctx) -> None:
 
         for recipe in _makefile_recipes(text):
             d.payload(ctx, recipe, frozenset(), cmd.text)
+    elif lang.startswith("npm:"):
+        import json
+
+        try:
+            scripts = json.loads(text).get("scripts") or {}
+        except (ValueError, AttributeError):
+            return  # not JSON: the package manager refuses it
+        for name in lang[4:].split(","):
+            body = scripts.get(name) if isinstance(scripts, dict) else None
+            if isinstance(body, str) and body.strip():
+                d.payload(ctx, body, frozenset(), cmd.text)
     elif lang == "gdb":
         for line in text.split("\n"):
             m = re.match(r"\s*(?:shell\s+|!)(.*)", line)
