@@ -419,6 +419,8 @@ def peel(argv: list[str]) -> tuple[list[str], bool]:
     with_arg, long_with_arg, skip, assignments = spec
     if name in ("nice",) and args and re.fullmatch(r"-\d+", args[0]):
         args = args[1:]
+    if name == "faketime" and any(a == "-f" or a.startswith("-f") for a in args[:2]):
+        skip = 0  # the time comes with -f: no timestamp operand
     if name in ("taskset",) and args and args[0] in ("-c", "--cpu-list"):
         args = args[1:]
     if name == "xargs":

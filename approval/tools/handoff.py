@@ -84,7 +84,8 @@ def _sed_scripts(args: list[str]) -> tuple[list[str], bool]:
 
 # an address (line, $, /re/, with an optional range or step), then the command letter
 _SED_ADDR = r"(?:\d+(?:~\d+)?|\$|/(?:[^/\\\n]|\\.)*/[IM]*|\\(.)(?:(?!\1).)*\1)?"
-_SED_E_CMD = re.compile(r"(?:^|[;\n{}])\s*" + _SED_ADDR + r"(?:\s*,\s*" + _SED_ADDR + r")?\s*!?\s*e(?=$|[\s;}])([^\n;}]*)")
+# ``e command`` takes the rest of the line (like a/i/c): ``;`` belongs to the command
+_SED_E_CMD = re.compile(r"(?:^|[;\n{}])\s*" + _SED_ADDR + r"(?:\s*,\s*" + _SED_ADDR + r")?\s*!?\s*e(?=$|[\s;}])([^\n]*)")
 
 
 def _sed_substitutions(script: str) -> list[tuple[str, str, str]]:
@@ -188,7 +189,9 @@ _GIT_CODE_KEYS = re.compile(
 
 
 def _git_value(d: Detector, ctx: Ctx, cmd: Cmd, key: str, value: str) -> bool:
-    """Judge one git config value that is code; True if the key is one that runs code."""
+    """Judge one git config value that is code; True if it arms something worth asking about when
+    written to a config (a shell alias, a hooks directory, a command line with shell syntax or one the
+    gate flags), False for a plain program (``core.editor vim``, ``core.pager 'less -FRX'``)."""
     low = key.lower()
     if low.startswith("alias."):
         if value.startswith("!"):
@@ -203,8 +206,9 @@ def _git_value(d: Detector, ctx: Ctx, cmd: Cmd, key: str, value: str) -> bool:
             return False
         if low.startswith("credential") and not value.startswith(("!", "/")):
             return False  # a helper name (store, cache, osxkeychain): git runs git-credential-<name>
+        before = len(ctx.out)
         _run(d, ctx, cmd, value.lstrip("!"), f"git runs {key} as a shell command.")
-        return True
+        return len(ctx.out) > before or value.startswith("!") or bool(re.search(r"[;|&$`<>()]|\bsh\b|\bbash\b", value))
     return False
 
 
@@ -368,6 +372,8 @@ def _h_make_stdin(d: Detector, name: str, args: list[str], kinds: list[Kinds], c
     commands; ``make -f -`` (or ``-f /dev/stdin``) reads it from stdin: what it was fed (heredoc,
     here-string, ``echo … |``) is judged, input piped from elsewhere asks."""
     files = _opt_value(args, "-f", "--file") + _opt_value(args, "", "--makefile")
+    if args[-1:] in (["-f"], ["--file"]) and cmd.stdin_text is not None:
+        files.append("-")  # `make -f - <<EOF`: the parser folds the lone `-` into the heredoc
     stdin_files = ("-", "/dev/stdin", "/proc/self/fd/0", "/dev/fd/0")
     where = (_opt_value(args, "-C", "--directory") or [""])[-1]
     if where and UNKNOWN in where:
