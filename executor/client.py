@@ -309,6 +309,18 @@ def _chunks(task_id: str, path: str, data: bytes | Iterable[bytes], backend: str
         yield pb.PutArchiveChunk(task_id=task_id, path=path, backend=backend)
 
 
+def _file_chunks(task_id: str, path: str, data: bytes | str | Iterable[bytes], backend: str, mode: int,
+                 make_parents: bool) -> Iterator[pb.WriteFileChunk]:
+    if isinstance(data, str):
+        data = data.encode()
+    blocks = [data] if isinstance(data, (bytes, bytearray, memoryview)) else data
+    yield pb.WriteFileChunk(task_id=task_id, path=path, backend=backend, mode=mode, make_parents=make_parents)
+    for block in blocks:
+        block = bytes(block)
+        for i in range(0, len(block), 1 << 20):
+            yield pb.WriteFileChunk(data=block[i:i + (1 << 20)])
+
+
 # -- the synchronous client ----------------------------------------------------------------
 
 
@@ -438,6 +450,23 @@ class Client:
         parts = self._stream(self.stub.GetArchive, pb.GetArchiveRequest(task_id=task_id, path=path, backend=backend),
                              self.deadline)
         return b"".join(chunk.data for chunk in parts)
+
+    def read_file(self, task_id: str, path: str, backend: str = "") -> bytes:
+        """The bytes of one file in the task's directory (``path`` relative to it, or absolute inside it)."""
+        return b"".join(self.iter_file(task_id, path, backend))
+
+    def iter_file(self, task_id: str, path: str, backend: str = "") -> Iterator[bytes]:
+        """The same, streamed in chunks as they come (for files of any size)."""
+        for chunk in self._stream(self.stub.ReadFile, pb.ReadFileRequest(task_id=task_id, path=path,
+                                                                          backend=backend)):
+            yield chunk.data
+
+    def write_file(self, task_id: str, path: str, data: bytes | str | Iterable[bytes], *, mode: int = 0,
+                   make_parents: bool = False, backend: str = "") -> pb.WriteFileResponse:
+        """Writes (replaces) one file: ``data`` is bytes, text (UTF-8) or an iterable of byte blocks
+        (streamed). ``mode`` e.g. ``0o755``; ``make_parents`` creates missing directories."""
+        return self._call(self.stub.WriteFile, _file_chunks(task_id, path, data, backend, mode, make_parents),
+                          _NO_DEADLINE)
 
 
 # -- the asynchronous client ----------------------------------------------------------------
@@ -574,6 +603,22 @@ class AsyncClient:
                 task_id=task_id, path=path, backend=backend), self.deadline):
             out += chunk.data
         return bytes(out)
+
+    async def read_file(self, task_id: str, path: str, backend: str = "") -> bytes:
+        out = bytearray()
+        async for chunk in self.iter_file(task_id, path, backend):
+            out += chunk
+        return bytes(out)
+
+    async def iter_file(self, task_id: str, path: str, backend: str = "") -> AsyncIterator[bytes]:
+        async for chunk in self._stream(self.stub.ReadFile, pb.ReadFileRequest(task_id=task_id, path=path,
+                                                                                backend=backend)):
+            yield chunk.data
+
+    async def write_file(self, task_id: str, path: str, data: bytes | str | Iterable[bytes], *, mode: int = 0,
+                         make_parents: bool = False, backend: str = "") -> pb.WriteFileResponse:
+        return await self._call(self.stub.WriteFile,
+                                _file_chunks(task_id, path, data, backend, mode, make_parents), _NO_DEADLINE)
 
 
 __all__ = [
