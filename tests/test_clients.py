@@ -404,3 +404,48 @@ def test_agent_loop_example_runs(daemon):
         assert "'output': '42\\n'" in r.stdout and "'process_id'" in r.stdout
     finally:
         open_daemon.kill()
+
+
+def test_cli_exec_and_health_json(daemon):
+    r = subprocess.run([sys.executable, "-m", "executor", "exec", "--json", "--target", daemon.target, "--token",
+                        AGENT, "--task", "cli-json", "--", "echo out; echo err >&2; exit 5"],
+                       capture_output=True, text=True, timeout=60)
+    payload = json.loads(r.stdout)
+    assert r.returncode == 5 and payload["stdout"] == "out\n" and payload["stderr"] == "err\n"
+    assert payload["exit_code"] == 5 and payload["status"] == "completed" and payload["ok"] is False
+    r = subprocess.run([sys.executable, "-m", "executor", "exec", "--json", "--target", daemon.target, "--token",
+                        AGENT, "--task", "cli-json", "--", "terraform apply"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 126 and json.loads(r.stdout)["status"] == "denied"
+    r = subprocess.run([sys.executable, "-m", "executor", "health", "--json", "--target", daemon.target],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and json.loads(r.stdout)["status"] == "serving"
+
+
+def test_cli_start_runs_a_background_daemon(tmp_path):
+    import os
+
+    state = tmp_path / "st"
+    sock = f"unix://{tmp_path}/d.sock"
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "xdg")}
+    base = [sys.executable, "-m", "executor"]
+    r = subprocess.run([*base, "start", "--json", "--state-dir", str(state), "--listen", sock], capture_output=True,
+                       text=True, timeout=90, env=env)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    try:
+        assert info["listen"] and (state / "executor.log").exists()
+        r = subprocess.run([*base, "start", "--state-dir", str(state), "--listen", sock], capture_output=True,
+                           text=True, timeout=90, env=env)
+        assert r.returncode == 1 and "executor stop" in r.stderr  # one at a time
+        r = subprocess.run([*base, "exec", "--target", sock, "--task", "bg", "--", "echo", "hi"],
+                           capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 0 and r.stdout == "hi\n", r.stderr
+        r = subprocess.run([*base, "stop", "--state-dir", str(state)], capture_output=True, text=True, timeout=90,
+                           env=env)
+        assert r.returncode == 0 and f"pid {info['pid']}" in r.stdout
+    finally:
+        try:
+            os.kill(info["pid"], 9)
+        except OSError:
+            pass
