@@ -297,7 +297,7 @@ def test_mcp_task_per_session_or_per_call(daemon):
     from importlib.metadata import version
 
     info = asyncio.run(asyncio.wait_for(main(), 60))
-    assert info.name == "executor" and info.version == version("executor") and info.version
+    assert info.name == "executor" and info.version == version("executor-daemon") and info.version
 
 
 def cli(daemon, *args, token=AGENT, stdin=None):
