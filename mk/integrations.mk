@@ -22,7 +22,13 @@ INTEG_PYTHON ?= $(PYTHON)
 
 .venv-swerex/.installed: pyproject.toml
 	rm -rf .venv-swerex && $(INTEG_PYTHON) -m venv .venv-swerex
-	.venv-swerex/bin/python -m pip install -q -e . 'swe-rex==$(SWEREX_VERSION)' pytest pytest-asyncio
+	.venv-swerex/bin/python -m pip install -q -e . 'swe-rex==$(SWEREX_VERSION)' aiohttp pytest pytest-asyncio
+	# SWE-ReX's own runtime tests, from its sdist (not in the wheel), run against our runtime
+	rm -rf .venv-swerex/sdist && .venv-swerex/bin/python -m pip download -q --no-deps --no-binary :all: \
+	  'swe-rex==$(SWEREX_VERSION)' -d .venv-swerex/sdist
+	mkdir -p .venv-swerex/swerex-tests/tests && tar -xzf .venv-swerex/sdist/swe_rex-$(SWEREX_VERSION).tar.gz \
+	  -C .venv-swerex/swerex-tests/tests --strip-components=2 swe_rex-$(SWEREX_VERSION)/tests/test_execution.py
+	touch .venv-swerex/swerex-tests/tests/__init__.py
 	touch $@
 
 OPENAI_AGENTS_VERSION ?= 0.24.0
