@@ -175,7 +175,11 @@ def terminal(args: dict, **kw: Any) -> str:
         return _dumps({"output": "", "exit_code": -1, "status": "error",
                        "error": f"Invalid command: expected string, got {type(command).__name__}"})
     background = bool(args.get("background"))
-    timeout = args.get("timeout")
+    try:
+        timeout = int(args["timeout"]) if args.get("timeout") is not None else None
+    except (TypeError, ValueError):
+        return _dumps({"output": "", "exit_code": -1, "status": "error",
+                       "error": f"Invalid timeout: expected an integer number of seconds, got {args['timeout']!r}"})
     limit = _foreground_max()
     if not background and timeout and timeout > limit:
         return _dumps({"error": f"Foreground timeout {timeout}s exceeds the maximum of {limit}s. Use "
