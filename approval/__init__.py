@@ -5,9 +5,9 @@ hardline floor, operator rules, approvals and the mode.  The async broker that w
 a human lives in ``executor.approvals``.
 """
 
-from .context import GateContext
 from .config import BackendOverride, GateConfig, HardlineConfig, OperatorRule
-from .detect import findings, opens_interactive_shell, split_segments
+from .context import MAX_SCRIPT_BYTES, GateContext, ScriptFile
+from .detect import findings, needed_files, opens_interactive_shell, split_segments
 from .interactive import TERMINAL_SAFE, interactive_risk, runs_input
 from .policy import analyze, apply_mode, evaluate
 from .rules import DEFAULT_HARDLINE, RULES, Rule
@@ -23,6 +23,9 @@ __all__ = [
     "Decision",
     "GateConfig",
     "GateContext",
+    "MAX_SCRIPT_BYTES",
+    "ScriptFile",
+    "needed_files",
     "HardlineConfig",
     "OperatorRule",
     "RULES",

@@ -247,6 +247,13 @@ WRAPPERS: dict[str, tuple[frozenset[str], frozenset[str], int, bool]] = {
     "watch": _w("-n", "--interval"),
     "busybox": _w(),
     "toybox": _w(),
+    # resource limits, fake clocks and control groups: they run the rest as given
+    "prlimit": _w("-p -o", "--pid --output"),
+    "faketime": _w("-m -f", "--date-prog", skip=1),
+    "cgexec": _w("-g", ""),
+    "ts": _w("-L -D -N -S -E", ""),
+    "daemonize": _w("-a -c -e -E -o -p -l -u", ""),
+    "sem": _w("-j --id", "--jobs --id"),
 }
 # Run-a-tool subcommands: `bundle exec X`, `poetry run X`...
 SUBCOMMAND_WRAPPERS = {
@@ -412,6 +419,8 @@ def peel(argv: list[str]) -> tuple[list[str], bool]:
     with_arg, long_with_arg, skip, assignments = spec
     if name in ("nice",) and args and re.fullmatch(r"-\d+", args[0]):
         args = args[1:]
+    if name == "faketime" and any(a == "-f" or a.startswith("-f") for a in args[:2]):
+        skip = 0  # the time comes with -f: no timestamp operand
     if name in ("taskset",) and args and args[0] in ("-c", "--cpu-list"):
         args = args[1:]
     if name == "xargs":

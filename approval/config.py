@@ -52,6 +52,10 @@ class OperatorRule(_Strict):
     pattern: str | None = None
     name: str = ""
     reason: str = ""
+    # Examples checked when the config loads: commands the rule must match and must not match
+    # (by id: raise that rule; by pattern: the pattern found in the command or one of its segments).
+    match: list[str] = Field(default_factory=list)
+    not_match: list[str] = Field(default_factory=list)
 
     @field_validator("rule")
     @classmethod
@@ -72,6 +76,12 @@ class OperatorRule(_Strict):
     def _one_selector(self) -> "OperatorRule":
         if (self.rule is None) == (self.pattern is None):
             raise ValueError("an operator rule needs exactly one of `rule` (a rule id) or `pattern` (a regex)")
+        if self.match or self.not_match:
+            from .examples import check_operator_rule
+
+            bad = check_operator_rule(self.rule, self.compiled(), self.match, self.not_match)
+            if bad:
+                raise ValueError(f"operator rule {self.id}: its examples fail: " + "; ".join(bad))
         return self
 
     @property
@@ -110,6 +120,14 @@ class GateConfig(_Strict):
     rules: list[OperatorRule] = Field(default_factory=list)
     hardline: HardlineConfig = Field(default_factory=HardlineConfig)
     allow_interactive_pty: bool = False
+
+    @model_validator(mode="after")
+    def _rules_hold_their_examples(self) -> "GateConfig":
+        """The built-in rules load only if every one of their examples holds (once per process)."""
+        from .examples import verify
+
+        verify()
+        return self
 
     @model_validator(mode="after")
     def _no_allow_on_floor(self) -> "GateConfig":

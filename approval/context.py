@@ -14,6 +14,22 @@ import functools
 import posixpath
 from dataclasses import dataclass
 
+#: The most of a script the core reads for the gate; a longer one is not judged but asked about.
+MAX_SCRIPT_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class ScriptFile:
+    """A file the command runs as code (a script, a sourced file, a makefile…), as the core read it
+    from the task's backend.  ``text`` is its content, or None when it could not be judged; then
+    ``note`` says why: ``missing``, ``unreadable`` (not a regular file, no permission), ``too_big``
+    (over ``MAX_SCRIPT_BYTES``), ``binary`` (a compiled program: judged by name, as always) or
+    ``not_read`` (scripts nested too deeply for the core to follow)."""
+
+    path: str
+    text: str | None
+    note: str = ""
+
 
 @dataclass(frozen=True)
 class GateContext:
@@ -27,6 +43,9 @@ class GateContext:
     %q\n' "$PWD"; builtin export -p; builtin declare -f; builtin alias -p``, ``declare -p``
     lines welcome); aliases, functions and variables defined by earlier commands are then
     judged where they are used (see ``state.py``).
+    ``files``: the scripts the command runs, read from the task's backend by the core (it asks
+    ``needed_files`` which ones); each is judged as if it were inline.  A script the command runs
+    that is not listed is judged as before (by name only).
     """
 
     cwd: str = ""
@@ -34,6 +53,14 @@ class GateContext:
     home: str = ""
     protected: tuple[str, ...] = ()
     shell_state: str = ""
+    files: tuple[ScriptFile, ...] = ()
+
+    def file(self, path: str) -> ScriptFile | None:
+        """The read file at absolute ``path``, if the core passed it."""
+        for f in self.files:
+            if f.path == path:
+                return f
+        return None
 
     def normalized(self) -> "GateContext":
         """The same context with clean absolute paths (cached: the core passes equal contexts for a
@@ -48,7 +75,7 @@ class GateContext:
             return "/" + p.lstrip("/") if p.startswith("//") else p
 
         prot = tuple(q for q in (clean(p) for p in self.protected) if q and q != "/")
-        return GateContext(clean(self.cwd), clean(self.root), clean(self.home), prot, self.shell_state)
+        return GateContext(clean(self.cwd), clean(self.root), clean(self.home), prot, self.shell_state, self.files)
 
 
 @functools.lru_cache(maxsize=1024)

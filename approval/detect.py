@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 import logging
+import posixpath
+import re
 import shlex
 
 from . import inline
-from .context import CURRENT, GateContext
 from .commands import NETWORK_TOOLS, SHELLS, base_name, classify, interpreter_lang, unwrap
-from . import families  # noqa: F401  (registers handlers)
+from .context import CURRENT, GateContext, ScriptFile
 from .interactive import interactive_risk
 from .normalize import normalize
 from .parser import UNKNOWN, Cmd, Kinds, TooComplex, echo_output, parse
@@ -38,6 +38,9 @@ from .tools import (
     is_help,
     pattern_handler,
 )
+from .tools.handoff import ssh_local_code
+from .tools.remote import judge_script
+from .tools.system import _h_nsenter
 from .verdict import Decision, Verdict
 
 _log = logging.getLogger("executor.approval")
@@ -59,6 +62,7 @@ class Detector:
         self.state: ShellState | None = None
         self.state_env: dict[str, str] = {}
         self.expanding: list[tuple[str, ...]] = []  # aliases and function calls being followed
+        self.wanted: list[str] = []  # scripts the command runs that the context does not hold yet
         if context is not None and context.shell_state:
             self.state = read_state(context.shell_state)
             self.state_env = state_env(self.state, context.home)
@@ -109,6 +113,28 @@ class Detector:
         for f in self.script(code.replace(UNKNOWN, " "), ctx.depth + 1, env):
             self.add(ctx, f.rule, f.segment, f.reason)
 
+    def script_file(self, path: str, cmd: Cmd) -> ScriptFile | None:
+        """What the core read of a file the command runs as code (``bash f``, ``. f``, ``./f``…), or
+        None when there is no context, the path is not a file name the gate can know, or the core has
+        not read it yet (then it is recorded in ``wanted`` for ``needed_files``)."""
+        context = self.context
+        if context is None or not path or UNKNOWN in path or path in ("-",) or path.startswith(("/dev/", "/proc/")):
+            return None
+        if path == "~" or path.startswith("~/"):
+            if not context.home:
+                return None
+            path = context.home + path[1:]
+        base = cmd.cwd or context.cwd
+        if not path.startswith("/"):
+            if not base:
+                return None
+            path = posixpath.join(base, path)
+        path = posixpath.normpath(path)
+        found = context.file(path)
+        if found is None:
+            self.wanted.append(path)
+        return found
+
     # ---- per command
 
     def command(self, cmd: Cmd, ctx: Ctx) -> None:
@@ -127,6 +153,13 @@ class Detector:
             elif "decode" in k:
                 self.add(ctx, "decode_to_shell", cmd.text)
         argv, _ = unwrap(cmd.argv)
+        offset = len(cmd.argv) - len(argv)
+        for i in range(max(offset, 0)):  # wrappers that change where the command runs (or the shell they start)
+            wrapper = base_name(cmd.argv[i])
+            if wrapper == "nsenter":
+                _h_nsenter(self, "nsenter", cmd.argv[i + 1 : offset] or cmd.argv[i + 1 :], [], cmd, ctx)
+            elif wrapper in ("ssh", "autossh"):  # -o ProxyCommand=… runs here, whatever runs remotely
+                ssh_local_code(self, wrapper, cmd.argv[i + 1 :], cmd, ctx)
         if not argv:
             return
         name = base_name(argv[0])
@@ -138,13 +171,11 @@ class Detector:
                 self.add(ctx, "download_then_run", cmd.text)
             elif name in ctx.written:
                 self.payload(ctx, ctx.written[name], frozenset(), cmd.text)
+            elif not argv[0].startswith(_SYSTEM_PROGRAMS) and not (cmd.kinds and cmd.kinds[0]):
+                judge_script(self, argv[0], frozenset(), cmd, ctx, "exec")  # a script run by path: read it
         if is_help(name, args) or any(a in DRY_RUN for a in args):
             return
-        offset = len(cmd.argv) - len(argv)
         kinds = cmd.kinds[offset:] if offset >= 0 else cmd.kinds
-        for i in range(max(offset, 0)):  # wrappers that change where the command runs
-            if base_name(cmd.argv[i]) == "nsenter":
-                families._h_nsenter(self, "nsenter", cmd.argv[i + 1 : offset] or cmd.argv[i + 1 :], [], cmd, ctx)
         handler = HANDLERS.get(name)
         if handler is None:
             handler = pattern_handler(name)
@@ -346,11 +377,28 @@ def _to_verdicts(found: list[Found]) -> list[Verdict]:
     return out
 
 
+# Programs installed with the system: run by path they are the program of that name, not a script
+# of the task's (judged by name like any other).
+_SYSTEM_PROGRAMS = ("/usr/", "/bin/", "/sbin/", "/lib", "/opt/", "/snap/", "/nix/", "/System/", "/Library/")
+
 _THROTTLES = frozenset({"wait", "sleep", "break", "exit", "return", "read", "inotifywait", "usleep"})
 _KNOWN_NAMES = frozenset(HANDLERS) | SHELLS
 
 
 def _scan(command: str, context: GateContext | None = None) -> tuple[Verdict, ...]:
+    return _scan_full(command, context)[0]
+
+
+def needed_files(command: str, context: GateContext | None) -> tuple[str, ...]:
+    """The scripts ``command`` runs, sources or hands to an interpreter or tool (absolute paths in
+    the task's backend) that ``context.files`` does not hold yet: the core reads them and judges
+    again with them (pure; the scan it runs is the one the verdict then reuses from the cache)."""
+    if context is None:
+        return ()
+    return _scan_full(command, context)[1]
+
+
+def _scan_full(command: str, context: GateContext | None) -> tuple[tuple[Verdict, ...], tuple[str, ...]]:
     if context is not None:
         context = context.normalized()
         if context.shell_state and not context.cwd:
@@ -364,7 +412,7 @@ _scan.cache_clear = lambda: _scan_cached.cache_clear()  # type: ignore[attr-defi
 
 
 @functools.lru_cache(maxsize=2048)
-def _scan_cached(command: str, context: GateContext | None) -> tuple[Verdict, ...]:
+def _scan_cached(command: str, context: GateContext | None) -> tuple[tuple[Verdict, ...], tuple[str, ...]]:
     token = CURRENT.set(context)
     try:
         return _scan_uncached(command, context)
@@ -372,7 +420,7 @@ def _scan_cached(command: str, context: GateContext | None) -> tuple[Verdict, ..
         CURRENT.reset(token)
 
 
-def _scan_uncached(command: str, context: GateContext | None) -> tuple[Verdict, ...]:
+def _scan_uncached(command: str, context: GateContext | None) -> tuple[tuple[Verdict, ...], tuple[str, ...]]:
     text = normalize(command)
     if len(text) > MAX_INPUT:
         return (
@@ -382,9 +430,9 @@ def _scan_uncached(command: str, context: GateContext | None) -> tuple[Verdict, 
                 f"The command is {len(text)} characters long; the gate analyses at most {MAX_INPUT}.",
                 text[:200],
             ),
-        )
+        ), ()
     if not text.strip():
-        return ()
+        return (), ()
     d = Detector(context)
     try:
         found = d.script(text, 0)
@@ -396,11 +444,11 @@ def _scan_uncached(command: str, context: GateContext | None) -> tuple[Verdict, 
                 f"The command is too large or too deeply nested for the gate to analyse ({e.__class__.__name__}).",
                 text[:200],
             ),
-        )
+        ), ()
     except Exception:  # a bug in a rule must never let a command through or crash the daemon
         _log.exception("approval gate: analysis failed for %r", text[:200])
-        return (Verdict(Decision.ASK, "analysis_error", reason_for("analysis_error"), text[:200]),)
-    return tuple(_to_verdicts(found))
+        return (Verdict(Decision.ASK, "analysis_error", reason_for("analysis_error"), text[:200]),), ()
+    return tuple(_to_verdicts(found)), tuple(dict.fromkeys(d.wanted))
 
 
 def findings(command: str, context: GateContext | None = None) -> list[Verdict]:

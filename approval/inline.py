@@ -109,7 +109,7 @@ _DELETE_CALL = {
 }
 _KILL_CALL = {
     "python": re.compile(r"\bos\.(?:kill|killpg)\s*\(|\.kill\s*\(|psutil"),
-    "perl": re.compile(r"\bkill\b\s*\(?\s*['\"-]?\w"),
+    "perl": re.compile(r"\bkill\b\s*\(?\s*(?:['\"]{2}|['\"-]?\w)"),  # kill "", …: a literal signal name
     "ruby": re.compile(r"\bProcess\.kill\b"),
     "node": re.compile(r"\bprocess\.kill\s*\("),
     "php": re.compile(r"\bposix_kill\s*\("),
@@ -184,10 +184,11 @@ def code_findings(lang: str, code: str) -> list[CodeFinding]:
     if _FORK.search(bare) and _LOOP.search(bare) or _ENDLESS.search(bare) and _ASYNC_START.search(bare):
         out.append(CodeFinding("fork_bomb", "processes started in an endless loop"))
     if shell_call is not None:
+        spans = [m.span() for m in _STR.finditer(code)]
         for m in shell_call.finditer(code):
             token = m.group(0)
-            if token == "child_process":
-                continue
+            if token == "child_process" or any(a < m.start() < b - 1 for a, b in spans):
+                continue  # words inside a string literal are text: print("os.system(x)")
             if token == "`" or token.startswith(("%x", "qx")):
                 end = code.find("`" if token == "`" else _closer(token[-1]), m.end())
                 literal = code[m.end() : end] if end > 0 else None
@@ -198,10 +199,10 @@ def code_findings(lang: str, code: str) -> list[CodeFinding]:
                 literal = _call_literals(code, m.end() - 1 if token.endswith("(") else m.end())
             out.append(CodeFinding("inline_code_shell", token.strip(), shell=literal))
     delete = _DELETE_CALL.get(lang)
-    if delete is not None and (m := delete.search(code)):
+    if delete is not None and (m := delete.search(bare)):
         out.append(CodeFinding("inline_code_delete", m.group(0), shell=None))
     kill = _KILL_CALL.get(lang)
-    if kill is not None and (m := kill.search(code)):
+    if kill is not None and (m := kill.search(bare)):
         out.append(CodeFinding("inline_code_kill", m.group(0)))
     if _WRITE.search(code):
         for s in strings_in(code):

@@ -62,6 +62,7 @@ class Cmd:
     loop_forever: bool = False
     loop: int = 0  # id of the innermost endless loop holding it (0: none)
     fallback: bool = False  # produced by the error-tolerant tokenizer
+    procsub: str = ""  # "<" or ">": it runs inside a process substitution of that direction
 
     @property
     def segment(self) -> str:
@@ -245,6 +246,7 @@ class _Walker:
         self.extra_args: list[str] = []
         self.arrays: dict[str, list[str]] = {}
         self.stdin_kinds: Kinds = _NOKINDS
+        self.redirect_kinds: Kinds = _NOKINDS  # provenance of a ``< <( )`` stdin
 
     # ---- statements
 
@@ -380,6 +382,8 @@ class _Walker:
             targets.append(" ".join(f for f, _ in fields))
             herestring_kinds.extend(k for _, k in fields)
         op = "".join(ops)
+        if op == "<" and any("procsub" in k for k in herestring_kinds):  # sh < <(curl …): stdin from a program
+            self.redirect_kinds = self.redirect_kinds.union(*herestring_kinds)
         if t == "herestring_redirect":
             self.stdin_kinds = frozenset().union(*herestring_kinds) if herestring_kinds else _NOKINDS
             return " ".join(targets) + "\n"
@@ -455,9 +459,10 @@ class _Walker:
             function=self.func,
             loop_forever=self.forever,
             loop=self.loop,
-            stdin_kinds=self.stdin_kinds if stdin is not None else _NOKINDS,
+            stdin_kinds=(self.stdin_kinds if stdin is not None else _NOKINDS) | self.redirect_kinds,
         )
         self.stdin_kinds = _NOKINDS
+        self.redirect_kinds = _NOKINDS
         self.cmds.append(cmd)
         if argv and argv[0] in ("cd", "pushd"):
             self.change_dir(argv[1:])
@@ -663,6 +668,9 @@ class _Walker:
         if node.type == "process_substitution":
             kinds.add("procsub")
             value = "/dev/fd/63"
+            direction = ">" if self.text(node).startswith(">") else "<"
+            for cmd in inner:
+                cmd.procsub = cmd.procsub or direction
         return value, frozenset(kinds)
 
     # ---- words

@@ -125,9 +125,20 @@ HOME_SENSITIVE = frozenset(
 _PERSIST_HOME = re.compile(
     r"^~/(\.(bash_profile|bashrc|bash_login|bash_logout|bash_aliases|profile|zshrc|zshenv|zprofile|zlogin|zlogout"
     r"|kshrc|mkshrc|cshrc|tcshrc|login|xinitrc|xprofile|xsession|xsessionrc|pam_environment)"
-    r"|\.ssh/(authorized_keys2?|rc|environment)"
-    r"|\.config/(fish/(config\.fish|conf\.d/.*)|autostart/.*|systemd/user/.*|environment\.d/.*)"
-    r"|\.local/share/systemd/user/.*|Library/LaunchAgents/.*)$"
+    r"|\.ssh/(authorized_keys2?|rc|environment|config)"
+    r"|\.config/(fish/(config\.fish|conf\.d/.*)|autostart(/.*)?|systemd/user(/.*)?|environment\.d/.*)"
+    r"|\.local/share/systemd/user(/.*)?|Library/LaunchAgents(/.*)?"
+    # settings whose values run code or choose where code comes from: git aliases/pagers/hooks,
+    # package registries and indexes
+    r"|\.gitconfig|\.config/git/config|\.npmrc|\.yarnrc(\.yml)?|\.bunfig\.toml|\.pip/pip\.conf"
+    r"|\.config/pip/pip\.conf|\.pydistutils\.cfg|\.condarc|\.gemrc|\.cargo/config(\.toml)?"
+    # shims: directories that come first on PATH
+    r"|bin(/.*)?|\.local/bin(/.*)?)$"
+)
+# Anywhere: git hooks, and files Python runs at every start (``.pth`` lines beginning with ``import``,
+# ``usercustomize``/``sitecustomize``).
+_PERSIST_ANYWHERE = re.compile(
+    r"(?:^|/)(?:\.git/hooks(?:/.*)?|(?:site|dist)-packages/[^/]*\.pth|(?:user|site)customize\.py)$"
 )
 _PERSIST_SYSTEM = re.compile(
     r"^/(etc/(sudoers(\.d(/.*)?)?|profile(\.d(/.*)?)?|bash\.bashrc|bashrc|zsh/.*|zshrc|zshenv|zprofile|environment"
@@ -138,6 +149,7 @@ _PERSIST_SYSTEM = re.compile(
 _PERSIST_HOME_NAMES = {
     ".bash_profile", ".bashrc", ".bash_login", ".bash_logout", ".bash_aliases", ".profile", ".zshrc", ".zshenv",
     ".zprofile", ".zlogin", ".kshrc", ".cshrc", ".tcshrc", ".login", ".xinitrc", ".xprofile", ".pam_environment",
+    ".gitconfig", ".npmrc", ".yarnrc", ".condarc", ".gemrc",
 }
 BLOCK_DEVICE = re.compile(
     r"^/dev/(sd[a-z]+\d*|hd[a-z]+\d*|vd[a-z]+\d*|xvd[a-z]+\d*|nvme\d+(n\d+)?(p\d+)?|mmcblk\d+(p\d+)?|md\d+|md/.+"
@@ -395,7 +407,7 @@ def _write_class_norm(p: str) -> str:
         return "other"
     if p == "/proc/sysrq-trigger":
         return "sysrq"
-    if _PERSIST_HOME.match(p) or _PERSIST_SYSTEM.match(p):
+    if _PERSIST_HOME.match(p) or _PERSIST_SYSTEM.match(p) or _PERSIST_ANYWHERE.search(p):
         return "persist"
     if p.startswith("/") and any(p == w or p.startswith(w + "/") for w in WRITE_PROTECTED):
         if p.startswith("/proc/") and not p.startswith("/proc/sys"):

@@ -83,6 +83,17 @@ _RULES: tuple[Rule, ...] = (
     Rule("inline_code_delete", "inline", "Inline interpreter code deletes files."),
     Rule("inline_code_kill", "inline", "Inline interpreter code kills processes."),
     Rule("inline_code_shell", "inline", "Inline interpreter code runs shell commands the gate cannot see."),
+    Rule(
+        "script_unread",
+        "remote",
+        "Runs a script the gate could not read from the task's backend (missing, unreadable or too big).",
+    ),
+    Rule(
+        "code_handoff",
+        "remote",
+        "Hands shell code the gate cannot read to a program that runs it (sed e, a hooks directory, a makefile or"
+        " commands from live input, a shell behind >( )).",
+    ),
     # data
     Rule("sql_destructive", "data", "Destructive SQL: drops or truncates data, or deletes/updates every row."),
     Rule("db_drop", "data", "Drops a whole database."),

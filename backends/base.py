@@ -209,6 +209,52 @@ class Process(abc.ABC):
         """Release client-side resources (sockets, channels). Does not signal."""
 
 
+# Reads the files the gate asks for: for each path a header "<status> <size>" and, for "ok", exactly
+# <size> bytes. Never opens what is not a regular file (a FIFO would block, a device would not end).
+READ_SCRIPTS = r"""
+max=$1; shift
+for p do
+  if [ ! -e "$p" ] && [ ! -L "$p" ]; then echo "missing 0"; continue; fi
+  if [ ! -f "$p" ] || [ ! -r "$p" ]; then echo "unreadable 0"; continue; fi
+  magic=$(head -c 4 -- "$p" 2>/dev/null | od -An -tx1 | tr -d ' \n')
+  case $magic in
+    7f454c46|cffaedfe|cefaedfe|feedface|feedfacf|cafebabe|4d5a*) echo "binary 0"; continue;;
+  esac
+  n=$(wc -c < "$p" | tr -d ' ')
+  if [ "$n" -gt "$max" ]; then echo "too_big $n"; continue; fi
+  echo "ok $n"; head -c "$n" -- "$p"
+done
+"""
+
+
+def parse_read_scripts(paths: Sequence[str], data: bytes) -> list[tuple[str, bytes | None, str]]:
+    """Parse ``READ_SCRIPTS`` output; anything that does not parse (a file that changed while it was
+    read) makes every file unreadable, so the gate asks rather than judging half a script."""
+    out: list[tuple[str, bytes | None, str]] = []
+    pos = 0
+    try:
+        for p in paths:
+            nl = data.index(b"\n", pos)
+            status, size = data[pos:nl].decode("ascii").split()
+            pos = nl + 1
+            if status == "ok":
+                n = int(size)
+                content = data[pos:pos + n]
+                if len(content) != n:
+                    raise ValueError("short read")
+                pos += n
+                out.append((p, content, ""))
+            elif status in ("missing", "unreadable", "too_big", "binary"):
+                out.append((p, None, status))
+            else:
+                raise ValueError(status)
+        if pos != len(data):
+            raise ValueError("trailing bytes")
+    except ValueError:
+        return [(p, None, "unreadable") for p in paths]
+    return out
+
+
 class Sandbox(abc.ABC):
     """One task's place in a backend: a directory where processes run."""
 
@@ -294,6 +340,30 @@ class Sandbox(abc.ABC):
         answers = await self.resolve_paths([root, *absolute])
         real_root = answers[0]
         return [(_check_inside(root, real_root, asked, got, what), got) for asked, got in zip(paths, answers[1:])]
+
+    # scripts read for the gate --------------------------------------------------
+    async def read_scripts(self, paths: Sequence[str], max_bytes: int) -> list[tuple[str, bytes | None, str]]:
+        """Read small files the approval gate judges (the scripts a command runs), in one round trip.
+
+        For each absolute path: ``(path, content, "")`` for a regular readable file of at most
+        ``max_bytes``, else ``(path, None, why)`` with ``why`` one of ``missing``, ``unreadable``
+        (not a regular file, no permission), ``too_big``, ``binary`` (an executable format: ELF,
+        Mach-O, PE). Read inside the sandbox as its commands would read them; a FIFO or device is
+        never opened. The default runs ``READ_SCRIPTS`` through ``spawn_helper``."""
+        if not paths:
+            return []
+        proc = await self.spawn_helper(["/bin/sh", "-c", READ_SCRIPTS, "executor-read", str(max_bytes), *paths],
+                                       cwd="/", env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
+        out = asyncio.ensure_future(read_all(proc.stdout))
+        err = asyncio.ensure_future(read_all(proc.stderr)) if proc.stderr is not None else None
+        await proc.close_stdin()
+        code = await proc.wait()
+        stdout = await out
+        if err is not None:
+            await err
+        if code != 0:
+            return [(p, None, "unreadable") for p in paths]
+        return parse_read_scripts(paths, stdout)
 
     # archives -----------------------------------------------------------------
     async def put_archive(self, path: str, data: AsyncIterator[bytes]) -> None:

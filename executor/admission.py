@@ -18,13 +18,16 @@ entry point cannot start a command it did not admit, by construction rather than
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 
 import posixpath
 
-from executor.approval import Decision, GateContext, Verdict, interactive_risk
+from executor.approval import (MAX_SCRIPT_BYTES, Decision, GateContext, ScriptFile, Verdict, interactive_risk,
+                               needed_files)
 from executor.approvals import Approvals, Authorization, Pending
 from executor.backends.base import Backend, PtySize
 from executor.config import Config
@@ -36,7 +39,11 @@ from executor.tasks import TaskManager, check_task_id
 __all__ = ["Admission", "Admitted", "Caller", "Entry", "ExecParams", "PtyOpenParams", "Refused", "Request",
            "StartParams", "pty_size"]
 
+log = logging.getLogger("executor.admission")
+
 MAX_DIMENSION = 10000
+MAX_SCRIPT_ROUNDS = 4  # scripts sourcing scripts: levels the core reads for the gate
+MAX_SCRIPTS = 32  # files read for one command
 DEFAULT_SIZE = PtySize(24, 80)
 
 
@@ -119,8 +126,10 @@ class Request:
     interactive: str | None = None
     #: The text the gate judges: the command, plus Exec's stdin when the program runs its input.
     judged: str = ""
-    #: Where the task is, for relative paths (set by the core from the task before the verdict).
+    #: Where the task is, for relative paths (set by the core from the task before the verdict),
+    #: with the scripts the command runs read from the backend (``Admission.prepare``).
     context: GateContext | None = None
+    located: bool = False
 
     @property
     def shown(self) -> str:
@@ -172,9 +181,49 @@ class Admission:
         self.protected = protected  # paths judged like system paths wherever a task is (the state dir)
         self._contexts: dict[str, tuple[str, str, GateContext]] = {}  # task -> (cwd, state, its context)
 
+    async def prepare(self, req: Request) -> None:
+        """Where the task is (``_locate``), and the scripts the command runs, read from the task's
+        backend for the gate: it names them (``needed_files``, pure), the sandbox reads them in one
+        round trip, and the gate judges their contents as if inline. Scripts that source scripts are
+        followed ``MAX_SCRIPT_ROUNDS`` levels; what is left, or cannot be read, is judged unread (asks).
+        A command that runs no script costs one cached lookup."""
+        self._locate(req)
+        context = req.context
+        if context is None:
+            return
+        task = self.tasks.get(req.task_id)
+        sandbox = task.sandbox if task is not None else None
+        for _ in range(MAX_SCRIPT_ROUNDS):
+            wanted = needed_files(req.judged, context)
+            if not wanted:
+                return
+            files = [ScriptFile(p, None, "not_read") for p in wanted[MAX_SCRIPTS:]]
+            wanted = wanted[:MAX_SCRIPTS]
+            try:
+                if sandbox is None:
+                    raise LookupError("the task has no sandbox")
+                read = await sandbox.read_scripts(wanted, MAX_SCRIPT_BYTES)
+            except Exception as exc:  # unreadable scripts are asked about, never run unjudged
+                log.info("reading scripts for the gate failed on task %s: %s", req.task_id, exc)
+                read = [(p, None, "unreadable") for p in wanted]
+            for path, data, why in read:
+                if data is not None and b"\0" in data:
+                    files.append(ScriptFile(path, None, "binary"))
+                elif data is not None:
+                    files.append(ScriptFile(path, data.decode("utf-8", "replace")))
+                else:
+                    files.append(ScriptFile(path, None, why or "unreadable"))
+            context = dataclasses.replace(context, files=context.files + tuple(files))
+            req.context = context
+        wanted = needed_files(req.judged, context)
+        if wanted:
+            req.context = dataclasses.replace(
+                context, files=context.files + tuple(ScriptFile(p, None, "not_read") for p in wanted))
+
     def _locate(self, req: Request) -> None:
         """Give the gate the task's place: its cwd, its directory, its HOME, and what to protect
         (the daemon's state dir, and the directory holding every task's directory: the others')."""
+        req.located = True
         task = self.tasks.get(req.task_id)
         if task is None or task.sandbox is None or task.backend_name != req.backend:
             return
@@ -288,8 +337,10 @@ class Admission:
 
     def verdict(self, req: Request) -> Verdict:
         """What the gate says of this request right now (no human asked, nothing recorded), judged
-        where the task is: relative paths against its cwd, its directory and its HOME."""
-        self._locate(req)
+        where the task is: relative paths against its cwd, its directory and its HOME (and, after
+        ``prepare``, with the scripts it runs read from the backend)."""
+        if not req.located:
+            self._locate(req)
         return self.approvals.check(req.judged, task_id=req.task_id, backend=req.backend, interactive=req.interactive,
                                     context=req.context)
 
@@ -306,6 +357,7 @@ class Admission:
         """Settle a request: ``ApprovalNeeded`` while a human is asked, then ``Admitted`` or ``Refused``.
         Cancelling the consumer withdraws the pending approval."""
         if verdict is None:
+            await self.prepare(req)
             verdict = self.verdict(req)
         if verdict.decision is not Decision.ASK:
             yield self.settle_now(req, verdict, caller)

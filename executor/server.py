@@ -175,7 +175,7 @@ class Servicer(pb_grpc.ExecutorServicer):
     async def CheckCommand(self, request, context):
         await self.auth.caller(context, "exec")
         try:
-            v = self.core.check_command(request.command, request.task_id, request.backend)
+            v = await self.core.check_command(request.command, request.task_id, request.backend)
         except CoreError as exc:
             await _abort(context, exc)
         return pb.Verdict(decision=GATE_DECISION[v.decision], rule=v.rule, reason=v.reason, segment=v.segment)

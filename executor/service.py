@@ -190,6 +190,7 @@ class Executor:
 
         # Admission: every command passes the gate before it reaches a backend.
         g0 = time.monotonic()
+        await self.admission.prepare(req)
         verdict = self.admission.verdict(req)
         if verdict.decision is Decision.ASK:
             yield started
@@ -387,13 +388,15 @@ class Executor:
 
     # -- the gate ------------------------------------------------------------------------
 
-    def check_command(self, command: str, task_id: str = "", backend: str = "") -> Verdict:
-        """CheckCommand: what Exec of ``command`` on this task and backend would be judged now."""
+    async def check_command(self, command: str, task_id: str = "", backend: str = "") -> Verdict:
+        """CheckCommand: what Exec of ``command`` on this task and backend would be judged now (the
+        same admission path: the task's place, its shell's state, the scripts it runs read from it)."""
         if task_id:
             task = self.tasks.get(task_id)
             if not backend and task is not None:
                 backend = task.backend_name
             req = self.admission.exec_request(ExecParams(task_id=task_id, command=command, backend=backend))
+            await self.admission.prepare(req)
             return self.admission.verdict(req)
         # No task: judged as a first command on the backend (no task's session approvals).
         self.admission.exec_request(ExecParams(task_id="check", command=command, backend=backend))

@@ -136,3 +136,35 @@ def test_own_corpus_recall_and_false_positives() -> None:
     false_positives = [r for r in allow if _flagged(r[3])]
     assert len(block) - len(missed) >= 0.97 * len(block), missed
     assert len(false_positives) <= 0.03 * len(allow), false_positives
+
+
+def _heldout(name: str) -> list[tuple[str, str, str]]:
+
+    rows = []
+    for line in (REPO / "tests" / "data" / name).read_text(encoding="utf-8").splitlines():
+        if line.startswith(("#", "expect\t")) or not line.strip():
+            continue
+        expect, _cat, _tech, ctx, cmd = line.split("\t", 4)
+        rows.append((expect, ctx, _decode(cmd)))
+    return rows
+
+
+@pytest.mark.parametrize(("name", "recall", "false_positives"),
+                         [("gate_heldout.tsv", 0.97, 0.03), ("gate_heldout2.tsv", 0.90, 0.05),
+                          ("gate_heldout3.tsv", 0.95, 0.05)])
+def test_held_out_sets_keep_their_scores(name: str, recall: float, false_positives: float) -> None:
+    """Rows written apart from the rules (see each file's header for when); kept at the issue's targets."""
+    from executor.approval import GateContext
+
+    def ctx(s: str) -> GateContext | None:
+        if not s:
+            return None
+        d = dict(kv.split("=", 1) for kv in s.split(";"))
+        return GateContext(cwd=d.get("cwd", ""), root=d.get("root", ""), home=d.get("home", ""),
+                           protected=tuple(p for p in d.get("protected", "").split(":") if p))
+
+    rows = _heldout(name)
+    block = [analyze(c, context=ctx(x)).decision is not Decision.ALLOW for e, x, c in rows if e == "block"]
+    allow = [analyze(c, context=ctx(x)).decision is not Decision.ALLOW for e, x, c in rows if e == "allow"]
+    assert sum(block) >= recall * len(block), f"{name}: recall {sum(block)}/{len(block)}"
+    assert sum(allow) <= false_positives * len(allow), f"{name}: {sum(allow)}/{len(allow)} allow rows flagged"

@@ -292,3 +292,43 @@ def test_definitions_from_earlier_execs_are_judged(client, task):
     client.run(task, "alias ll='ls -la'; build() { echo building; }")
     assert client.check_command("ll", task_id=task).decision == pb.GATE_DECISION_ALLOW
     assert b"building" in via_exec(client, task, "build").output
+
+
+# -- scripts read from the backend --------------------------------------------------------------------
+
+# Harmless if the gate failed: the glob matches nothing, and /usr is not the task's to write.
+_DANGEROUS_SCRIPT = "#!/bin/sh\\nrm -rf /usr/executor-conformance-nothing-here*\\n"
+
+
+@pytest.mark.parametrize("how", ["bash {f}", "sh {f}", ". ./{f}", "source {f}", "./{f}", "timeout 20 bash ./{f}"])
+def test_a_script_written_by_an_earlier_exec_is_read_and_judged(client, task, entry, how):
+    """A script the command runs is read from the task's backend and judged as if inline: written in
+    one Exec (harmless: it only writes a file), run in the next through every entry point, it is asked
+    about (nobody answers: refused) for what it holds; CheckCommand on the task says the same."""
+    wrote = client.run(task, f"printf '{_DANGEROUS_SCRIPT}' > danger.sh && chmod +x danger.sh")
+    assert wrote.exit.status == pb.EXIT_STATUS_COMPLETED, wrote.exit
+    command = how.format(f="danger.sh")
+    checked = client.check_command(command, task_id=task)
+    assert (checked.decision, checked.rule) == (pb.GATE_DECISION_ASK, "rm_system_path"), checked
+    outcome = entry(client, task, command, timeout=20)
+    assert outcome.refused, outcome
+    if entry.entry in ("exec", "run"):  # a terminal also asks about the shell itself (interactive_shell)
+        assert outcome.rule == "rm_system_path" or "rm_system_path" in outcome.message, outcome
+
+
+def test_a_harmless_script_runs_and_an_unreadable_one_is_asked_about(client, task):
+    wrote = client.run(task, "printf '#!/bin/sh\\necho script-ran-fine\\n' > fine.sh && chmod +x fine.sh && "
+                             "mkdir -p sub && printf 'echo nested-ran\\n' > sub/inner.sh && "
+                             "printf '. ./sub/inner.sh\\n' > outer.sh")
+    assert wrote.exit.status == pb.EXIT_STATUS_COMPLETED, wrote.exit
+    for command in ("bash fine.sh", "./fine.sh", ". ./fine.sh", "bash outer.sh"):
+        assert client.check_command(command, task_id=task).decision == pb.GATE_DECISION_ALLOW, command
+    assert b"script-ran-fine" in via_exec(client, task, "bash fine.sh").output
+    assert b"nested-ran" in via_exec(client, task, "bash outer.sh").output
+    # A sourced script that turns dangerous later is read again (its text is part of the verdict).
+    client.run(task, f"printf '{_DANGEROUS_SCRIPT}' > sub/inner.sh")
+    assert client.check_command("bash outer.sh", task_id=task).rule == "rm_system_path"
+    missing = client.check_command("bash executor-no-such-script.sh", task_id=task)
+    assert (missing.decision, missing.rule) == (pb.GATE_DECISION_ASK, "script_unread"), missing
+    client.run(task, "mkfifo pipe.sh")
+    assert client.check_command("bash pipe.sh", task_id=task).rule == "script_unread"  # never opened

@@ -1,0 +1,565 @@
+"""Containers, clusters and clouds: mass container/volume deletion, Kubernetes deletes, drains and
+scale-to-zero, Helm uninstalls, cluster tools, infrastructure-as-code destroy, cloud CLIs'
+delete verbs, VM destruction; the command behind ``docker exec``/``kubectl exec`` and host
+bind mounts of ``docker run`` mapped back to the host path.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from ..commands import (
+    base_name,
+    split_options,
+    unwrap,
+)
+from ..parser import UNKNOWN, Cmd, Kinds
+from ..paths import delete_class, glob_regex
+from .base import Ctx, Examples, _inner, _opt_value, also, handles
+
+if TYPE_CHECKING:
+    from ..detect import Detector
+
+
+# -- containers, clusters, clouds
+
+
+@handles("docker", "podman", "nerdctl", "docker-compose", "podman-compose", "finch", "lima-nerdctl", "crictl", "ctr")
+def _h_docker(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Bulk deletes of containers, volumes and images (``system prune``, ``volume prune``, ``rm $(docker ps -aq)``,
+    ``compose down -v``): they remove state other work depends on, and cannot be undone."""
+    _, ops = split_options(
+        args,
+        {
+            "-H",
+            "--host",
+            "--context",
+            "-c",
+            "--config",
+            "-f",
+            "--file",
+            "-p",
+            "--project-name",
+            "--env-file",
+            "--profile",
+            "--log-level",
+            "-l",
+            "--project-directory",
+            "--namespace",
+            "-n",
+            "--address",
+            "-a",
+        },
+    )
+    words = ops
+    if words[:1] == ["compose"]:
+        words = words[1:]
+        name = "docker-compose"
+    if name in ("docker-compose", "podman-compose"):
+        if words[:1] == ["down"] and any(a in ("-v", "--volumes", "--rmi") for a in args):
+            d.add(ctx, "container_mass_delete", cmd.text, "compose down -v deletes the project's volumes.")
+        return
+    if name == "crictl":
+        if words[:1] and words[0] in ("rm", "rmi", "rmp") and any(a in ("-a", "--all", "--prune") for a in args):
+            d.add(ctx, "container_mass_delete", cmd.text)
+        return
+    if (
+        len(words) >= 2
+        and words[1] == "prune"
+        and words[0] in ("system", "container", "volume", "image", "network", "builder", "buildx")
+    ):
+        if words[0] in ("system", "container", "volume") or (
+            words[0] == "image" and any(a in ("-a", "--all") for a in args)
+        ):
+            d.add(ctx, "container_mass_delete", cmd.text, f"{name} {words[0]} prune deletes {words[0]}s in bulk.")
+        return
+    if (
+        words[:2] == ["system", "reset"]
+        or words[:1] == ["rm"]
+        and "--all" in args
+        or words[:2] in (["volume", "rm"], ["container", "rm"])
+        and "--all" in args
+    ):
+        d.add(ctx, "container_mass_delete", cmd.text)
+        return
+    if (
+        words[:1]
+        and words[0] in ("rm", "rmi", "kill", "stop")
+        or words[:2]
+        in (
+            ["volume", "rm"],
+            ["container", "rm"],
+            ["image", "rm"],
+            ["container", "kill"],
+            ["container", "stop"],
+            ["network", "rm"],
+        )
+    ):
+        if any("mass" in k for k in kinds) or _fed_by_listing(cmd):
+            d.add(ctx, "container_mass_delete", cmd.text, "Deletes every container, image or volume listed.")
+
+
+def _fed_by_listing(cmd: Cmd) -> bool:
+    for g in cmd.upstream[-1:]:
+        for m in g:
+            a = unwrap(m.argv)[0]
+            if (
+                a
+                and base_name(a[0]) in ("docker", "podman", "nerdctl")
+                and any(x in ("-q", "--quiet", "-aq", "-qa") for x in a)
+                and not any(x.startswith(("--filter", "-f")) for x in a)
+            ):
+                return True
+    return False
+
+
+@handles("kubectl", "oc", "k", "microk8s.kubectl", "kubecolor")
+def _h_kubectl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``kubectl delete`` of namespaces, nodes, ``--all`` or every resource of a kind: a cluster emptied in one line."""
+    _, ops = split_options(
+        args,
+        {
+            "-n",
+            "--namespace",
+            "--context",
+            "--cluster",
+            "--kubeconfig",
+            "-l",
+            "--selector",
+            "-f",
+            "--filename",
+            "-o",
+            "--output",
+            "--user",
+            "-s",
+            "--server",
+            "--field-selector",
+            "--grace-period",
+            "--timeout",
+            "-c",
+            "--container",
+            "--cascade",
+            "--token",
+        },
+    )
+    if not ops or ops[0] != "delete":
+        return
+    res = ops[1] if len(ops) > 1 else ""
+    everything = any(a in ("--all", "-A", "--all-namespaces") for a in args) or "all" in ops[1:2]
+    if everything or res.split("/")[0] in (
+        "namespace",
+        "namespaces",
+        "ns",
+        "node",
+        "nodes",
+        "no",
+        "pv",
+        "persistentvolume",
+        "persistentvolumes",
+        "crd",
+        "crds",
+        "customresourcedefinition",
+        "customresourcedefinitions",
+        "clusterrole",
+        "clusterroles",
+    ):
+        d.add(ctx, "cluster_delete", cmd.text, f"kubectl delete {res} removes a namespace or every resource of a kind.")
+
+
+@handles(
+    "kind",
+    "k3d",
+    "eksctl",
+    "kops",
+    "minikube",
+    "kubeadm",
+    "microk8s",
+    "talosctl",
+    "k0s",
+    "k3s-uninstall.sh",
+    "rke",
+    "rke2-uninstall.sh",
+    "ctlptl",
+    "vcluster",
+    "clusterctl",
+    "helm",
+    "k9s",
+    "argocd",
+    "kubefed",
+)
+def _h_cluster(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Cluster tools' delete/reset verbs (``kind/k3d/eksctl/kops delete cluster``, ``minikube delete``,
+    ``kubeadm reset``): the whole cluster goes."""
+    ops = [a for a in args if not a.startswith("-")]
+    hit = False
+    if name in ("kind", "k3d", "eksctl", "kops", "ctlptl", "vcluster", "clusterctl"):
+        hit = (
+            "delete" in ops[:2]
+            and (any(w in ("cluster", "clusters") for w in ops[:3]) or name in ("vcluster", "ctlptl", "clusterctl"))
+            or (name == "clusterctl" and "delete" in ops)
+        )
+    elif name == "minikube":
+        hit = ops[:1] == ["delete"]
+    elif name in ("kubeadm", "microk8s", "talosctl", "k0s"):
+        hit = ops[:1] == ["reset"]
+    elif name in ("k3s-uninstall.sh", "rke2-uninstall.sh"):
+        hit = True
+    elif name == "helm":
+        hit = ops[:1] in (["uninstall"], ["delete"]) and any(a in ("--all",) for a in args)
+    elif name == "argocd":
+        hit = ops[:2] in (["app", "delete"], ["cluster", "rm"]) and "--all" in args
+    if hit:
+        d.add(ctx, "cluster_delete", cmd.text, f"{name} {' '.join(ops[:2])} deletes a cluster.")
+
+
+@handles(
+    "terraform",
+    "tofu",
+    "opentofu",
+    "terragrunt",
+    "pulumi",
+    "cdk",
+    "cdktf",
+    "serverless",
+    "sls",
+    "sam",
+    "azd",
+    "copilot",
+    "juju",
+    "sst",
+    "amplify",
+    "cdk8s",
+    "tf",
+    "terramate",
+    "atmos",
+    "ansible-playbook-destroy",
+)
+def _h_iac(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Infrastructure-as-code destroy (``terraform destroy``, ``apply -destroy``, ``pulumi destroy``,
+    ``serverless remove``): every resource the stack manages is deleted."""
+    ops = [a for a in args if not a.startswith("-")]
+    hit = "destroy" in ops[:3] or (
+        name in ("terraform", "tofu", "opentofu", "terragrunt", "tf") and "apply" in ops[:2] and "-destroy" in args
+    )
+    hit = (
+        hit
+        or (name == "pulumi" and (ops[:1] == ["down"] or ops[:2] == ["stack", "rm"]))
+        or (name in ("serverless", "sls") and ops[:1] == ["remove"])
+    )
+    hit = (
+        hit
+        or (name in ("sam", "copilot", "amplify") and "delete" in ops[:3])
+        or (name == "azd" and ops[:1] == ["down"])
+    )
+    hit = (
+        hit
+        or (
+            name == "juju"
+            and any(
+                w.startswith(("destroy-", "kill-controller", "remove-"))
+                and w in ("destroy-model", "destroy-controller", "kill-controller")
+                for w in ops[:1]
+            )
+        )
+        or (name == "sst" and ops[:1] == ["remove"])
+    )
+    if hit:
+        d.add(ctx, "infra_destroy", cmd.text, f"{name} destroys every resource of the stack.")
+
+
+_CLOUD_VERB = re.compile(
+    r"^(?:delete|destroy|terminate|purge|rb|remove|delete-\S+|terminate-\S+|destroy-\S+|remove-\S+|apps:destroy|pg:reset|[a-z-]+:destroy|[a-z-]+:delete|deprovision)$"
+)
+
+
+@handles(
+    "aws",
+    "gcloud",
+    "az",
+    "gsutil",
+    "doctl",
+    "hcloud",
+    "linode-cli",
+    "vultr-cli",
+    "scw",
+    "oci",
+    "ibmcloud",
+    "heroku",
+    "fly",
+    "flyctl",
+    "openstack",
+    "exo",
+    "upcloud",
+    "civo",
+    "vercel",
+    "netlify",
+    "railway",
+    "render",
+    "aliyun",
+    "tccli",
+    "yc",
+    "s3cmd",
+    "rclone",
+    "gcs",
+    "mc",
+    "b2",
+    "azcopy",
+    "supabase",
+    "neonctl",
+    "planetscale",
+    "pscale",
+    # turso: owned by the SQL handler (data.py)
+    "wrangler",
+    "firebase",
+    "qm",
+    "pct",
+    "virsh",
+    "VBoxManage",
+    "vboxmanage",
+    "multipass",
+    "prlctl",
+    "lxc",
+    "incus",
+    "vagrant",
+    "utmctl",
+    "xl",
+)
+def _h_cloud(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Cloud CLIs' delete/terminate verbs (``aws s3 rb``, ``s3 rm --recursive``, ``ec2 terminate-instances``,
+    ``gcloud … delete``, ``gsutil rm -r``) and VM tools' destroy verbs (``qm destroy``, ``virsh undefine
+    --remove-all-storage``, ``vagrant destroy``)."""
+    ops = [a for a in args if not a.startswith("-")]
+    rec = any(a in ("--recursive", "-r", "-R", "--force", "-rf") for a in args)
+    if name in ("qm", "pct"):
+        if ops[:1] and len(ops[0]) >= 3 and "destroy".startswith(ops[0]):
+            d.add(ctx, "vm_destroy", cmd.text)
+        return
+    if name == "virsh":
+        if (
+            ops[:1] == ["undefine"]
+            and any(a.startswith(("--remove-all-storage", "--storage", "--wipe-storage")) for a in args)
+            or ops[:1] in (["pool-delete"], ["vol-wipe"], ["pool-undefine"])
+        ):
+            d.add(ctx, "vm_destroy", cmd.text)
+        return
+    if name.lower() == "vboxmanage":
+        if ops[:1] == ["unregistervm"] and any(a.startswith("--delete") for a in args):
+            d.add(ctx, "vm_destroy", cmd.text)
+        return
+    if name == "multipass":
+        if ops[:1] == ["delete"] and any(a in ("--purge", "-p", "--all") for a in args) or ops[:1] == ["purge"]:
+            d.add(ctx, "vm_destroy", cmd.text)
+        return
+    if name == "vagrant":
+        if ops[:1] == ["destroy"]:
+            d.add(ctx, "vm_destroy", cmd.text)
+        return
+    if name in ("prlctl", "utmctl", "xl", "lxc", "incus"):
+        return
+    if name == "aws":
+        if ops[:2] == ["s3", "rb"] or (ops[:2] == ["s3", "rm"] and rec):
+            d.add(ctx, "cloud_delete", cmd.text, "Deletes an S3 bucket or every object under a prefix.")
+        elif len(ops) >= 2 and _CLOUD_VERB.match(ops[1]) and ops[0] != "s3":
+            d.add(ctx, "cloud_delete", cmd.text, f"aws {ops[0]} {ops[1]} deletes cloud resources.")
+        return
+    if name == "rclone" and any(a in ("-n", "--dry-run", "-i", "--interactive") for a in args):
+        return
+    if name in ("gsutil", "s3cmd", "gcs", "mc", "b2", "azcopy", "rclone"):
+        if (
+            any(w in ("rb", "purge", "rmdir") for w in ops[:2])
+            or (any(w in ("rm", "del", "remove", "delete") for w in ops[:2]) and rec)
+            or (name == "rclone" and ops[:1] in (["purge"], ["delete"], ["deletefile"]) and ops[:1] != ["deletefile"])
+        ):
+            d.add(ctx, "cloud_delete", cmd.text, f"{name} deletes a bucket or everything under a prefix.")
+        return
+    if any(_CLOUD_VERB.match(w) for w in ops[:5]) or (
+        rec and any(w in ("rm", "rb") for w in ops[:3]) and name in ("gcloud", "az", "bq", "oci", "ibmcloud", "scw")
+    ):
+        d.add(ctx, "cloud_delete", cmd.text, f"{name} {' '.join(ops[:4])} deletes cloud resources.")
+
+
+# -- clusters
+
+
+_KUBE_WITH_ARG = {
+    "-n", "--namespace", "--context", "--cluster", "--kubeconfig", "-l", "--selector", "-f", "--filename", "-o",
+    "--output", "--user", "-s", "--server", "--field-selector", "--grace-period", "--timeout", "-c", "--container",
+    "--cascade", "--token", "--replicas", "--as", "--request-timeout", "--pod-running-timeout",
+}
+
+
+@also("kubectl", "oc", "k", "microk8s.kubectl", "kubecolor")
+def _h_kube_more(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``scale --replicas=0``, ``drain``, and the command behind ``exec``/``debug`` (judged too).
+
+    must match: ``kubectl -n prod scale --replicas=0 deploy/db``, ``kubectl drain node-1``,
+    ``kubectl exec db -- psql -c 'DROP DATABASE x'``; must not: ``kubectl scale --replicas=3 deploy/x``,
+    ``kubectl exec db -- psql -c 'SELECT 1'``, ``kubectl cordon node-1``."""
+    if "--" in args:
+        head, tail = args[: args.index("--")], args[args.index("--") + 1 :]
+    else:
+        head, tail = args, []
+    opts, ops = split_options(head, _KUBE_WITH_ARG)
+    if not ops:
+        return
+    verb = ops[0]
+    if verb == "scale":
+        reps = _opt_value(opts, "", "--replicas")
+        if any(r.strip() in ("0", "00") or UNKNOWN in r for r in reps):
+            d.add(ctx, "workload_stop", cmd.text, "Scales a workload to zero replicas: it stops serving.")
+    elif verb == "drain":
+        d.add(ctx, "workload_stop", cmd.text, "Drains a node: every pod on it is evicted.")
+    elif verb in ("exec", "debug", "run") and tail:
+        _inner(d, tail, cmd, ctx)
+
+
+@also("helm")
+def _h_helm(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``helm uninstall``/``delete``/``del``/``un`` removes a release and its resources.
+
+    must match: ``helm uninstall db -n prod``, ``helm -n prod delete api``; must not: ``helm list``, ``helm upgrade ...``."""
+    _, ops = split_options(args, {"-n", "--namespace", "--kube-context", "--kubeconfig"})
+    if ops[:1] and ops[0] in ("uninstall", "delete", "del", "un"):
+        d.add(ctx, "workload_stop", cmd.text, "helm uninstall removes a release and everything it deployed.")
+
+
+# -- containers: exec'd commands and host mounts
+
+
+_DOCKER_RUN_WITH_ARG = set(
+    "-v --volume --mount -e --env --env-file -w --workdir -u --user --name --network --net -p --publish --entrypoint "
+    "-h --hostname -l --label --cpus -m --memory --platform --restart --pid --ipc --device --cap-add --cap-drop "
+    "--security-opt --log-driver --log-opt --add-host --dns --tmpfs --ulimit --gpus --runtime --shm-size "
+    "--stop-signal --cidfile --label-file -a --attach --pull --userns --uts --volumes-from --group-add --ip "
+    "--expose --link --cgroupns --cpu-shares -c --memory-swap --stop-timeout --health-cmd --detach-keys "
+    "--index --service-ports".split()
+)
+_DOCKER_GLOBAL_WITH_ARG = {"-H", "--host", "--context", "-c", "--config", "--log-level", "-l", "--namespace", "-n",
+                           "-f", "--file", "-p", "--project-name", "--env-file", "--profile", "--project-directory"}
+
+
+def _split_run(args: list[str], with_arg: set[str]) -> tuple[list[str], list[str]]:
+    """(options, the rest) of ``docker run``-like args: the rest starts with the image/container."""
+    opts: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            i += 1
+            break
+        if not a.startswith("-") or a == "-":
+            break
+        opts.append(a)
+        if a in with_arg and "=" not in a and i + 1 < len(args):
+            opts.append(args[i + 1])
+            i += 1
+        i += 1
+    return opts, args[i:]
+
+
+def _mounts(opts: list[str]) -> list[tuple[str, str, bool]]:
+    """(host source, container target, read-only) of ``-v``/``--volume``/``--mount`` bind mounts."""
+    out = []
+    for v in _opt_value(opts, "-v", "--volume"):
+        parts = v.split(":")
+        if len(parts) >= 2 and parts[0].startswith(("/", "~", ".", UNKNOWN)):
+            out.append((parts[0], parts[1], len(parts) > 2 and "ro" in parts[2].split(",")))
+    for m in _opt_value(opts, "", "--mount"):
+        kv = dict(p.split("=", 1) if "=" in p else (p, "true") for p in m.split(","))
+        src = kv.get("source") or kv.get("src")
+        dst = kv.get("target") or kv.get("dst") or kv.get("destination")
+        if src and dst and kv.get("type", "bind") == "bind":
+            out.append((src, dst, kv.get("readonly", kv.get("ro", "false")) in ("true", "1", "")))
+    return out
+
+
+def _map_back(word: str, mounts: list[tuple[str, str, bool]]) -> str:
+    for src, dst, _ in sorted(mounts, key=lambda m: -len(m[1])):
+        dst = dst.rstrip("/") or "/"
+        if dst == "/":
+            continue
+        # a glob in the container path (``/h?st/etc``) matches the mount point it names
+        word = re.sub(
+            r"(?<![\w.~-])/([^/\s'\";|&)]*[*?\[][^/\s'\";|&)]*)(?=/|$|[\s'\";|&)])",
+            lambda m_, d_=dst: d_ if (rx := glob_regex(m_.group(1))) and rx.fullmatch(d_.lstrip("/").split("/")[0]) and d_.count("/") == 1 else m_.group(0),
+            word,
+        )
+        word = re.sub(
+            r"(?<![\w.~-])" + re.escape(dst) + r"(?=/|$|[\s'\";|&)])",
+            lambda _m, s=src: s.rstrip("/") if s.rstrip("/") else "/",
+            word,
+        )
+        word = word.replace("//", "/")
+    return word
+
+
+@also("docker", "podman", "nerdctl", "docker-compose", "podman-compose", "finch")
+def _h_container_inner(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """The command a container runs: ``exec`` into a live container is judged as that command
+    (its data is real: ``docker exec pg psql -c 'DROP ...'``); ``run`` with a writable bind mount of
+    the host root, a home or a system directory maps the mount back to the host and judges the
+    command's paths there (``docker run -v /:/h alpine rm -rf /h/etc`` is ``rm -rf /etc``).
+
+    must match: ``docker exec pg psql -c 'truncate users'``, ``docker run -v /:/host alpine rm -rf /host/etc``;
+    must not: ``docker run -v /:/host:ro alpine ls /host``, ``docker run --rm -v $PWD:/src node npm test``,
+    ``docker exec pg psql -c 'SELECT 1'``."""
+    opts, rest = _split_run(args, _DOCKER_GLOBAL_WITH_ARG)
+    if rest[:1] == ["compose"]:
+        opts2, rest = _split_run(rest[1:], _DOCKER_GLOBAL_WITH_ARG)
+        name = "docker-compose"
+    if not rest:
+        return
+    verb, rest = rest[0], rest[1:]
+    if verb == "container" and rest:
+        verb, rest = rest[0], rest[1:]
+    if verb == "exec":
+        eopts, target = _split_run(rest, _DOCKER_RUN_WITH_ARG)
+        _inner(d, target[1:], cmd, ctx)
+    elif verb == "run":
+        ropts, target = _split_run(rest, _DOCKER_RUN_WITH_ARG)
+        if name in ("docker-compose", "podman-compose"):
+            _inner(d, target[1:], cmd, ctx)  # a service of the project: its volumes are not on the line
+            return
+        mounts = [m for m in _mounts(ropts) if not m[2]]
+        risky = [m for m in mounts if delete_class(m[0]) in ("root", "home", "sysdir", "system")]
+        if risky and len(target) > 1:
+            _inner(d, [_map_back(w, risky) for w in target[1:]], cmd, ctx)
+
+
+# The rules of this family, by what they must and must not catch (checked at load: approval.examples).
+EXAMPLES: tuple[Examples, ...] = (
+    Examples(
+        "container_mass_delete",
+        match=("docker system prune -af", "docker volume prune", "podman system reset", "docker compose down -v",
+               "docker rm -f $(docker ps -aq)"),
+        no_match=("docker ps -a", "docker rm web", "docker stop web", "docker compose down"),
+    ),
+    Examples(
+        "cluster_delete",
+        match=("kubectl delete ns prod", "kubectl delete pods --all", "kind delete cluster", "kubeadm reset -f",
+               "minikube delete --all"),
+        no_match=("kubectl get pods", "kubectl delete pod web-1", "kind get clusters"),
+    ),
+    Examples(
+        "workload_stop",
+        match=("helm uninstall web", "kubectl scale deploy web --replicas=0", "kubectl drain node1 --ignore-daemonsets"),
+        no_match=("helm list", "kubectl scale deploy web --replicas=3", "kubectl cordon node1"),
+    ),
+    Examples(
+        "infra_destroy",
+        match=("terraform destroy", "tofu destroy", "pulumi down -y", "terraform apply -destroy"),
+        no_match=("terraform plan", "terraform apply", "pulumi preview"),
+    ),
+    Examples(
+        "cloud_delete",
+        match=("aws s3 rb s3://bucket --force", "aws s3 rm s3://bucket --recursive", "gsutil rm -r gs://bucket",
+               "az vm delete -g rg -n vm1 --yes", "aws ec2 terminate-instances --instance-ids i-1"),
+        no_match=("aws s3 ls s3://bucket", "aws s3 sync . s3://bucket", "aws ec2 describe-instances"),
+    ),
+    Examples(
+        "vm_destroy",
+        match=("qm destroy 100", "pct destroy 101", "virsh undefine vm --remove-all-storage", "vagrant destroy -f"),
+        no_match=("qm list", "virsh list --all", "vagrant status"),
+    ),
+)

@@ -1,0 +1,367 @@
+"""Data stores: destructive SQL through any client, ``dropdb`` and framework drop/flush tasks,
+Redis flushes and scan-then-delete loops, Mongo drops, restores that overwrite or drop objects
+first, HTTP DELETE of whole indexes and buckets.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from .. import inline
+from ..commands import (
+    base_name,
+    short_flags,
+    split_options,
+)
+from ..parser import UNKNOWN, Cmd, Kinds
+from .base import Ctx, Examples, _opt_value, also, handles
+from .remote import _stdin_texts, judge_script
+
+if TYPE_CHECKING:
+    from ..detect import Detector
+
+
+# -- data stores
+
+
+_SQL_CLIENTS = {
+    "psql": ({"-c", "--command"}, {"-f", "--file"}),
+    "mysql": ({"-e", "--execute"}, set()),
+    "mariadb": ({"-e", "--execute"}, set()),
+    "sqlite3": (set(), set()),
+    "sqlite": (set(), set()),
+    "duckdb": ({"-c", "-s"}, set()),
+    "clickhouse-client": ({"-q", "--query"}, set()),
+    "clickhouse": ({"-q", "--query"}, set()),
+    "clickhouse-local": ({"-q", "--query"}, set()),
+    "cqlsh": ({"-e", "--execute"}, set()),
+    "sqlcmd": ({"-Q", "-q", "--query"}, set()),
+    "usql": ({"-c", "--command"}, set()),
+    "mycli": ({"-e", "--execute"}, set()),
+    "pgcli": ({"-c"}, set()),
+    "litecli": ({"-e"}, set()),
+    "cockroach": ({"-e", "--execute"}, set()),
+    "snowsql": ({"-q", "--query"}, set()),
+    "spark-sql": ({"-e"}, set()),
+    "hive": ({"-e"}, set()),
+    "beeline": ({"-e"}, set()),
+    "trino": ({"--execute"}, set()),
+    "presto": ({"--execute"}, set()),
+    "odpscmd": ({"-e"}, set()),
+    "vsql": ({"-c", "--command"}, set()),
+    "db2": (set(), set()),
+    "sqlplus": (set(), set()),
+    "isql": (set(), set()),
+    "influx": ({"-execute", "--execute"}, set()),
+    "bq": (set(), set()),
+    "mysqlsh": ({"-e", "--execute", "--sql"}, set()),
+    "tsql": (set(), set()),
+    "osqueryi": (set(), set()),
+    "ysqlsh": ({"-c", "--command"}, set()),
+    "gsql": ({"-c"}, set()),
+    "psql-wrapper": ({"-c"}, set()),
+    "sqlite-utils": (set(), set()),
+    "csvsql": ({"--query"}, set()),
+    "dolt": ({"-q", "--query"}, set()),
+    "surreal": (set(), set()),
+    "edgedb": (set(), set()),
+    "turso": (set(), set()),
+}
+
+
+@handles(*_SQL_CLIENTS)
+def _h_sql(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """SQL clients (psql, mysql, sqlite3, …): the statements they are given by flag, file, heredoc,
+    here-string or pipe are parsed for DROP/TRUNCATE and for DELETE/UPDATE without a real WHERE;
+    string literals and comments are text."""
+    code_flags, _ = _SQL_CLIENTS[name]
+    if (
+        name == "bq"
+        and args[:1] in (["rm"], ["remove"])
+        and any(a in ("-r", "-d", "--dataset", "--recursive", "-t", "--table") for a in args)
+    ):
+        d.add(ctx, "cloud_delete", cmd.text, "bq rm deletes a BigQuery dataset or table.")
+    texts: list[str] = []
+    for i, a in enumerate(args):
+        if a in code_flags and i + 1 < len(args):
+            texts.append(args[i + 1])
+        elif "=" in a and a.split("=", 1)[0] in code_flags:
+            texts.append(a.split("=", 1)[1])
+        elif re.match(r"^-[ce].+", a) and a[:2] in code_flags:
+            texts.append(a[2:])
+    if name in ("sqlite3", "sqlite", "duckdb", "bq", "db2", "sqlite-utils", "turso", "dolt", "mysqlsh", "influx"):
+        texts.extend(a for a in args if not a.startswith("-") and " " in a)
+    texts.extend(_stdin_texts(cmd))
+    for t in texts:
+        for f in inline.sql_findings(t):
+            d.add(ctx, f.rule, cmd.text, f"Destructive SQL that drops or wipes data: {f.detail[:80]}")
+    if name in ("psql", "cockroach", "yugabyte-psql", "ysqlsh", "mysqlsh", "duckdb", "clickhouse-client"):
+        for f in _opt_value(args, "-f", "--file"):  # a file of statements: read from the backend
+            if f not in ("-",):
+                judge_script(d, f, frozenset(), cmd, ctx, "sql")
+
+
+@handles("dropdb", "dropuser", "mongo-drop", "dropdb.exe", "pg_resetwal", "pg_resetxlog")
+def _h_dropdb(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``dropdb``/``dropuser`` and WAL resets: a whole database (or its consistency) is gone."""
+    if name.startswith("pg_reset") and "-n" in args:
+        return
+    d.add(ctx, "db_drop", cmd.text, f"{name} drops a database.")
+
+
+@handles("redis-cli", "valkey-cli", "keydb-cli", "memtier", "dragonfly-cli")
+def _h_redis(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Redis-like clients: ``FLUSHALL``/``FLUSHDB`` (every key) and ``SHUTDOWN`` (the server), as arguments
+    or fed on stdin."""
+    _, ops = split_options(
+        args,
+        {
+            "-h",
+            "-p",
+            "-a",
+            "-n",
+            "-u",
+            "-s",
+            "-r",
+            "-i",
+            "-d",
+            "--user",
+            "--pass",
+            "--askpass",
+            "--tls",
+            "--cacert",
+            "--cert",
+            "--key",
+            "--sni",
+            "-e",
+            "--pattern",
+            "--count",
+            "--quoted-pattern",
+            "--rdb",
+            "--functions-rdb",
+            "--eval",
+            "--memkeys-samples",
+            "-D",
+            "--lru-test",
+            "--intrinsic-latency",
+            "--pipe-timeout",
+        },
+    )
+    words = [o.lower() for o in ops[:2]]
+    if words[:1] and words[0] in ("flushall", "flushdb"):
+        d.add(ctx, "redis_flush", cmd.text)
+    elif words[:1] == ["shutdown"]:
+        d.add(ctx, "service_stop", cmd.text)
+    for t in _stdin_texts(cmd):
+        if re.search(r"(?im)^\s*(flushall|flushdb)\b", t):
+            d.add(ctx, "redis_flush", cmd.text)
+
+
+@handles("mongo", "mongosh", "mongodb")
+def _h_mongo(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Mongo shells: their ``--eval`` code and stdin are judged for ``dropDatabase()``, ``.drop()`` and
+    ``deleteMany({})`` by the SQL/data readers."""
+    texts = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--eval"] + _stdin_texts(cmd)
+    for t in texts:
+        for f in inline.mongo_findings(t):
+            d.add(ctx, f.rule, cmd.text)
+
+
+@handles(
+    "rails",
+    "rake",
+    "bin/rails",
+    "artisan",
+    "console.php",
+    "manage.py",
+    "django-admin",
+    "prisma",
+    "sequelize",
+    "mix",
+    "wp",
+    "knex",
+    "typeorm",
+    "drizzle-kit",
+    "alembic",
+    "flask",
+    "symfony",
+    "console",
+)
+def _h_framework_db(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Framework database tasks that drop or empty a database (``rails db:drop``, ``artisan migrate:fresh``,
+    ``manage.py flush``, ``prisma migrate reset``)."""
+    ops = [a for a in args if not a.startswith("-")]
+    joined = " ".join(ops[:3])
+    if re.search(
+        r"\bdb:(drop|reset|purge|schema:load|migrate:reset|wipe)\b|\bmigrate:(fresh|reset)\b|\bdb:wipe\b|\bdb:migrate:undo:all\b|\becto\.(drop|reset)\b|\bdoctrine:(database|schema):drop\b",
+        joined,
+    ):
+        d.add(ctx, "db_drop", cmd.text)
+    elif (
+        name in ("manage.py", "django-admin")
+        and ops[:1] in (["flush"], ["reset_db"], ["sqlflush"])
+        and ops[0] != "sqlflush"
+    ):
+        d.add(ctx, "db_drop", cmd.text)
+    elif name == "prisma" and (ops[:2] == ["migrate", "reset"] or "--force-reset" in args):
+        d.add(ctx, "db_drop", cmd.text)
+    elif name == "wp" and ops[:2] in (["db", "reset"], ["db", "drop"], ["db", "clean"], ["site", "empty"]):
+        d.add(ctx, "db_drop", cmd.text)
+    elif name == "typeorm" and ops[:1] == ["schema:drop"]:
+        d.add(ctx, "db_drop", cmd.text)
+    elif name == "drizzle-kit" and ops[:1] == ["drop"]:
+        d.add(ctx, "db_drop", cmd.text)
+    elif name == "alembic" and ops[:2] == ["downgrade", "base"]:
+        d.add(ctx, "db_drop", cmd.text)
+    elif name == "knex" and ops[:1] == ["migrate:rollback"] and "--all" in args:
+        d.add(ctx, "db_drop", cmd.text)
+
+
+@handles(
+    "gitlab-backup",
+    "gitlab-rake",
+    "neo4j-admin",
+    "pg_restore",
+    "mongorestore",
+    "influxd",
+    "etcdctl",
+    "arangorestore",
+    "cbrestore",
+    "mysqlpump",
+    "dgraph",
+    "rethinkdb",
+)
+def _h_data_restore(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Restores over a live store (``gitlab-backup restore``, ``mongorestore --drop``, ``etcdctl snapshot
+    restore``…): the current contents are replaced."""
+    hit = (name == "gitlab-backup" and "restore" in args) or (
+        name == "gitlab-rake" and any("backup:restore" in a for a in args)
+    )
+    hit = hit or (
+        name == "neo4j-admin"
+        and any(a.startswith("--overwrite-destination") and not a.endswith("=false") or a == "--force" for a in args)
+    )
+    hit = hit or (
+        name == "etcdctl"
+        and "del" in args
+        and any(a in ("--prefix", "--from-key") for a in args)
+        and any(a in ('""', "", "/", "\x00") for a in args)
+    )
+    hit = hit or (name == "arangorestore" and "--overwrite" in args and "true" in args)
+    hit = hit or (name == "mongorestore" and any(a in ("--drop", "--drop=true") for a in args))
+    if hit:
+        d.add(ctx, "data_restore_overwrite", cmd.text)
+
+
+# -- data: restores that drop objects first
+
+
+@also("pg_restore")
+def _h_pg_restore(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``pg_restore --clean``/``-c`` drops every object before recreating it (``-l`` only lists).
+
+    must match: ``pg_restore --clean -d prod x.dump``, ``pg_restore -cd app x``;
+    must not: ``pg_restore -l x.dump``, ``pg_restore -d dev x.dump``."""
+    opts, _ = split_options(args, {"-d", "-f", "-U", "-h", "-p", "-n", "-t", "-j", "-L", "-F", "-I", "-P", "-T", "-N", "-S"})
+    if "-l" in opts or "--list" in opts:
+        return
+    if "--clean" in opts or "c" in short_flags([o for o in opts if not o.startswith("--")]):
+        d.add(ctx, "data_restore_overwrite", cmd.text, "pg_restore --clean drops every object of the database first.")
+
+
+# -- data: HTTP DELETE of whole stores
+
+
+_URL = re.compile(r"^(?:[a-z][a-z0-9+.-]*://)?[A-Za-z0-9_.\-\[\]:@]+(?::\d+)?(/[^?#]*)?")
+
+
+def _http_delete_target(url: str) -> bool:
+    """A DELETE that names a whole index/bucket/store: at most one path segment, a wildcard or ``_all``."""
+    if "://" not in url and not re.match(r"^[\w.-]+:\d+(/|$)", url) and not url.startswith(("localhost", "/")):
+        return False
+    m = _URL.match(url.split("?", 1)[0])
+    path = (m.group(1) if m else "") or "/"
+    segs = [s for s in path.split("/") if s]
+    return len(segs) <= 1 or any(("*" in s or s in ("_all", "_data_stream", "*")) for s in segs) or UNKNOWN in path
+
+
+@also("curl", "wget", "http", "https", "xh", "curlie")
+def _h_http_delete(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """An HTTP DELETE of an Elasticsearch/OpenSearch index, an S3/MinIO bucket or a store root.
+
+    must match: ``curl -X DELETE http://es:9200/logs-*``, ``curl -XDELETE localhost:9200/_all``,
+    ``http DELETE :9200/idx``; must not: ``curl -X DELETE http://api/items/42``, ``curl -X GET es:9200/x``."""
+    if name in ("curl", "curlie"):
+        methods = _opt_value(args, "-X", "--request")
+    elif name == "wget":
+        methods = _opt_value(args, "", "--method")
+    else:
+        methods = [a for a in args[:3] if a.isupper()]
+    if not any(m.upper() == "DELETE" for m in methods):
+        return
+    urls = [a for a in args if not a.startswith("-") and a.upper() != "DELETE" and ("/" in a or ":" in a)]
+    if any(_http_delete_target(u) for u in urls):
+        d.add(ctx, "http_delete", cmd.text)
+
+
+# -- data: scan-then-delete key loops
+
+
+@also("redis-cli", "valkey-cli", "keydb-cli")
+def _h_redis_mass(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``redis-cli --scan | xargs redis-cli del``: deleting keys listed by another command.
+
+    must match: ``redis-cli --scan --pattern 's:*' | xargs redis-cli DEL``, ``redis-cli KEYS '*' | xargs redis-cli unlink``;
+    must not: ``redis-cli del session:42``, ``redis-cli --scan | wc -l``."""
+    verbs = [a.lower() for a in args if not a.startswith("-")]
+    if any(v in ("del", "unlink") for v in verbs) and (any(UNKNOWN in a for a in args) or _fed_by_redis_listing(cmd)):
+        d.add(ctx, "redis_flush", cmd.segment, "Deletes every Redis key another command listed.")
+
+
+def _fed_by_redis_listing(cmd: Cmd) -> bool:
+    for g in cmd.upstream:
+        for m in g:
+            if m.argv and base_name(m.argv[0]).endswith("-cli") and any(
+                a in ("--scan", "keys", "KEYS", "scan", "SCAN") for a in m.argv
+            ):
+                return True
+    return False
+
+
+# The rules of this family, by what they must and must not catch (checked at load: approval.examples).
+EXAMPLES: tuple[Examples, ...] = (
+    Examples(
+        "sql_destructive",
+        match=("psql -c 'DROP TABLE users'", "mysql app -e 'TRUNCATE orders'", "sqlite3 app.db 'DELETE FROM users'",
+               "echo 'DROP DATABASE x' | mysql", "psql <<< 'UPDATE users SET admin = true'"),
+        no_match=("psql -c 'SELECT 1'", "psql -c \"SELECT 'DROP TABLE x'\"", "mysql -e 'SHOW DATABASES'",
+                  "sqlite3 app.db 'DELETE FROM users WHERE id = 4'"),
+    ),
+    Examples(
+        "db_drop",
+        match=("dropdb production", "rails db:drop", "php artisan migrate:fresh", "python manage.py flush --noinput"),
+        no_match=("rails db:migrate", "createdb test", "python manage.py migrate"),
+    ),
+    Examples(
+        "redis_flush",
+        match=("redis-cli FLUSHALL", "redis-cli -n 2 flushdb", "echo FLUSHALL | redis-cli",
+               "redis-cli --scan --pattern 'user:*' | xargs redis-cli del"),
+        no_match=("redis-cli PING", "redis-cli INFO", "redis-cli GET user:1", "redis-cli DEL user:1"),
+    ),
+    Examples(
+        "mongo_drop",
+        match=("mongosh --eval 'db.dropDatabase()'", "mongo app --eval 'db.users.deleteMany({})'"),
+        no_match=("mongosh --eval 'db.users.find()'", "mongo app --eval 'db.users.deleteMany({age: 3})'"),
+    ),
+    Examples(
+        "data_restore_overwrite",
+        match=("pg_restore --clean -d app dump.pgdump", "mongorestore --drop dump/", "pg_restore -c -d app x.dump"),
+        no_match=("pg_restore -l dump.pgdump", "pg_dump app > app.sql", "mongodump"),
+    ),
+    Examples(
+        "http_delete",
+        match=("curl -X DELETE http://es:9200/logs-*", "curl -XDELETE localhost:9200/_all", "curl -X DELETE http://es:9200/logs"),
+        no_match=("curl http://es:9200/_cat/indices", "curl -X DELETE http://api/users/42/sessions/9", "curl -X GET http://es:9200/logs"),
+    ),
+)

@@ -1,0 +1,354 @@
+"""Disks: formatting, raw writes to block devices, partition editors, volume managers, image
+writers and flashers, shrinking volumes.  Formatting and raw writes are on the floor.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from ..commands import (
+    option_value,
+    split_options,
+)
+from ..parser import Cmd, Kinds
+from ..paths import is_block_device
+from .base import Ctx, Examples, handles
+from .generic import _IMAGE_FILE
+
+if TYPE_CHECKING:
+    from ..detect import Detector
+
+
+# -- disks
+
+
+def _h_mkfs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``mkfs.*`` and friends: creating a filesystem erases what the device held."""
+    if re.fullmatch(r"mke2fs|mkfs\.ext[234]", name) and "-n" in args:
+        return  # mke2fs -n: show what would be done
+    operands = [a for a in args if not a.startswith("-")]
+    if not any(is_block_device(a) for a in operands) and any(_IMAGE_FILE.search(a) for a in operands):
+        return  # building a filesystem image in a regular file
+    d.add(ctx, "disk_format", cmd.text, f"{name} writes a new filesystem, erasing what is on the target.")
+
+
+@handles("wipefs")
+def _h_wipefs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``wipefs -a`` (or any erase option) removes filesystem signatures: the data becomes unreachable."""
+    opts, _ = split_options(args, {"-o", "--offset", "-t", "--types", "-O", "--output", "-b", "--backup"})
+    if any(
+        o in ("-a", "--all", "-o", "--offset") or (o.startswith("-") and not o.startswith("--") and "a" in o)
+        for o in opts
+    ):
+        d.add(ctx, "disk_format", cmd.text, "wipefs erases filesystem signatures from a device.")
+
+
+@handles("blkdiscard", "mkswap", "mke2fs", "mkfs", "zerofree")
+def _h_blkdiscard(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``blkdiscard``, ``mkswap``, ``mke2fs``, ``zerofree``: discard or overwrite a device's contents."""
+    d.add(ctx, "disk_format", cmd.text, f"{name} erases a device.")
+
+
+@handles("cryptsetup")
+def _h_cryptsetup(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``cryptsetup luksFormat``/``erase``: a new header (or none) makes the old contents unrecoverable."""
+    if any(a in ("luksFormat", "erase", "luksErase", "reencrypt") for a in args) or (
+        "format" in args and args.index("format") < 3
+    ):
+        d.add(ctx, "disk_format", cmd.text, "cryptsetup formats or erases an encrypted volume.")
+
+
+@handles("mdadm")
+def _h_mdadm(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``mdadm --create``/``--zero-superblock``: builds or erases RAID metadata over existing disks."""
+    if any(a in ("--create", "-C", "--zero-superblock", "--build") for a in args):
+        d.add(ctx, "disk_format", cmd.text, "mdadm writes RAID metadata onto devices.")
+
+
+@handles("nvme")
+def _h_nvme(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``nvme format``/``sanitize``: the drive erases itself."""
+    if args[:1] and args[0] in ("format", "sanitize", "write-zeroes", "delete-ns"):
+        d.add(ctx, "disk_format", cmd.text, "Erases an NVMe namespace.")
+
+
+@handles("hdparm", "sg_format", "badblocks")
+def _h_hdparm(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``hdparm --security-erase``, ``sg_format``, ``badblocks -w``: whole-disk erases or destructive tests."""
+    if (
+        name == "sg_format"
+        or (name == "badblocks" and any(a.startswith("-") and "w" in a for a in args))
+        or any(a.startswith(("--security-erase", "--trim-sector", "--write-sector", "--make-bad-sector")) for a in args)
+    ):
+        d.add(ctx, "disk_format", cmd.text, f"{name} destroys data on a device.")
+
+
+@handles(
+    "fdisk",
+    "gdisk",
+    "cfdisk",
+    "cgdisk",
+    "sfdisk",
+    "sgdisk",
+    "parted",
+    "gparted",
+    "fixparts",
+    "partx",
+    "growpart",
+    "kpartx",
+)
+def _h_partition(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Partition editors (fdisk, sfdisk, sgdisk, parted…): anything but their list/print modes changes a
+    partition table; zapping or new labels erase it."""
+    opts, ops = split_options(
+        args,
+        {"-s", "--script", "-u", "--unit", "-o", "-b", "-t", "-n", "-c", "-L", "-d", "-B", "-D", "-N"}
+        - ({"-s", "-d", "-D", "-N"} if name in ("sfdisk", "partx", "kpartx") else set()),
+    )
+    listing = {
+        "fdisk": ("-l", "--list", "-x", "--list-details"),
+        "gdisk": ("-l",),
+        "cfdisk": (),
+        "cgdisk": (),
+        "sfdisk": (
+            "-l",
+            "--list",
+            "-d",
+            "--dump",
+            "-s",
+            "--show-size",
+            "-V",
+            "--verify",
+            "-J",
+            "--json",
+            "-F",
+            "--list-free",
+            "-g",
+            "--show-geometry",
+            "-r",
+            "--reorder",
+        ),
+        "sgdisk": (
+            "-p",
+            "--print",
+            "-v",
+            "--verify",
+            "-i",
+            "--info",
+            "-b",
+            "--backup",
+            "-O",
+            "--print-mbr",
+            "-L",
+            "--list-types",
+        ),
+        "parted": ("-l", "--list"),
+        "partx": ("-s", "--show", "-l", "--list"),
+        "growpart": ("-N", "--dry-run"),
+        "kpartx": ("-l",),
+        "gparted": (),
+        "fixparts": (),
+    }.get(name, ())
+    if name in ("partx",) and "-a" not in opts and "-d" not in opts and "-u" not in opts:
+        return
+    if name == "kpartx":
+        return
+    if name == "sgdisk" and any(o in ("-Z", "--zap-all", "-o", "--clear", "-z", "--zap") for o in opts):
+        d.add(ctx, "disk_format", cmd.text, "sgdisk wipes the partition table.")
+        return
+    if name == "sfdisk" and any(o in ("--delete", "--wipe", "-w") for o in opts):
+        d.add(ctx, "disk_partition", cmd.text)
+        return
+    if any(o in listing or o.split("=")[0] in listing for o in opts):
+        return
+    if name == "parted":
+        words = [w.lower() for w in ops[1:]]
+        if words and all(
+            w
+            in (
+                "print",
+                "unit",
+                "s",
+                "b",
+                "mb",
+                "gb",
+                "mib",
+                "gib",
+                "free",
+                "list",
+                "all",
+                "help",
+                "align-check",
+                "opt",
+                "min",
+            )
+            or w.isdigit()
+            for w in words
+        ):
+            return
+    if name == "sfdisk" and not ops:
+        return
+    d.add(ctx, "disk_partition", cmd.text, f"{name} edits a partition table.")
+
+
+@handles(
+    "zpool", "zfs", "lvremove", "vgremove", "pvremove", "pvcreate", "vgcreate", "btrfs", "vgreduce", "lvm", "stratis"
+)
+def _h_volume(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Volume managers: ``zpool/zfs destroy``, ``lvremove``, ``vgremove``, ``pvcreate`` over a used disk,
+    ``btrfs subvolume delete``: storage and everything on it goes."""
+    sub = next((a for a in args if not a.startswith("-")), "")
+    if name == "zpool" and sub in ("create", "destroy", "labelclear", "split"):
+        d.add(ctx, "volume_destroy", cmd.text, f"zpool {sub} destroys or overwrites a storage pool.")
+    elif name == "zfs" and sub in ("destroy", "rollback"):
+        d.add(ctx, "volume_destroy", cmd.text, f"zfs {sub} discards datasets or snapshots.")
+    elif name == "btrfs" and ("delete" in args and "subvolume" in args or "mkfs" in args):
+        d.add(ctx, "volume_destroy", cmd.text)
+    elif name == "stratis" and ("destroy" in args or "create" in args or "add-data" in args or "add-cache" in args):
+        d.add(ctx, "volume_destroy", cmd.text, "stratis creates or destroys a storage pool or filesystem.")
+    elif name == "lvm" and sub in ("lvremove", "vgremove", "pvremove", "pvcreate", "vgcreate"):
+        d.add(ctx, "volume_destroy", cmd.text)
+    elif name in ("lvremove", "vgremove", "pvremove", "pvcreate", "vgcreate", "lvreduce", "vgreduce"):
+        d.add(ctx, "volume_destroy", cmd.text, f"{name} removes or overwrites LVM volumes.")
+
+
+@handles(
+    "ventoy",
+    "Ventoy2Disk.sh",
+    "woeusb",
+    "bmaptool",
+    "rpi-imager",
+    "caligula",
+    "etcher",
+    "balena-etcher",
+    "etcher-cli",
+    "popsicle",
+    "usbimager",
+    "mkusb",
+    "unetbootin",
+    "dfu-util-image",
+)
+def _h_imagewriter(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Image writers and flashers (ventoy, bmaptool, etcher…): writing an image erases the target drive."""
+    if name == "bmaptool" and args[:1] != ["copy"]:
+        return
+    if name == "rpi-imager" and "--cli" not in args:
+        return
+    if name in ("ventoy", "Ventoy2Disk.sh") and not any(a in ("-i", "-I", "-u") for a in args):
+        return
+    if name == "caligula" and "burn" not in args:
+        return
+    d.add(ctx, "disk_image_write", cmd.text, f"{name} writes an image onto a drive.")
+
+
+@handles(
+    "fastboot",
+    "rkdeveloptool",
+    "heimdall",
+    "flashrom",
+    "balena",
+    "odin4",
+    "upgrade_tool",
+    "sunxi-fel",
+    "mtd",
+    "nandwrite",
+    "flash_erase",
+    "flashcp",
+    "archinstall",
+)
+def _h_flasher(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Tools that overwrite a device's storage or firmware (not dev-board uploaders)."""
+    ops = [a for a in args if not a.startswith("-")]
+    hit = False
+    if name == "fastboot":
+        hit = (
+            bool(ops[:1])
+            and ops[0] in ("flash", "flashall", "erase", "format", "update", "oem", "flashing", "wipe")
+            or "-w" in args
+        )
+    elif name == "rkdeveloptool":
+        hit = bool(ops[:1]) and ops[0] in ("wl", "wlx", "ul", "db", "ef", "gpt", "prm", "wlba")
+    elif name == "heimdall":
+        hit = ops[:1] == ["flash"]
+    elif name == "flashrom":
+        hit = any(a in ("-w", "--write", "-E", "--erase") for a in args)
+    elif name == "balena":
+        hit = ops[:2] == ["local", "flash"] or ops[:2] == ["os", "initialize"]
+    elif name == "archinstall":
+        hit = True
+    else:
+        hit = any(w in ("write", "erase", "flash") for w in ops[:2]) or name in ("nandwrite", "flash_erase", "flashcp")
+    if hit:
+        d.add(
+            ctx,
+            "disk_image_write" if name != "archinstall" else "disk_partition",
+            cmd.text,
+            f"{name} overwrites a device's storage.",
+        )
+
+
+@handles("lvresize", "lvreduce", "resize2fs")
+def _h_shrink(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Shrinking a volume or filesystem (``lvreduce``, ``lvresize -L -…``): data past the new end is lost."""
+    size = option_value(args, ("-L", "--size", "-l", "--extents"))
+    if name == "lvreduce" or (size or "").startswith("-"):
+        d.add(ctx, "volume_destroy", cmd.text, f"{name} shrinks a volume; data beyond the new end is lost.")
+
+
+@handles("diskutil")
+def _h_diskutil(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """macOS ``diskutil`` erase/partition verbs and APFS/CoreStorage deletes."""
+    verb = next((a for a in args if not a.startswith("-")), "").lower()
+    if verb in (
+        "erasedisk",
+        "erasevolume",
+        "zerodisk",
+        "randomdisk",
+        "secureerase",
+        "reformat",
+        "partitiondisk",
+        "splitpartition",
+        "mergepartitions",
+    ):
+        d.add(ctx, "disk_format", cmd.text, f"diskutil {verb} erases or repartitions a disk.")
+    elif verb in ("apfs", "cs", "appleraid", "ar") and any(
+        a.lower() in ("deletecontainer", "deletevolume", "erasevolume", "delete", "deletevolumegroup") for a in args
+    ):
+        d.add(ctx, "volume_destroy", cmd.text)
+
+
+# The rules of this family, by what they must and must not catch (checked at load: approval.examples).
+EXAMPLES: tuple[Examples, ...] = (
+    Examples(
+        "disk_format",
+        match=("mkfs.ext4 /dev/sdb1", "mkfs.xfs /dev/vdb", "mkswap /dev/sda2", "wipefs -a /dev/sdb", "cryptsetup luksFormat /dev/sdc",
+               "sgdisk --zap-all /dev/sdb"),
+        no_match=("mkfs.ext4 --help", "wipefs /dev/sdb", "mkdir fs", "cryptsetup status root"),
+    ),
+    Examples(
+        "disk_write",
+        match=("dd if=/dev/zero of=/dev/sda", "> /dev/sda", "cp disk.img /dev/sdb", "echo hi > /dev/nvme0n1", "tee /dev/sda < x"),
+        no_match=("dd if=/dev/sda of=disk.img", "echo hi > /dev/null", "cat /dev/sda | head -c 512 > mbr.bin"),
+    ),
+    Examples(
+        "disk_partition",
+        match=("fdisk /dev/sda", "gdisk /dev/sda", "parted /dev/sdb rm 1", "sfdisk /dev/sdb < layout"),
+        no_match=("fdisk -l", "parted -l", "parted /dev/sda print", "lsblk"),
+    ),
+    Examples(
+        "volume_destroy",
+        match=("zpool destroy tank", "lvremove -f vg0/root", "zfs destroy -r tank/data", "pvcreate /dev/sdc", "lvreduce -L 1G vg/lv"),
+        no_match=("zpool status", "zfs list", "lvs", "lvextend -L +1G vg/lv"),
+    ),
+    Examples(
+        "disk_image_write",
+        match=("bmaptool copy image.wic /dev/sdb",),
+        no_match=("bmaptool create image.wic",),
+    ),
+    Examples(
+        "device_write",
+        match=("debugfs -w /dev/sdb1",),
+        no_match=("debugfs /dev/sdb1", "blkid /dev/sdb1"),
+    ),
+)

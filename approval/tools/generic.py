@@ -1,0 +1,564 @@
+"""Generic semantics for tools without a handler of their own: help and dry-run spellings, the
+``stop``/``shutdown`` verbs of daemon-control tools, writing tools pointed at block devices,
+readers that never write, and the other rules that follow from what a tool does with its
+arguments rather than from its name.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from ..commands import (
+    SHELLS,
+)
+from ..parser import Cmd
+from ..paths import is_block_device
+from .base import HANDLERS, Ctx
+from .services import _h_daemon_stop, _h_service
+
+if TYPE_CHECKING:
+    from ..detect import Detector
+
+
+# ---------------------------------------------------------------------------------------------
+# generic semantics for tools without a handler
+
+HELP_FLAGS = frozenset(
+    {"-h", "-?", "--help", "-help", "--usage", "-V", "--version", "-version", "help", "version", "--long-help"}
+)
+DRY_RUN = frozenset(
+    {
+        "--dry-run",
+        "--dryrun",
+        "--generate-cli-skeleton",
+        "--what-if",
+        "-WhatIf",
+        "--whatif",
+        "--simulate",
+        "--no-act",
+        "--just-print",
+        "--plan-only",
+    }
+)
+_POWER_WORDS = frozenset({"reboot", "poweroff", "shutdown", "halt", "power-off", "restart-system"})
+_STOP_WORDS = frozenset({"stop", "shutdown", "kill", "disable", "stopall", "stop-all", "killall"})
+_SERVICE_NOUNS = frozenset(
+    {"service", "services", "server", "daemon", "svc", "agent", "node", "cluster", "instance", "all"}
+)
+_DAEMONISH = re.compile(
+    r"(?:ctl|ctrl|adm|admin|cli|-server|server|daemon|d|-service|service|console|mgr|manager|supervisor)$"
+)
+# Task runners and local dev environments: their "stop" stops the developer's own stack.
+_DEV_RUNNERS = frozenset(
+    {
+        "make",
+        "just",
+        "task",
+        "mage",
+        "invoke",
+        "gulp",
+        "grunt",
+        "sail",
+        "ddev",
+        "supabase",
+        "tilt",
+        "skaffold",
+        "devcontainer",
+        "docker-machine",
+        "lima",
+        "colima",
+        "orb",
+        "vagrant",
+        "ngrok",
+        "expo",
+        "turbo",
+        "nx",
+        "lerna",
+        "foreman",
+        "overmind",
+        "honcho",
+        "hivemind",
+        "procfile",
+        "devenv",
+        "devbox",
+        "flox",
+        "garden",
+        "okteto",
+        "telepresence",
+        "mutagen",
+        "earthly",
+        "forever",
+        "nodemon",
+        "pm2-dev",
+        "localstack",
+        "lando",
+        "warden",
+        "docksal",
+        "minikube-dev",
+        "firebase",
+        "netlify",
+        "vercel",
+        "wrangler",
+        "miniflare",
+        "act",
+    }
+)
+_NOT_DAEMONS = frozenset(
+    {
+        "npm",
+        "yarn",
+        "pnpm",
+        "bun",
+        "mpc",
+        "timew",
+        "watson",
+        "dmypy",
+        "bazel",
+        "jupyter",
+        "git",
+        "docker",
+        "podman",
+        "minikube",
+        "colima",
+        "vagrant",
+        "lima",
+        "limactl",
+        "multipass",
+        "orb",
+        "orbctl",
+        "kind",
+        "in-toto-record",
+        "ollama",
+        "tmux",
+        "screen",
+        "find",
+        "sed",
+        "cargo",
+        "gradle",
+        "gradlew",
+        "mvn",
+        "emulator",
+        "adb",
+        "fastboot",
+        "xcrun",
+        "simctl",
+        "ngrok",
+        "tailscale",
+        "ssh-agent",
+        "gpg-agent",
+        "gpgconf",
+        "spotifyd",
+        "mpd",
+        "cmus",
+        "playerctl",
+        "nvim",
+        "vim",
+        "hyprctl",
+        "swaymsg",
+        "i3-msg",
+        "gsettings",
+        "flatpak",
+        "pueue",
+        "task",
+        "toggl",
+        "hamster",
+        "kubectl",
+    }
+)
+_READERS = frozenset(
+    {
+        "last",
+        "lastb",
+        "lastlog",
+        "journalctl",
+        "who",
+        "w",
+        "uptime",
+        "grep",
+        "egrep",
+        "rg",
+        "ag",
+        "man",
+        "tldr",
+        "info",
+        "apropos",
+        "whatis",
+        "echo",
+        "printf",
+        "systemd-inhibit",
+        "cbatticon",
+        "adb",
+        "fastboot",
+        "help",
+        "type",
+        "which",
+        "whereis",
+        "locate",
+        "history",
+        "stat",
+        "ls",
+        "cat",
+        "less",
+        "awk",
+        "sed",
+        "tr",
+        "cut",
+        "sort",
+        "uniq",
+        "wc",
+        "jq",
+        "yq",
+        "test",
+        "[",
+        "true",
+        "false",
+        ":",
+    }
+)
+READ_ONLY_DEVICE = frozenset(
+    {
+        "lsblk",
+        "blkid",
+        "smartctl",
+        "hddtemp",
+        "udisksctl",
+        "mount",
+        "umount",
+        "pmount",
+        "pumount",
+        "eject",
+        "findmnt",
+        "df",
+        "du",
+        "dumpe2fs",
+        "e2freefrag",
+        "e2image",
+        "ioping",
+        "hd-idle",
+        "fls",
+        "file",
+        "stat",
+        "udevadm",
+        "partprobe",
+        "blockdev",
+        "cat",
+        "less",
+        "more",
+        "head",
+        "tail",
+        "od",
+        "hexdump",
+        "xxd",
+        "strings",
+        "pv",
+        "cmp",
+        "losetup",
+        "isoinfo",
+        "ntfsinfo",
+        "xfs_info",
+        "swapon",
+        "swapoff",
+        "grub-mount",
+        "udiskie-mount",
+        "udiskie-umount",
+        "setserial",
+        "stty",
+        "mlabel",
+        "tune.exfat",
+        "dump.exfat",
+        "virt-xml",
+        "systemd-dissect",
+        "iostat",
+        "ls",
+        "lsof",
+        "fuser",
+        "echo",
+        "printf",
+        "test",
+        "[",
+        "mpremote",
+        "kcat",
+        "lvmsadc",
+        "lvmsar",
+        "lvmpersist",
+        "lvs",
+        "vgs",
+        "pvs",
+        "lvdisplay",
+        "vgdisplay",
+        "pvdisplay",
+        "lvscan",
+        "vgscan",
+        "pvscan",
+        "sg_inq",
+        "sg_map",
+        "sg_scan",
+        "hdparm",
+        "testdisk",
+        "photorec",
+        "fatlabel",
+        "exfatlabel",
+        "e2label",
+        "findfs",
+        "wipefs",
+        "docker-volume",
+        "lvm_import_vdo",
+        "fswebcam",
+        "mount.ntfs",
+        "ntfs-3g",
+        "ntfsls",
+        "ntfscat",
+        "xfs_db",
+        "fsstat",
+        "mmls",
+        "img_stat",
+        "istat",
+        "icat",
+        "ffind",
+        "ils",
+        "blkcat",
+        "jls",
+        "tsk_recover",
+        "zdb",
+        "iotop",
+        "dstat",
+        "watch",
+        "grep",
+        "rg",
+        "sensors",
+        "inxi",
+        "hwinfo",
+        "lshw",
+        "fdisk",
+        "sfdisk",
+        "gdisk",
+        "sgdisk",
+        "parted",
+        "cfdisk",
+        "mkswap",
+        "cryptsetup",
+        "dd",
+        "ddrescue",
+        "nvme",
+        "bmaptool",
+        "btrfs",
+        "zpool",
+        "zfs",
+        "qemu-img-info",
+        "virt-filesystems",
+        "virt-df",
+        "guestfish-ro",
+        "kpartx",
+        "partx",
+        "dmsetup",
+        "multipath",
+        "mdadm-detail",
+        "sudo",
+        "doas",
+        "nbd-client",
+        "ntfsfix-n",
+        "hdparm-I",
+        "exfatinfo",
+        "f3probe",
+        "f3read",
+        "bcache-super-show",
+        "veritysetup",
+    }
+)
+
+
+_H_IS_HELP = frozenset(
+    {"helm", "kubectl", "oc", "gh", "glab", "docker", "podman", "nerdctl", "terraform", "tofu", "pulumi", "eksctl",
+     "kind", "k3d", "minikube", "argocd", "flux", "doctl", "az", "gcloud", "vault", "nomad", "consul", "packer", "git",
+     "setcap", "useradd", "usermod", "chattr", "loginctl", "nsenter"}
+)
+
+
+def is_help(name: str, args: list[str]) -> bool:
+    """``X --help``, ``X -help``, ``X help ...``, and ``-h`` of tools where it means help: the tool only prints usage."""
+    if "--help" in args or "--version" in args:
+        return True
+    if "-help" in args and name not in ("shutdown", "halt", "poweroff", "reboot", "kill"):
+        return True
+    if "-h" in args and name in _H_IS_HELP and not (name in ("git",) and args[:1] != ["-h"] and "-h" not in args[1:2]):
+        return True
+    if name in ("shutdown", "halt", "poweroff", "reboot", "kill", "sort", "df", "du", "ls"):
+        return False
+    if args and all(a in HELP_FLAGS for a in args):
+        return True
+    return bool(args[:1] == ["help"] and name not in SHELLS)
+
+
+def _plain_operands(args: list[str]) -> list[str]:
+    """Operands not directly after an option (which may be that option's value)."""
+    out: list[str] = []
+    prev_opt = False
+    for a in args:
+        if a.startswith("-"):
+            prev_opt = "=" not in a and not a.startswith("--")
+            if a.startswith("--") and "=" not in a:
+                prev_opt = False
+            continue
+        if not prev_opt:
+            out.append(a)
+        prev_opt = False
+    return out
+
+
+SQL_AT_PROMPT = re.compile(
+    r"(?i)^(?:drop\s+[a-z_]+|truncate\s+table|truncate\s+[a-z_][\w.]*\s*;?\s*$|delete\s+from|update\s+\S+\s+set|alter\s+table\s+\S+\s+drop|flushall|flushdb)\b"
+)
+_IMAGE_FILE = re.compile(
+    r"(?i)\.(?:img|image|raw|iso|erofs|squashfs|sqsh|sfs|qcow2|bin|vhd|vhdx|vmdk|vdi|ext[234]|fat|vfat|btrfs|xfs|swap|fs|disk|part)$"
+)
+_DB_WORD = re.compile(
+    r"^(?:drop|delete|destroy|wipe|purge|reset|truncate)[-_:]?(?:table|tables|database|databases|db|dbs|schema|schemas|vhost|collection|collections|keyspace|index|indices|bucket|all)$|^db:(?:drop|reset|purge|wipe)$|^migrate:(?:fresh|reset)$|^db:migrate:undo:all$"
+)
+
+
+NO_GENERIC = (
+    frozenset(
+        {
+            "systemctl",
+            "kill",
+            "pkill",
+            "killall",
+            "git",
+            "docker",
+            "podman",
+            "kubectl",
+            "service",
+            "brew",
+            "snap",
+            "echo",
+            "printf",
+            "sudo",
+        }
+    )
+    | SHELLS
+)
+_READ_VERBS = frozenset(
+    {
+        "report",
+        "list",
+        "ls",
+        "show",
+        "info",
+        "status",
+        "get",
+        "print",
+        "dump",
+        "query",
+        "check",
+        "scan",
+        "inspect",
+        "stat",
+        "stats",
+        "display",
+        "probe",
+        "detect",
+        "identify",
+        "read",
+        "test",
+        "verify",
+    }
+)
+_FS_TOOL = re.compile(
+    r"(?:^|[-_.])(?:bcachefs|btrfs|ntfs|exfat|vfat|fat|ext[234]|xfs|f2fs|jfs|reiserfs|nilfs|zfs|hfs|apfs|ufs|udf|squashfs|erofs|fs)(?:[-_.]|$)|fs$"
+)
+
+
+def generic_semantics(
+    d: Detector, name: str, args: list[str], cmd: Cmd, ctx: Ctx, handled: bool = False, path: str = ""
+) -> None:
+    """Semantics that hold across tools: stop verbs on daemons, power verbs, drops, block devices."""
+    ops = _plain_operands(args)
+    low = [o.lower() for o in ops[:4]]
+    if name in _READERS:
+        return
+    # block devices handed to a tool that can write
+    if (
+        not handled
+        and name not in READ_ONLY_DEVICE
+        and not name.startswith(("ls", "mount.", "fsck", "e2fsck", "dm"))
+        and not (low[:1] and low[0] in _READ_VERBS)
+        and not any(
+            a in ("-n", "-h", "--no-act", "-l", "--list") or re.fullmatch(r"-[a-zA-Z]*n[a-zA-Z]*", a) for a in args
+        )
+        and (name != "debugfs" or "-w" in args)  # debugfs opens read-only unless -w
+    ):
+        prev = ""
+        for a in args:
+            v = a.split("=", 1)[1] if "=" in a and (a.startswith("-") or a.startswith(("of=", "if="))) else a
+            if (
+                v.startswith("/dev/")
+                and is_block_device(v)
+                and prev not in ("-i", "--input", "--source", "-s", "--src", "--from")
+                and not a.startswith("if=")
+            ):
+                d.add(ctx, "device_write", cmd.text, f"{name} is pointed at the block device {v} and may overwrite it.")
+                break
+            prev = a
+    if _FS_TOOL.search(name) and any(w in ("format", "mkfs", "wipe", "erase") for w in low[:2]):
+        d.add(ctx, "disk_format", cmd.text, f"{name} formats a filesystem.")
+    # daemons told to stop (not task runners and dev environments, not the project's own scripts)
+    if handled and name in HANDLERS and HANDLERS[name] in (_h_daemon_stop, _h_service) or name in _DEV_RUNNERS:
+        pass
+    elif "/" in path and not path.startswith("/"):
+        pass
+    elif (
+        re.search(r"(?:^|[-_])stop(?:[-_.]|$)", name) and name not in _NOT_DAEMONS and not name.startswith("stopwatch")
+    ):
+        d.add(ctx, "service_stop", cmd.text, f"{name} stops a service.")
+    elif low[:1] and low[0] in ("stop", "shutdown") and name not in _NOT_DAEMONS:
+        d.add(ctx, "service_stop", cmd.text, f"{name} {low[0]} stops a service.")
+    elif any(w in _STOP_WORDS for w in low[:3]) and name not in _NOT_DAEMONS:
+        if "firewall" in name:
+            d.add(ctx, "firewall_flush", cmd.text, f"{name} stops the firewall.")
+        elif _DAEMONISH.search(name) or any(w in _SERVICE_NOUNS for w in low[:3]) or "--service" in args:
+            d.add(ctx, "service_stop", cmd.text, f"{name} {' '.join(ops[:3])} stops a service.")
+    # power verbs and flags
+    if (
+        not handled
+        and name not in _NOT_DAEMONS
+        and name not in _DEV_RUNNERS
+        and not ("/" in path and not path.startswith("/"))
+        and (
+            any(w in _POWER_WORDS for w in low[:2])
+            or any(a in ("--reboot", "--poweroff", "--shutdown", "--halt") for a in args)
+        )
+    ):
+        d.add(ctx, "power", cmd.text, f"{name} reboots or powers off the machine.")
+    # database drops spelled as subcommands
+    if any(_DB_WORD.match(w) for w in low[:3]) or any(
+        a in ("database", "db", "schema") and b in ("drop", "reset", "wipe", "purge", "destroy")
+        for a, b in zip(low, low[1:])
+    ):
+        d.add(ctx, "db_drop", cmd.text, f"{name} {' '.join(ops[:3])} drops a database or its tables.")
+    # factory resets, destroy verbs
+    if any(w in ("factory-reset", "factory_reset", "factoryreset") for w in low):
+        d.add(ctx, "system_restore", cmd.text, f"{name} factory-resets a device or system.")
+    elif any(w == "destroy" or w.startswith("destroy-") for w in low[:2]):
+        d.add(ctx, "infra_destroy", cmd.text, f"{name} {' '.join(ops[:3])} destroys resources.")
+    elif any(w in ("delete", "remove", "rm") for w in low[:2]) and any(
+        w in ("cluster", "clusters", "vcluster", "namespace", "namespaces") for w in low[:3]
+    ):
+        d.add(ctx, "cluster_delete", cmd.text)
+    # output options pointed at system paths (``--save /etc/x``, ``-o /usr/local/bin/x``)
+    for i, a in enumerate(args[:-1]):
+        if a in (
+            "-o",
+            "--output",
+            "--out",
+            "--save",
+            "--output-file",
+            "--outfile",
+            "--out-file",
+            "-O",
+            "--target",
+            "--write",
+            "--dest",
+            "--destination",
+        ):
+            d.write_target(args[i + 1], cmd, ctx)

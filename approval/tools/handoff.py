@@ -1,0 +1,503 @@
+"""Code handed to other programs: tools that run text they are given as shell commands.
+
+sed's ``e`` command and ``s///e`` flag, tar's ``--checkpoint-action=exec=``/``--to-command``/
+``--use-compress-program``, git's ``-c alias.x=!…``/``core.sshCommand``/``core.pager``/``core.editor``/
+``core.fsmonitor`` (and ``git config`` arming them for later), editors, pagers and debuggers given
+shell escapes on the command line (``vim -c '!…'``, ``less +'!…'``, ``gdb -ex 'shell …'``, ``emacs
+--eval '(shell-command …)'``), ``make`` reading a makefile from stdin, ``at``/``batch`` scheduling
+what they read, Tcl's ``exec``/``spawn`` (expect, tclsh), ssh's ``ProxyCommand``/``LocalCommand``,
+``rsync -e``, ``zip -TT`` and a shell reading from ``>( )``.
+
+Whenever the inner code can be extracted it is judged as a command (``d.payload``), so ``sed
+'s/.*/rm -rf \\/etc/e'`` is ``rm -rf /etc``.  When it cannot (the program runs text the command
+line does not hold: an edited line, a hooks directory, a makefile from live input) the command
+asks with ``code_handoff``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from ..parser import UNKNOWN, Cmd, Kinds
+from .base import Ctx, Examples, _opt_value, also
+from .git import git_subcommand
+from .remote import _stdin_texts, judge_script
+
+if TYPE_CHECKING:
+    from ..detect import Detector
+
+
+def _hidden(d: Detector, ctx: Ctx, cmd: Cmd, why: str) -> None:
+    d.add(ctx, "code_handoff", cmd.text, why)
+
+
+def _run(d: Detector, ctx: Ctx, cmd: Cmd, code: str, why: str) -> None:
+    """Judge ``code`` as shell code; if any of it is unknown text, ask."""
+    if UNKNOWN in code:
+        _hidden(d, ctx, cmd, why)
+    d.payload(ctx, code, frozenset(), cmd.text)
+
+
+# -- sed
+
+
+def _sed_scripts(args: list[str]) -> tuple[list[str], bool]:
+    """sed's scripts (``-e``, ``--expression``, or the first operand) and whether one comes from a file."""
+    scripts: list[str] = []
+    from_file = False
+    i = 0
+    operands: list[str] = []
+    while i < len(args):
+        a = args[i]
+        if a in ("-e", "--expression") and i + 1 < len(args):
+            scripts.append(args[i + 1])
+            i += 2
+            continue
+        if a.startswith("--expression="):
+            scripts.append(a.split("=", 1)[1])
+        elif a in ("-f", "--file") or a.startswith("--file="):
+            from_file = True
+            i += 1 if "=" in a else 2
+            continue
+        elif a in ("-l", "--line-length"):
+            i += 2
+            continue
+        elif a.startswith("-") and len(a) > 1 and not a.startswith("--"):
+            letters = a[1:]
+            if "e" in letters or "f" in letters:
+                k = min(x for x in (letters.find("e"), letters.find("f")) if x >= 0)
+                value = letters[k + 1 :] or (args[i + 1] if i + 1 < len(args) else "")
+                if letters[k] == "e":
+                    scripts.append(value)
+                else:
+                    from_file = True
+                i += 1 if letters[k + 1 :] else 2
+                continue
+        elif not a.startswith("-") or a == "-":
+            operands.append(a)
+        i += 1
+    if not scripts and not from_file and operands:
+        scripts.append(operands[0])
+    return scripts, from_file
+
+
+# an address (line, $, /re/, with an optional range or step), then the command letter
+_SED_ADDR = r"(?:\d+(?:~\d+)?|\$|/(?:[^/\\\n]|\\.)*/[IM]*|\\(.)(?:(?!\1).)*\1)?"
+# ``e command`` takes the rest of the line (like a/i/c): ``;`` belongs to the command
+_SED_E_CMD = re.compile(r"(?:^|[;\n{}])\s*" + _SED_ADDR + r"(?:\s*,\s*" + _SED_ADDR + r")?\s*!?\s*e(?=$|[\s;}])([^\n]*)")
+
+
+def _sed_substitutions(script: str) -> list[tuple[str, str, str]]:
+    """(regex, replacement, flags) of every ``s`` command, with any delimiter."""
+    out = []
+    i = 0
+    while True:
+        m = re.compile(r"(?:^|[;\n{}])\s*" + _SED_ADDR + r"(?:\s*,\s*" + _SED_ADDR + r")?\s*!?\s*s(.)").search(script, i)
+        if not m:
+            return out
+        delim = m.group(m.lastindex or 0)
+        if delim in ("\\", "\n"):
+            i = m.end()
+            continue
+        parts: list[str] = []
+        buf = ""
+        j = m.end()
+        while j < len(script) and len(parts) < 2:
+            ch = script[j]
+            if ch == "\\" and j + 1 < len(script):
+                nxt = script[j + 1]
+                buf += nxt if nxt == delim else ch + nxt
+                j += 2
+                continue
+            if ch == delim:
+                parts.append(buf)
+                buf = ""
+            else:
+                buf += ch
+            j += 1
+        flags = re.match(r"[^;\n}]*", script[j:])
+        if len(parts) == 2:
+            out.append((parts[0], parts[1], flags.group(0) if flags else ""))
+        i = j
+
+
+@also("sed", "gsed")
+def _h_sed_exec(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """GNU sed's ``e command`` runs the command, ``e`` alone and the ``s///e`` flag run the pattern
+    space: with ``s/.*/CMD/e`` (the whole line replaced) that is CMD, judged as a command; any other
+    line run as a command is text the gate cannot see, so it asks.  ``--sandbox`` forbids both."""
+    if "--sandbox" in args:
+        return
+    scripts, _from_file = _sed_scripts(args)
+    for script in scripts:
+        for m in _SED_E_CMD.finditer(script):
+            inner = m.group(m.lastindex or 0).strip() if m.lastindex else ""
+            if inner and m.lastindex and m.group(m.lastindex) is not None and not inner.startswith("e"):
+                _run(d, ctx, cmd, inner, "sed's e command runs shell code the gate cannot read.")
+            else:
+                _hidden(d, ctx, cmd, "sed's e command runs the edited line as a shell command.")
+        for regex, repl, flags in _sed_substitutions(script):
+            if "e" not in flags:
+                continue
+            whole = regex in (".*", "^.*", "^.*$", ".*$", "^.\\+$", ".\\+", "^.*\\n*$")
+            code = repl.replace("\\n", "\n")
+            if "&" in code.replace("\\&", "") or re.search(r"\\[1-9]", code):
+                whole = False
+            d.payload(ctx, code, frozenset(), cmd.text)
+            if not whole:
+                _hidden(d, ctx, cmd, "sed's s///e flag runs the edited line as a shell command.")
+
+
+# -- tar
+
+
+@also("tar", "gtar", "bsdtar")
+def _h_tar_exec(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """tar runs commands it is given: ``--checkpoint-action=exec=CMD``, ``--to-command=CMD``,
+    ``--use-compress-program=CMD``/``-I CMD``, ``--rsh-command=CMD``, ``--info-script``/``-F``/
+    ``--new-volume-script`` (a script file), ``--index-file`` aside.  Each is judged as a command."""
+    for i, a in enumerate(args):
+        value = None
+        if a.startswith("--checkpoint-action="):
+            value = a.split("=", 1)[1]
+        elif a == "--checkpoint-action" and i + 1 < len(args):
+            value = args[i + 1]
+        if value is not None:
+            m = re.match(r"(?:exec|execute)=(.*)", value, re.S)
+            if m:
+                _run(d, ctx, cmd, m.group(1), "tar runs a checkpoint command the gate cannot read.")
+    for code in (
+        _opt_value(args, "", "--to-command")
+        + _opt_value(args, "-I", "--use-compress-program")
+        + _opt_value(args, "", "--rsh-command")
+    ):
+        _run(d, ctx, cmd, code, "tar runs a program the gate cannot read.")
+    for script in _opt_value(args, "-F", "--info-script") + _opt_value(args, "", "--new-volume-script"):
+        judge_script(d, script, frozenset(), cmd, ctx)
+
+
+# -- git
+
+
+_GIT_CODE_KEYS = re.compile(
+    r"(?i)^(?:core\.(?:sshcommand|pager|editor|askpass|fsmonitor|gitproxy)|sequence\.editor|diff\.external"
+    r"|pager\.[\w.-]+|gpg(?:\.\w+)?\.program|credential(?:\..*)?\.helper|uploadpack\.packobjectshook"
+    r"|filter\..+\.(?:clean|smudge|process)|diff\..+\.(?:textconv|command)|merge\..+\.driver"
+    r"|mergetool\..+\.cmd|difftool\..+\.cmd|web\.browser|browser\..+\.cmd|man\..+\.cmd|sendemail\.\w*cmd)$"
+)
+
+
+def _git_value(d: Detector, ctx: Ctx, cmd: Cmd, key: str, value: str) -> bool:
+    """Judge one git config value that is code; True if it arms something worth asking about when
+    written to a config (a shell alias, a hooks directory, a command line with shell syntax or one the
+    gate flags), False for a plain program (``core.editor vim``, ``core.pager 'less -FRX'``)."""
+    low = key.lower()
+    if low.startswith("alias."):
+        if value.startswith("!"):
+            _run(d, ctx, cmd, value[1:], "A git alias runs shell code the gate cannot read.")
+            return True
+        return False
+    if low == "core.hookspath":
+        _hidden(d, ctx, cmd, "git runs hooks from a directory the command names; the gate cannot read them.")
+        return True
+    if _GIT_CODE_KEYS.match(key):
+        if low == "core.fsmonitor" and value.lower() in ("true", "false", "0", "1", "yes", "no", ""):
+            return False
+        if low.startswith("credential") and not value.startswith(("!", "/")):
+            return False  # a helper name (store, cache, osxkeychain): git runs git-credential-<name>
+        before = len(ctx.out)
+        _run(d, ctx, cmd, value.lstrip("!"), f"git runs {key} as a shell command.")
+        return len(ctx.out) > before or value.startswith("!") or bool(re.search(r"[;|&$`<>()]|\bsh\b|\bbash\b", value))
+    return False
+
+
+@also("git")
+def _h_git_code(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """git settings that are shell code: ``git -c alias.x='!CMD'``, ``-c core.sshCommand=CMD``,
+    ``core.pager``, ``core.editor``, ``core.fsmonitor``, ``diff.external``, filters… are judged as
+    commands; ``-c core.hooksPath=DIR`` runs hooks the gate cannot read (asks).  ``git config`` of
+    such a key arms it for every later git command: a persistence write, and its code is judged."""
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        a = args[i]
+        if a == "-c" and i + 1 < len(args):
+            key, _, value = args[i + 1].partition("=")
+            _git_value(d, ctx, cmd, key, value)
+        i += 2 if a in ("-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env") else 1
+    sub = git_subcommand(args)
+    if sub is None or sub[0] != "config":
+        return
+    rest = [a for a in sub[1] if not a.startswith("-")]
+    if rest and rest[0] in ("set", "--add"):
+        rest = rest[1:]
+    if len(rest) >= 2 and _git_value(d, ctx, cmd, rest[0], rest[1]):
+        d.add(ctx, "persistence_write", cmd.text, f"git config arms {rest[0]}: it runs on later git commands.")
+
+
+# -- editors, pagers, debuggers
+
+
+_VIM_SHELL = re.compile(r"^[\s:]*(?:silent!?\s*|exe(?:cute)?\s+['\"])?(?:\d*,?\d*\s*)?(?:r(?:ead)?\s*|w(?:rite)?\s*)?!(.*)$", re.S)
+_VIM_CALL = re.compile(r"\b(?:system|systemlist|jobstart|job_start|term_start|termopen)\s*\(\s*['\"]([^'\"]*)['\"]")
+
+
+def _vim_command(d: Detector, ctx: Ctx, cmd: Cmd, text: str) -> None:
+    for part in text.split("|") if not text.lstrip(" :").startswith(("!", "silent", "r", "w")) else [text]:
+        m = _VIM_SHELL.match(part)
+        if m:
+            _run(d, ctx, cmd, m.group(1).rstrip("'\""), "The editor runs a shell command.")
+    for m in _VIM_CALL.finditer(text):
+        _run(d, ctx, cmd, m.group(1), "The editor runs a shell command.")
+    if re.search(r"(?:^|[\s:|])(?:sh(?:ell)?|term(?:inal)?)\s*$", text):
+        _hidden(d, ctx, cmd, "The editor starts a shell.")
+
+
+@also("vim", "vi", "nvim", "ex", "view", "gvim", "vimdiff", "rvim", "gview", "evim")
+def _h_vim_exec(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Vim commands on the command line (``-c CMD``, ``+CMD``, ``--cmd CMD``) that escape to a shell:
+    ``:!CMD``, ``:r !CMD``, ``:w !CMD``, ``system("CMD")``, ``:sh``; the shell command is judged."""
+    for i, a in enumerate(args):
+        if a in ("-c", "--cmd") and i + 1 < len(args):
+            _vim_command(d, ctx, cmd, args[i + 1])
+        elif a.startswith("+") and len(a) > 1:
+            _vim_command(d, ctx, cmd, a[1:])
+
+
+@also("less", "more", "most")
+def _h_pager_exec(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``less +'!CMD'`` (a start-up command, also ``+'|…'`` pipes) runs CMD in a shell: judged."""
+    for a in args:
+        if a.startswith("+") and len(a) > 1:
+            body = a[1:].lstrip("+")
+            if body.startswith(("!", "|")):
+                _run(d, ctx, cmd, body[1:].lstrip("!"), "The pager runs a shell command.")
+
+
+@also("gdb", "cgdb", "gdb-multiarch", "lldb")
+def _h_debugger_exec(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Debugger commands on the command line (``gdb -ex CMD``, ``-iex``, ``--eval-command=``, ``lldb -o``)
+    that run a shell (``shell CMD``, ``!CMD``, ``pipe … | CMD``, ``platform shell CMD``): judged."""
+    values = (
+        _opt_value(args, "-ex", "--eval-command")
+        + _opt_value(args, "-iex", "--init-eval-command")
+        + (_opt_value(args, "-o", "--one-line") + _opt_value(args, "-O", "--one-line-before-file") if name == "lldb" else [])
+    )
+    for v in values:
+        m = re.match(r"\s*(?:shell\s+|!|platform\s+shell\s+)(.*)", v, re.S)
+        if m:
+            _run(d, ctx, cmd, m.group(1), "The debugger runs a shell command.")
+        m = re.match(r"\s*(?:pipe|\|)\s.*?\|\s*(.*)", v, re.S)
+        if m:
+            _run(d, ctx, cmd, m.group(1), "The debugger pipes output into a shell command.")
+        m = re.search(r"\bpython\b.*\bos\.system\(\s*['\"]([^'\"]*)", v)
+        if m:
+            _run(d, ctx, cmd, m.group(1), "The debugger runs a shell command.")
+    for script in _opt_value(args, "-x", "--command") if name != "lldb" else _opt_value(args, "-s", "--source"):
+        judge_script(d, script, frozenset(), cmd, ctx)
+
+
+@also("emacs", "emacsclient", "xemacs")
+def _h_emacs_exec(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``emacs --eval '(shell-command "CMD")'`` (also ``call-process``, ``start-process``,
+    ``async-shell-command``): the literal command is judged; one built at run time asks."""
+    for i, a in enumerate(args):
+        code = a.split("=", 1)[1] if a.startswith("--eval=") else args[i + 1] if a in ("--eval", "-eval", "-e") and i + 1 < len(args) else None
+        if code is None:
+            continue
+        for m in re.finditer(r"\((?:async-)?shell-command(?:-to-string)?\s+\"((?:[^\"\\]|\\.)*)\"", code):
+            _run(d, ctx, cmd, m.group(1).replace('\\"', '"'), "Emacs runs a shell command.")
+        for m in re.finditer(r"\((?:call|start)-process(?:-shell-command)?\s+((?:\"(?:[^\"\\]|\\.)*\"\s*|nil\s*|t\s*)+)", code):
+            words = [w for w in re.findall(r"\"((?:[^\"\\]|\\.)*)\"", m.group(1))]
+            if words:
+                _run(d, ctx, cmd, " ".join(words), "Emacs starts a program.")
+        if re.search(r"\((?:shell-command|call-process|start-process|make-process)\b(?![^)]*\")", code):
+            _hidden(d, ctx, cmd, "Emacs runs a command built at run time.")
+
+
+# -- make, at, Tcl
+
+
+def _fed(cmd: Cmd) -> bool:
+    """Whether stdin comes from a pipe or a file on the line (an Exec's own stdin is judged by
+    ``approval.interactive`` when the caller keeps it open)."""
+    return bool(cmd.upstream) or cmd.stdin_text is not None or any(op == "<" for op, _ in cmd.redirects)
+
+
+_MAKE_VAR = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)\s*(?::{1,3}|\?|\+|!)?=\s*(.*)$")
+_MAKE_REF = re.compile(r"\$[({]([A-Za-z_][A-Za-z0-9_.-]*)[)}]")
+
+
+def _makefile_recipes(text: str) -> list[str]:
+    """The shell lines a makefile can run: recipe lines (tab-indented or after ``target: ;``) and
+    ``$(shell …)``, with the makefile's own simple variables put in (``$(RM) $(BUILD)``), ``$$`` as
+    ``$`` and automatic variables (``$@``, ``$<``…) as a plain word."""
+    text = text.replace("\\\n", " ")
+    variables = {"RM": "rm -f", "MAKE": "make", "CC": "cc", "CXX": "c++", "SHELL": "/bin/sh"}
+    for line in text.split("\n"):
+        m = _MAKE_VAR.match(line)
+        if m and not line.startswith("\t"):
+            variables[m.group(1)] = m.group(2).strip()
+
+    def expand(s: str) -> str:
+        for _ in range(4):
+            new = _MAKE_REF.sub(lambda m: variables.get(m.group(1), "$" + m.group(1)), s)
+            if new == s:
+                break
+            s = new
+        s = re.sub(r"\$[@<^?*%+|]|\$[({][@<^?*%][DF]?[)}]", "target", s)
+        return s.replace("$$", "$")
+
+    return [expand(r) for r in _makefile_lines(text)]
+
+
+def _makefile_lines(text: str) -> list[str]:
+    out: list[str] = []
+    for line in text.split("\n"):
+        if line.startswith("\t"):
+            out.append(line[1:].lstrip("@-+ "))
+            continue
+        m = re.match(r"^[^:=#\t][^:=#]*::?[^=;]*;(.*)$", line)
+        if m:
+            out.append(m.group(1).lstrip("@-+ "))
+        for sm in re.finditer(r"\$\((?:shell)\s+([^)]*)\)", line):
+            out.append(sm.group(1))
+    return [r for r in out if r.strip()]
+
+
+@also("make", "gmake", "bmake", "pmake", "remake")
+def _h_make_stdin(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """make runs the recipes of a makefile: the one on disk (``-f f``, or the directory's
+    ``Makefile``) is read from the task's backend (``GateContext.files``) and its recipes judged as
+    commands; ``make -f -`` (or ``-f /dev/stdin``) reads it from stdin: what it was fed (heredoc,
+    here-string, ``echo … |``) is judged, input piped from elsewhere asks."""
+    files = _opt_value(args, "-f", "--file") + _opt_value(args, "", "--makefile")
+    if args[-1:] in (["-f"], ["--file"]) and cmd.stdin_text is not None:
+        files.append("-")  # `make -f - <<EOF`: the parser folds the lone `-` into the heredoc
+    stdin_files = ("-", "/dev/stdin", "/proc/self/fd/0", "/dev/fd/0")
+    where = (_opt_value(args, "-C", "--directory") or [""])[-1]
+    if where and UNKNOWN in where:
+        return
+    for f in files:
+        if f not in stdin_files:
+            judge_script(d, f if f.startswith("/") or not where else where.rstrip("/") + "/" + f, frozenset(), cmd, ctx, "make")
+    if not files:  # the makefile in the directory: GNUmakefile, makefile or Makefile, whichever exists
+        for f in ("GNUmakefile", "makefile", "Makefile"):
+            judge_script(d, where.rstrip("/") + "/" + f if where else f, frozenset(), cmd, ctx, "make", optional=True)
+    if not any(f in stdin_files for f in files):
+        return
+    texts = _stdin_texts(cmd)
+    if not texts and _fed(cmd):
+        _hidden(d, ctx, cmd, "make reads a makefile from stdin the gate cannot see.")
+    for text in texts:
+        for recipe in _makefile_recipes(text):
+            _run(d, ctx, cmd, recipe, "make runs a recipe the gate cannot read.")
+
+
+@also("at", "batch")
+def _h_at(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``at``/``batch`` schedule the shell commands they read (stdin, or ``-f file``): what they were
+    fed is judged as a command; input the gate cannot see asks.  Listing and removing jobs pass."""
+    if any(a in ("-l", "-r", "-d", "-c", "-V", "--help") for a in args) or name == "at" and not args:
+        return
+    files = _opt_value(args, "-f", "")
+    if files:
+        for f in files:
+            judge_script(d, f, frozenset(), cmd, ctx, "sh")
+        return
+    texts = _stdin_texts(cmd)
+    if not texts and _fed(cmd):
+        _hidden(d, ctx, cmd, f"{name} schedules commands read from stdin the gate cannot see.")
+    for text in texts:
+        _run(d, ctx, cmd, text, f"{name} schedules commands the gate cannot read.")
+
+
+_TCL_EXEC = re.compile(r"(?:^|[\n;\[{])\s*(?:exec|spawn|open\s+\"?\|)\s*(?:-\w+\s+)*([^\n;\]}]+)")
+
+
+@also("expect", "tclsh", "wish", "jimsh")
+def _h_tcl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Tcl code (``expect -c``, a script fed on stdin): ``exec CMD``, ``spawn CMD`` and ``open "|CMD"``
+    start programs; their literal commands are judged."""
+    texts = _opt_value(args, "-c", "") if name == "expect" else []
+    texts += _stdin_texts(cmd)
+    for text in texts:
+        for m in _TCL_EXEC.finditer(text):
+            words = m.group(1).strip().strip('"{}')
+            if words:
+                _run(d, ctx, cmd, words, "Tcl code starts a program.")
+
+
+# -- ssh, rsync, zip
+
+
+def _ssh_options(args: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for v in _opt_value(args, "-o", ""):
+        m = re.match(r"\s*([A-Za-z]+)\s*(?:=|\s)\s*(.*)$", v, re.S)
+        if m:
+            out.append((m.group(1).lower(), m.group(2)))
+    return out
+
+
+def ssh_local_code(d: Detector, name: str, args: list[str], cmd: Cmd, ctx: Ctx) -> None:
+    """ssh/scp/sftp options that run a command on this machine: ``ProxyCommand``, ``LocalCommand``,
+    ``KnownHostsCommand``, ``RemoteCommand`` aside (that one runs remotely).  Judged as commands."""
+    for key, value in _ssh_options(args):
+        if key in ("proxycommand", "localcommand", "knownhostscommand") and value.lower() != "none":
+            _run(d, ctx, cmd, value, f"ssh runs its {key} on this machine.")
+
+
+@also("scp", "sftp", "sshfs")
+def _h_ssh_family(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """scp/sftp/sshfs with ``-o ProxyCommand=…`` (or ``-S program``): the command runs here."""
+    ssh_local_code(d, name, args, cmd, ctx)
+    for prog in _opt_value(args, "-S", ""):
+        _run(d, ctx, cmd, prog, f"{name} runs {prog} instead of ssh.")
+
+
+@also("rsync")
+def _h_rsync_rsh(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``rsync -e CMD`` / ``--rsh=CMD`` / ``--rsync-path=CMD`` run CMD (the remote shell; the path on the
+    far side): judged as commands."""
+    for code in _opt_value(args, "-e", "--rsh"):
+        _run(d, ctx, cmd, code, "rsync runs its remote shell command here.")
+
+
+@also("zip")
+def _h_zip(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``zip -T -TT CMD`` (``--unzip-command``) tests the archive by running CMD: judged."""
+    for code in _opt_value(args, "-TT", "--unzip-command"):
+        _run(d, ctx, cmd, code, "zip runs a test command.")
+
+
+# The rules of this family, by what they must and must not catch (checked at load: approval.examples).
+EXAMPLES: tuple[Examples, ...] = (
+    Examples(
+        "code_handoff",
+        match=(
+            "echo x | sed 's/x/reboot/e'",
+            "sed 'e' cmds.txt",
+            "git -c core.hooksPath=/tmp/h commit -m x",
+            "cat rules.mk | make -f - all",
+            "cat jobs.txt | at now",
+            "exec 3> >(sh)",
+            "tar -xf a.tar --to-command=\"$CMD\"",
+        ),
+        no_match=(
+            "sed 's/a/b/g' x.txt",
+            "sed -n '/e/p' x",
+            "sed -e 's/e/E/' x",
+            "sed --sandbox 's/x/y/e' f",
+            "tar -I zstd -cf x.tar.zst src",
+            "git -c core.pager=less log",
+            "git -c alias.co=checkout co main",
+            "make -f build.mk",
+            "vim -c 'set nu' x",
+            "less +F log.txt",
+            "atq",
+            "at now + 5 minutes",
+            "diff <(sort a) <(sort b)",
+        ),
+    ),
+)

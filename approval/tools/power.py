@@ -1,0 +1,93 @@
+"""Power: shutdown, reboot, halt, kexec, ``init 0/6``, wake timers, IPMI power control, and the
+same requests sent through D-Bus or ``loginctl``.  On the floor.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from ..commands import (
+    option_value,
+)
+from ..parser import Cmd, Kinds
+from .base import Ctx, Examples, also, handles
+
+if TYPE_CHECKING:
+    from ..detect import Detector
+
+
+# -- power, processes, services
+
+
+@handles("shutdown", "reboot", "halt", "poweroff", "kexec", "uadmin", "systemd-reboot")
+def _h_power(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``shutdown``, ``reboot``, ``halt``, ``poweroff``, ``kexec``: the machine (and every task on it) stops;
+    ``shutdown -c`` (cancel) passes."""
+    if name == "shutdown" and any(a in ("-c", "--show") for a in args):
+        return
+    if name == "kexec" and not any(a in ("-e", "--exec", "-f", "--force") for a in args):
+        return
+    if name in ("halt", "reboot", "poweroff") and any(a in ("-w", "--wtmp-only") for a in args):
+        return  # only writes the wtmp record
+    d.add(ctx, "power", cmd.text, f"{name} takes the machine down.")
+
+
+@handles("init", "telinit")
+def _h_init(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``init 0``/``6``/``1`` (and ``telinit``): runlevels that halt, reboot or drop to single user."""
+    if args and args[0] in ("0", "6", "1", "s", "S", "single", "halt", "reboot"):
+        d.add(ctx, "power", cmd.text, f"{name} {args[0]} switches to a runlevel that halts, reboots or stops services.")
+
+
+@handles("rtcwake")
+def _h_rtcwake(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``rtcwake -m off/disk/mem``: suspends or powers the machine off until a timer."""
+    mode = option_value(args, ("-m", "--mode"))
+    if mode in ("off", "disk", "mem", "standby", "freeze"):
+        d.add(ctx, "power", cmd.text, "rtcwake puts the machine to sleep or powers it off.")
+
+
+@handles("ipmitool")
+def _h_ipmitool(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``ipmitool … power off/reset/cycle``: the BMC cuts the machine's power."""
+    if "power" in args and any(a in ("off", "reset", "cycle", "soft") for a in args):
+        d.add(ctx, "power", cmd.text)
+
+
+# -- power through the bus, namespaces of pid 1
+
+
+_BUS_POWER = re.compile(r"(?:^|\.)(Reboot|PowerOff|Halt|KExec|RebootWithFlags|PowerOffWithFlags|HaltWithFlags|KexecWithFlags)$")
+
+
+@also("dbus-send", "busctl", "gdbus", "qdbus", "dbus")
+def _h_bus_power(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """A D-Bus call of logind/systemd ``Reboot``/``PowerOff``/``Halt``/``KExec``.
+
+    must match: ``dbus-send --system ... org.freedesktop.login1.Manager.Reboot boolean:true``,
+    ``busctl call org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager PowerOff b false``;
+    must not: ``busctl list``, ``dbus-send --session ... Notifications.GetServerInformation``."""
+    if any(_BUS_POWER.search(a) for a in args):
+        d.add(ctx, "power", cmd.text, "Asks logind/systemd over D-Bus to reboot or power off the machine.")
+
+
+@also("loginctl")
+def _h_loginctl_power(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``loginctl reboot``/``poweroff``/``halt``/``kexec``.  must match: ``loginctl reboot``;
+    must not: ``loginctl list-sessions``."""
+    verb = next((a for a in args if not a.startswith("-")), "")
+    if verb in ("reboot", "poweroff", "halt", "kexec", "power-off"):
+        d.add(ctx, "power", cmd.text)
+
+
+# The rules of this family, by what they must and must not catch (checked at load: approval.examples).
+EXAMPLES: tuple[Examples, ...] = (
+    Examples(
+        "power",
+        match=("reboot", "shutdown -h now", "init 0", "init 6", "systemctl poweroff", "echo b > /proc/sysrq-trigger",
+               "loginctl reboot", "dbus-send --system --dest=org.freedesktop.login1 /org/freedesktop/login1 "
+               "org.freedesktop.login1.Manager.Reboot boolean:true"),
+        no_match=("shutdown -c", "systemctl status", "echo reboot", "uptime", "loginctl list-sessions"),
+    ),
+)

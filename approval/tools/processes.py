@@ -1,0 +1,211 @@
+"""Processes: ``kill`` with pids read as bash reads them (``-1`` is every process: floor),
+``killall5``, ``pkill``/``killall`` of a whole user, a catch-all pattern or a critical daemon,
+``loginctl terminate-*``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from ..commands import (
+    base_name,
+    split_options,
+    unwrap,
+)
+from ..parser import UNKNOWN, Cmd, Kinds
+from .base import Ctx, Examples, handles
+
+if TYPE_CHECKING:
+    from ..detect import Detector
+
+
+_PID_NUMBER = re.compile(r"(-?)(?:0[xX]([0-9a-fA-F]+)|(\d+))")
+
+
+def _pid_class(word: str, kind: Kinds) -> str:
+    """A pid argument read as bash (and /bin/kill) would: ``-001``, ``-0x1`` and ``$((0-1))`` are -1.
+
+    "all" (-1), "init" (1), "group0" (0, the caller's process group), "unknown" (an
+    expansion the gate cannot evaluate that could be negative: ``-$x``, ``$((n))``),
+    "critical" (the pid of a daemon the machine depends on) or "" (an ordinary pid or job).
+    """
+    if "critical" in kind:
+        return "critical"
+    if UNKNOWN in word:
+        return "unknown" if word.startswith("-") or "arith" in kind else ""
+    m = _PID_NUMBER.fullmatch(word)
+    if not m:
+        return ""
+    value = int(m.group(2), 16) if m.group(2) else int(m.group(3))
+    value = -value if m.group(1) else value
+    return {-1: "all", 1: "init", 0: "group0"}.get(value, "")
+
+
+def _fed_by_ps(cmd: Cmd) -> bool:
+    names = [base_name(unwrap(m.argv)[0][0]) for g in cmd.upstream for m in g if unwrap(m.argv)[0]]
+    return "ps" in names and not any(
+        n in ("grep", "egrep", "fgrep", "rg", "pgrep", "head", "tail", "sed") for n in names
+    )
+
+
+_CRITICAL_PROC = re.compile(
+    r"(?:^|[\^/ ])(?:sshd|dockerd|containerd|systemd|init|kubelet|journald|systemd-journald|dbus-daemon|udevd|"
+    r"systemd-logind|NetworkManager|networkd|systemd-networkd|cron|crond|rsyslogd|auditd|polkitd|executord)"
+    r"(?:\$|\b|$)"
+)
+
+
+@handles("kill")
+def _h_kill(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``kill`` with pids read as bash reads them: ``-1`` (after any spelling: ``-01``, ``$((0-1))``) is every
+    process (floor); pid 1, 0, a negative unknown, or pids fed from ``ps`` ask."""
+    if any(a in ("-l", "-L", "--list", "--table") for a in args):
+        return
+    i = 0
+    signal_given = False
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            i += 1
+            break
+        if a in ("-s", "-n", "--signal", "-q", "--queue", "--timeout"):
+            i += 2 if a in ("-s", "-n", "--signal") else 3
+            signal_given = True
+            continue
+        if a.startswith("-") and not signal_given and not (a == "-1" and i + 1 >= len(args)):
+            signal_given = True
+            i += 1
+            continue
+        break
+    pids = args[i:]
+    classes = [_pid_class(p, k) for p, k in zip(args[i:], kinds[i:] if len(kinds) >= len(args) else [frozenset()] * len(pids))]
+    if "all" in classes or (not pids and args[-1:] and _pid_class(args[-1], frozenset()) == "all"):
+        d.add(ctx, "kill_all", cmd.text)
+    elif "init" in classes or "group0" in classes or any(k and "mass" in k for k in kinds):
+        d.add(ctx, "kill_broad", cmd.text, "Signals init (pid 1) or the whole process group.")
+    elif "unknown" in classes:
+        d.add(ctx, "kill_broad", cmd.text, "Signals a process id the gate cannot know (it could be -1: every process).")
+    elif "critical" in classes:
+        d.add(ctx, "kill_broad", cmd.text, "Kills a daemon the machine depends on (sshd, dockerd, init...).")
+    elif _fed_by_ps(cmd) or any(UNKNOWN in p and "pslist" in k for p, k in zip(args, kinds)):
+        d.add(ctx, "kill_broad", cmd.text, "Kills every process listed by ps.")
+
+
+
+@handles("killall5")
+def _h_killall5(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``killall5`` signals every process outside the caller's session."""
+    d.add(ctx, "kill_all", cmd.text)
+
+
+@handles("pkill", "killall", "slay", "skill", "pkill.sh")
+def _h_pkill(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``pkill``/``killall`` of a whole user (``-u``), a catch-all pattern (``.``, ``.*``), or a critical daemon
+    (sshd, dockerd, init, systemd): the machine or its remote access goes."""
+    with_arg = {
+        "-u",
+        "-U",
+        "-g",
+        "-G",
+        "-P",
+        "-s",
+        "-t",
+        "-F",
+        "--signal",
+        "--euid",
+        "--uid",
+        "--pgroup",
+        "--group",
+        "--parent",
+        "--session",
+        "--terminal",
+        "--pidfile",
+        "--older",
+        "--newer",
+        "-o",
+        "-y",
+        "-n",
+        "--ns",
+        "--nslist",
+        "-e",
+        "--exact",
+        "-c",
+        "--context",
+        "-q",
+        "--queue",
+    }
+    if name == "killall":
+        with_arg = {
+            "-u",
+            "--user",
+            "-s",
+            "--signal",
+            "-o",
+            "--older-than",
+            "-y",
+            "--younger-than",
+            "-Z",
+            "--context",
+            "-n",
+            "--ns",
+        }
+    opts, ops = split_options(args, with_arg)
+    selectors = any(
+        o
+        in (
+            "-u",
+            "-U",
+            "-g",
+            "-G",
+            "-P",
+            "-s",
+            "-t",
+            "--euid",
+            "--uid",
+            "--user",
+            "--pgroup",
+            "--group",
+            "--session",
+            "--terminal",
+            "--parent",
+        )
+        or o.startswith(("--user=", "--uid=", "--euid="))
+        for o in opts
+    )
+    catch_all = any(re.fullmatch(r"\.\*?|\.\+|\^|\$|\^\.\*\$?|\*|\[\^\]\]\*|.?\*", p) or p == "" for p in ops)
+    if (selectors and not ops) or catch_all or (name == "killall" and "-r" in opts and catch_all):
+        d.add(ctx, "kill_broad", cmd.text)
+    elif any(_CRITICAL_PROC.search(p) for p in ops) and not any(o in ("-0", "--signal=0") for o in opts):
+        d.add(ctx, "kill_broad", cmd.text, f"{name} kills a daemon the machine depends on (sshd, dockerd, init...).")
+
+
+@handles("loginctl")
+def _h_loginctl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``loginctl terminate-user``/``kill-user``/``terminate-session`` end every process of a user or session;
+    ``loginctl reboot``/``poweroff`` are power."""
+    verb = next((a for a in args if not a.startswith("-")), "")
+    if verb in ("terminate-user", "kill-user", "terminate-session", "kill-session", "terminate-seat"):
+        d.add(ctx, "kill_broad", cmd.text, f"loginctl {verb} kills every process of a user or session.")
+    elif verb in ("poweroff", "reboot", "halt"):
+        d.add(ctx, "power", cmd.text)
+
+
+# The rules of this family, by what they must and must not catch (checked at load: approval.examples).
+EXAMPLES: tuple[Examples, ...] = (
+    Examples(
+        "fork_bomb",
+        match=(":(){ :|:& };:", "f(){ f|f& };f", "while true; do sleep 1 & done", "perl -e 'fork while 1'"),
+        no_match=("f(){ echo hi; }; f", "while true; do sleep 1; done", "for i in 1 2 3; do job $i & done; wait"),
+    ),
+    Examples(
+        "kill_all",
+        match=("kill -9 -1", "kill -- -1", "killall5", "kill -9 -01", "kill -9 $((0-1))"),
+        no_match=("kill -l", "kill %1", "kill 12345", "kill -9 $PID"),
+    ),
+    Examples(
+        "kill_broad",
+        match=("kill -9 1", "pkill -9 .", "pkill -u alice", "pkill sshd", "killall dockerd", "loginctl terminate-user bob"),
+        no_match=("pkill -f 'node server.js'", "killall firefox", "kill 4242", "pgrep sshd"),
+    ),
+)

@@ -1,0 +1,211 @@
+"""Services: stopping, disabling or masking system services through systemctl, service managers
+and daemon-control tools.  A developer's own stack (compose, task runners) is not a service.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..commands import split_options
+from ..parser import Cmd, Kinds
+from .base import Ctx, Examples, handles
+
+if TYPE_CHECKING:
+    from ..detect import Detector
+
+
+@handles("systemctl")
+def _h_systemctl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``systemctl stop/disable/mask/kill/isolate`` of services, and its power verbs (reboot, poweroff, kexec)."""
+    _, ops = split_options(
+        args,
+        {
+            "-H",
+            "--host",
+            "-M",
+            "--machine",
+            "-t",
+            "--type",
+            "-s",
+            "--signal",
+            "-p",
+            "--property",
+            "--state",
+            "-o",
+            "--output",
+            "-n",
+            "--lines",
+            "--kill-whom",
+            "--root",
+            "--when",
+            "--boot-loader-entry",
+            "--message",
+        },
+    )
+    if not ops:
+        return
+    verb = ops[0]
+    if verb in ("poweroff", "reboot", "halt", "kexec", "soft-reboot", "emergency", "rescue", "exit", "switch-root"):
+        d.add(ctx, "power", cmd.text, f"systemctl {verb} takes the machine down.")
+    elif verb == "default" or (
+        verb in ("isolate", "start", "restart")
+        and any(
+            u in ("poweroff.target", "reboot.target", "halt.target", "kexec.target", "rescue.target") for u in ops[1:]
+        )
+    ):
+        d.add(ctx, "power", cmd.text)
+    elif (
+        verb in ("stop", "disable", "mask", "kill", "isolate", "freeze")
+        and len(ops) > 1
+        or (verb == "disable" and "--now" in args)
+    ):
+        d.add(ctx, "service_stop", cmd.text, f"systemctl {verb} {' '.join(ops[1:3])} stops or disables a service.")
+
+
+
+@handles(
+    "service",
+    "rc-service",
+    "rc-update",
+    "update-rc.d",
+    "chkconfig",
+    "sv",
+    "s6-svc",
+    "initctl",
+    "rcctl",
+    "svcadm",
+    "dinitctl",
+    "launchctl",
+    "supervisorctl",
+    "brew",
+    "snap",
+)
+def _h_service(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Service managers other than systemd (``service X stop``, ``rc-service``, ``update-rc.d … remove``,
+    ``sv down``): the service stops or will not start again."""
+    ops = [a for a in args if not a.startswith("-")]
+    stop_words = {
+        "stop",
+        "disable",
+        "mask",
+        "kill",
+        "down",
+        "exit",
+        "off",
+        "del",
+        "delete",
+        "remove",
+        "unload",
+        "bootout",
+        "force-stop",
+        "force-shutdown",
+        "shutdown",
+        "graceful-stop",
+    }
+    if name == "brew":
+        if ops[:1] == ["services"] and len(ops) > 1 and ops[1] in ("stop", "kill"):
+            d.add(ctx, "service_stop", cmd.text)
+        return
+    if name == "snap":
+        if ops[:1] and ops[0] in ("stop", "disable"):
+            d.add(ctx, "service_stop", cmd.text)
+        return
+    if name == "s6-svc":
+        if any(a in ("-d", "-k", "-x", "-D") for a in args):
+            d.add(ctx, "service_stop", cmd.text)
+        return
+    if name == "supervisorctl":
+        if ops[:1] and ops[0] in ("stop", "shutdown", "remove"):
+            d.add(ctx, "service_stop", cmd.text)
+        return
+    if name in ("service", "rc-service") and "--status-all" in args:
+        return
+    if any(w in stop_words for w in ops[:3]):
+        d.add(ctx, "service_stop", cmd.text, f"{name} {' '.join(ops[:2])} stops or disables a service.")
+
+
+@handles(
+    "nginx",
+    "apachectl",
+    "apache2ctl",
+    "httpd",
+    "pg_ctl",
+    "pg_ctlcluster",
+    "rabbitmqctl",
+    "mysqladmin",
+    "mongod",
+    "redis-server",
+    "caddy",
+    "traefik",
+    "haproxy",
+    "php-fpm",
+    "pm2",
+    "neo4j",
+    "elasticsearch",
+    "consul",
+    "nomad",
+    "vault",
+    "kong",
+    "openresty",
+    "ejabberdctl",
+    "couchbase-cli",
+    "asadmin",
+    "catalina.sh",
+    "zkServer.sh",
+    "kafka-server-stop.sh",
+    "emqx",
+    "riak",
+    "cassandra",
+    "nodetool",
+    "mongosh-shutdown",
+)
+def _h_daemon_stop(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Daemon-control tools' own stop/shutdown verbs (``nginx -s stop``, ``pg_ctl stop``, ``mysqladmin
+    shutdown``, ``rabbitmqctl stop``); ``mysqladmin drop`` is a database drop."""
+    if name in ("nginx", "openresty") and "-s" in args:
+        sig = args[args.index("-s") + 1] if args.index("-s") + 1 < len(args) else ""
+        if sig in ("stop", "quit"):
+            d.add(ctx, "service_stop", cmd.text)
+        return
+    if name == "mysqladmin":
+        if "shutdown" in args:
+            d.add(ctx, "service_stop", cmd.text)
+        elif "drop" in args:
+            d.add(ctx, "db_drop", cmd.text)
+        return
+    if name == "mongod" and "--shutdown" in args:
+        d.add(ctx, "service_stop", cmd.text)
+        return
+    if name == "pm2":
+        if args[:1] and args[0] in ("kill", "stop", "delete"):
+            d.add(ctx, "service_stop", cmd.text)
+        return
+    if name == "nodetool":
+        if args and args[-1] in ("stopdaemon", "drain", "decommission"):
+            d.add(ctx, "service_stop", cmd.text)
+        return
+    if name == "rabbitmqctl":
+        if any(a in ("stop", "stop_app", "shutdown", "reset", "force_reset") for a in args):
+            d.add(ctx, "service_stop", cmd.text)
+        return
+    if name == "consul" and args[:1] == ["leave"] or name == "nomad" and args[:2] == ["node", "drain"]:
+        d.add(ctx, "service_stop", cmd.text)
+        return
+    ops = [a for a in args if not a.startswith("-")]
+    if (
+        any(w in ("stop", "graceful-stop", "shutdown", "kill", "stop_app") for w in ops[:3])
+        or any(a in ("-k",) for a in args)
+        and "stop" in args
+    ):
+        d.add(ctx, "service_stop", cmd.text, f"{name} is told to stop.")
+
+
+# The rules of this family, by what they must and must not catch (checked at load: approval.examples).
+EXAMPLES: tuple[Examples, ...] = (
+    Examples(
+        "service_stop",
+        match=("systemctl stop nginx", "systemctl mask sshd", "service apache2 stop", "sv down nginx", "nginx -s stop",
+               "pg_ctl stop -D /var/lib/pgsql"),
+        no_match=("systemctl status nginx", "service nginx status", "nginx -t", "docker compose stop", "npm stop"),
+    ),
+)

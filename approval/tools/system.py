@@ -1,0 +1,437 @@
+"""System paths and security controls: copies, tees, ``dd``, ``sed -i``, extraction and
+``chmod``/``chown`` that write into system directories; boot loaders and initramfs tools;
+system restores; the firewall; uid-0 accounts, immutable bits, file capabilities, SELinux and
+AppArmor switches, and entering the host's namespaces.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from ..commands import (
+    option_value,
+    short_flags,
+    split_options,
+)
+from ..parser import UNKNOWN, Cmd, Kinds
+from ..paths import delete_class, normalize_path, write_class
+from .base import Ctx, Examples, _opt_value, also, handles
+
+if TYPE_CHECKING:
+    from ..detect import Detector
+
+
+@handles("tee", "sponge")
+def _h_tee(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``tee``/``sponge`` write their file operands: judged as writes to those paths."""
+    _, ops = split_options(args, {"--output-error"})
+    for t in ops:
+        d.write_target(t, cmd, ctx)
+
+
+@handles("dd", "ddrescue", "dcfldd", "dc3dd")
+def _h_dd(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``dd of=…`` (and ddrescue-likes): the output is judged as a write (a block device is a raw disk write)."""
+    targets = [a.split("=", 1)[1] for a in args if a.startswith("of=")]
+    if name == "ddrescue":
+        _, ops = split_options(args)
+        targets = ops[1:2]
+    for t in targets:
+        d.write_target(t, cmd, ctx)
+
+
+@handles("sed", "gsed", "perl-i")
+def _h_sed(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``sed -i`` edits files in place: judged as writes to them; sed's ``e`` command and ``s///e`` flag run
+    shell code (see the handoff module)."""
+    if not any(
+        a == "-i" or a.startswith("--in-place") or (a.startswith("-") and not a.startswith("--") and "i" in a[1:2])
+        for a in args
+    ):
+        return
+    opts, ops = split_options(args, {"-e", "-f", "--expression", "--file", "-l", "--line-length"})
+    has_script_opt = any(
+        o in ("-e", "-f", "--expression", "--file") or o.startswith(("--expression=", "--file=")) for o in opts
+    )
+    files = ops if has_script_opt else ops[1:]
+    for f in files:
+        d.write_target(f, cmd, ctx)
+
+
+@handles("truncate", "fallocate")
+def _h_truncate(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``truncate``/``fallocate`` change files' sizes: judged as writes to them."""
+    _, ops = split_options(args, {"-s", "-r", "--size", "--reference", "-l", "-o", "--length", "--offset"})
+    for f in ops:
+        d.write_target(f, cmd, ctx)
+
+
+@handles("tar", "bsdtar", "gtar", "unzip", "7z", "7za", "cpio")
+def _h_extract(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Archive extraction into a system directory (``tar -C /``, ``unzip -d /usr``): files are overwritten."""
+    dest = (
+        option_value(args, ("-C", "--directory", "-d"))
+        if name != "7z"
+        else next((a[2:] for a in args if a.startswith("-o")), None)
+    )
+    if dest is None and name in ("tar", "bsdtar", "gtar"):
+        dest = next((a.split("=", 1)[1] for a in args if a.startswith("--directory=")), None)
+    extracting = (
+        name in ("unzip", "cpio")
+        or (name in ("7z", "7za") and args[:1] in (["x"], ["e"]))
+        or any(a in ("-x", "--extract", "--get") or re.fullmatch(r"-[A-Za-z]*x[A-Za-z]*", a) for a in args)
+        or bool(args and re.fullmatch(r"[A-Za-z]*x[A-Za-z]*", args[0]))
+    )
+    if dest and extracting:
+        cls = write_class(dest.rstrip("/") + "/x", cmd.cwd)
+        if cls in ("system", "persist"):
+            d.add(ctx, "system_write", cmd.text, f"Extracts an archive into the system path {dest}.")
+        elif normalize_path(dest, cmd.cwd) == "/":
+            d.add(ctx, "system_write", cmd.text, "Extracts an archive over the filesystem root.")
+
+
+@handles("chmod", "chown", "chgrp", "setfacl", "chattr", "chcon")
+def _h_chmod(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Recursive ``chmod``/``chown`` of system paths (the system's permissions break), and setuid/setgid bits."""
+    opts, ops = split_options(args, {"--reference", "--from", "-m", "-x", "-M", "-X"})
+    recursive = "R" in short_flags(opts) or "--recursive" in opts or (name == "chattr" and "R" in "".join(opts))
+    targets = ops[1:] if name not in ("setfacl",) else ops
+    if (
+        name == "chmod"
+        and ops
+        and ops[0].startswith(("-", "+")) is False
+        and not re.match(r"^[0-7]{3,4}$|^[ugoa]*[-+=]", ops[0])
+    ):
+        targets = ops
+    mode = ops[0] if ops and name == "chmod" else ""
+    if re.fullmatch(r"[0-7]*[4267][0-7]{3}", mode) and len(mode) == 4 or re.search(r"[ugoa]*[+=][rwxXt]*s", mode):
+        d.add(ctx, "chmod_setuid", cmd.text)
+    for t in targets:
+        cls = delete_class(t, cmd.cwd)
+        if recursive and cls in ("root", "home", "sysdir", "system"):
+            d.add(
+                ctx, "chmod_recursive_system", cmd.text, f"Recursively changes {name} on {normalize_path(t, cmd.cwd)}."
+            )
+        elif cls in ("root", "sysdir") or write_class(t, cmd.cwd) == "persist" and name != "chmod":
+            d.add(
+                ctx,
+                "chmod_recursive_system",
+                cmd.text,
+                f"Changes {name} on the system path {normalize_path(t, cmd.cwd)}.",
+            )
+
+
+# -- system writes that are tools
+
+
+@handles(
+    "genkernel",
+    "eclean-kernel",
+    "mkinitfs",
+    "grub-bios-setup",
+    "grub2-bios-setup",
+    "kernelstub",
+    "bootupctl",
+    "grub-install",
+    "grub2-install",
+    "update-grub",
+    "update-grub2",
+    "mkinitcpio",
+    "update-initramfs",
+    "dracut",
+    "mkinitramfs",
+    "kernel-install",
+    "refind-install",
+    "installkernel",
+    "grub-reboot",
+    "grub-set-default",
+    "grub2-set-default",
+    "limine-deploy",
+    "syslinux",
+    "extlinux",
+    "bootctl",
+    "efibootmgr",
+    "grub-mkconfig",
+    "grub2-mkconfig",
+    "sbctl",
+    "update-bootloader",
+    "mkosi-kernel-install",
+)
+def _h_boot(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Boot loader and initramfs tools: a wrong write leaves a machine that does not boot."""
+    if name in ("grub-mkconfig", "grub2-mkconfig"):
+        if not any(a in ("-o", "--output") or a.startswith("--output=") for a in args):
+            return
+    elif name == "bootctl":
+        if not any(
+            a in ("install", "update", "remove", "set-default", "set-oneshot", "random-seed", "unlink", "cleanup")
+            for a in args
+        ):
+            return
+    elif name == "efibootmgr":
+        if not any(
+            a
+            in (
+                "-c",
+                "--create",
+                "-B",
+                "--delete-bootnum",
+                "-o",
+                "--bootorder",
+                "-n",
+                "--bootnext",
+                "-a",
+                "--active",
+                "-A",
+                "--inactive",
+                "-C",
+                "--create-only",
+                "-O",
+                "--delete-bootorder",
+                "-N",
+                "--delete-bootnext",
+                "-t",
+                "--timeout",
+            )
+            for a in args
+        ):
+            return
+    elif name == "sbctl":
+        if not any(a in ("sign", "sign-all", "enroll-keys", "reset", "remove-file") for a in args):
+            return
+    elif name == "dracut" and any(a in ("--list-modules", "-h") for a in args):
+        return
+    elif (
+        name in ("mkinitcpio", "mkinitfs")
+        and any(a in ("-L", "-l", "--listhooks", "-H", "--hookhelp", "-M", "--automods") for a in args)
+        or name == "mkinitcpio"
+        and not args
+    ):
+        return
+    elif name == "update-initramfs" and not any(a in ("-u", "-c", "-d", "-k") for a in args):
+        return
+    elif name == "kernel-install" and not any(a in ("add", "remove", "add-all") for a in args):
+        return
+    elif name == "genkernel" and not any(a in ("all", "bzImage", "kernel", "initramfs", "--install") for a in args):
+        return
+    elif name == "eclean-kernel" and any(a in ("-l", "--list-kernels", "-p", "--pretend") for a in args):
+        return
+    d.add(ctx, "boot_write", cmd.text, f"{name} rewrites the boot loader or initramfs.")
+
+
+@handles(
+    "rpm-ostree",
+    "ostree",
+    "limine-snapper-restore",
+    "timeshift",
+    "steamos-factory-reset",
+    "steamos-factory-reset-config",
+    "snapper",
+    "restic",
+    "borg",
+    "systemrescue",
+    "factory-reset",
+    "recovery",
+    "nixos-rebuild",
+    "dism",
+)
+def _h_restore(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """System rollbacks and factory resets (``rpm-ostree rollback``, ``timeshift --restore``, ``snapper
+    rollback``): the whole system is replaced by an older state."""
+    if (
+        name == "timeshift"
+        and "--restore" in args
+        or name.startswith(("steamos-factory-reset", "factory-reset"))
+        or (name in ("snapper", "rpm-ostree", "ostree") and "rollback" in args)
+        or ("snapper" in name and "restore" in name)
+    ):
+        d.add(ctx, "system_restore", cmd.text)
+    elif name == "restic" and "restore" in args:
+        target = option_value(args, ("--target", "-t"))
+        if target and delete_class(target, cmd.cwd) in ("root", "sysdir"):
+            d.add(ctx, "system_restore", cmd.text)
+    elif name == "borg" and "extract" in args and cmd.cwd == "/":
+        d.add(ctx, "system_restore", cmd.text)
+
+
+@handles(
+    "iptables",
+    "ip6tables",
+    "iptables-legacy",
+    "ip6tables-legacy",
+    "iptables-nft",
+    "ip6tables-nft",
+    "ebtables",
+    "arptables",
+    "nft",
+    "ufw",
+    "firewall-cmd",
+    "pfctl",
+    "netsh",
+    "csf",
+    "shorewall",
+    "ipfw",
+    "iptables-restore",
+    "setenforce",
+)
+def _h_firewall(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Flushing or disabling the firewall (``iptables -F``, ``nft flush ruleset``, ``ufw disable``): every
+    service becomes reachable."""
+    flush = False
+    if name.startswith(("iptables", "ip6tables", "ebtables", "arptables")) and not name.endswith("restore"):
+        flush = any(
+            a in ("-F", "--flush", "-X", "--delete-chain")
+            or re.fullmatch(r"-[A-Za-z]*F[A-Za-z]*", a)
+            and "-" + "F" in ("-" + a[1:2])
+            for a in args
+        )
+        if "-P" in args or "--policy" in args:
+            i = args.index("-P") if "-P" in args else args.index("--policy")
+            flush = flush or (args[i + 2 : i + 3] == ["ACCEPT"] and args[i + 1 : i + 2] == ["INPUT"])
+    elif name == "nft":
+        flush = (
+            ("flush" in args and "ruleset" in args)
+            or ("flush" in args and "table" in args)
+            or ("delete" in args and "table" in args)
+        )
+    elif name == "ufw":
+        flush = any(a in ("disable", "reset") for a in args)
+    elif name == "firewall-cmd":
+        flush = "--panic-on" in args
+    elif name == "pfctl":
+        flush = "-d" in args or ("-F" in args and any(a in ("all", "rules") for a in args))
+    elif name == "netsh":
+        flush = "advfirewall" in args and "off" in [a.lower() for a in args]
+    elif name == "csf":
+        flush = any(a in ("-x", "--disable", "-f", "--stop") for a in args)
+    elif name == "shorewall":
+        flush = any(a in ("clear", "stop") for a in args)
+    elif name == "ipfw":
+        flush = "flush" in args
+    if flush:
+        d.add(ctx, "firewall_flush", cmd.text, f"{name} flushes or disables the firewall.")
+
+
+# -- users, security controls, capabilities
+
+
+@also("useradd", "usermod", "adduser", "luseradd", "lusermod")
+def _h_uid0(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """A second uid-0 account (``useradd -o -u 0``, ``usermod --uid 0``) is a root backdoor.
+
+    must match: ``useradd -o -u 0 x``, ``usermod -o -u0 svc``, ``useradd --uid=0 --non-unique x``;
+    must not: ``useradd -u 1001 app``, ``usermod -aG docker dev``."""
+    uids = _opt_value(args, "-u", "--uid")
+    for i, a in enumerate(args):  # clustered: -ou 0
+        if re.fullmatch(r"-[a-zA-Z]*u", a) and a != "-u" and i + 1 < len(args):
+            uids.append(args[i + 1])
+        elif re.fullmatch(r"-[a-zA-Z]+u\d+", a):
+            uids.append(a.split("u", 1)[1])
+    if any(re.fullmatch(r"0+", u.strip()) or u.strip() == UNKNOWN for u in uids):
+        d.add(ctx, "uid0_user", cmd.text)
+
+
+@also("chattr")
+def _h_chattr(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``chattr +i/-i`` (or any attribute) on a system path: locks files against updates or unlocks
+    them for tampering.  must match: ``chattr +i /etc/resolv.conf``, ``chattr -R -i /usr/bin``;
+    must not: ``chattr +i ./notes.txt``."""
+    targets = [a for a in args if not re.fullmatch(r"[-+=][aAcCdDeFijmPsStTux]+|-[RVfv]+|-[pv]", a)]
+    for t in targets:
+        if write_class(t, cmd.cwd) in ("system", "persist") or delete_class(t, cmd.cwd) in ("root", "sysdir", "system"):
+            d.add(ctx, "security_disable", cmd.text, f"chattr changes protection attributes of {normalize_path(t, cmd.cwd)}.")
+            return
+
+
+@also("setcap")
+def _h_setcap(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``setcap cap_x+ep file`` grants a program root powers (``-r`` removes, ``-v`` verifies).
+
+    must match: ``setcap cap_setuid+ep /usr/bin/python3``; must not: ``setcap -r ./bin/tool``, ``setcap -v ... f``."""
+    if "-r" in args or "-v" in args:
+        return
+    d.add(ctx, "privilege_grant", cmd.text)
+
+
+@also("setenforce", "aa-teardown", "aa-disable", "aa-complain", "apparmor_parser")
+def _h_security_off(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """SELinux permissive (``setenforce 0``), AppArmor profiles unloaded or set to complain.
+
+    must match: ``setenforce 0``, ``setenforce Permissive``, ``aa-teardown``, ``apparmor_parser -R p``;
+    must not: ``setenforce 1``, ``apparmor_parser -r p``."""
+    if name == "setenforce":
+        if any(a.lower() in ("0", "permissive") for a in args):
+            d.add(ctx, "security_disable", cmd.text, "setenforce 0 turns SELinux enforcement off.")
+    elif name == "apparmor_parser":
+        if "-R" in args or "--remove" in args:
+            d.add(ctx, "security_disable", cmd.text)
+    else:
+        d.add(ctx, "security_disable", cmd.text, f"{name} switches AppArmor protection off.")
+
+
+@also("nsenter")
+def _h_nsenter(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``nsenter -t 1 -m`` (or ``-a``) enters the namespaces of pid 1: the host, from a container.
+
+    must match: ``nsenter -t 1 -m -u -i -n -p sh``, ``nsenter --target=1 --mount``, ``nsenter -t1 -a``;
+    must not: ``nsenter -t 1234 -n ip addr``."""
+    targets = _opt_value(args, "-t", "--target")
+    if any(t.strip() in ("1", "01") or UNKNOWN in t for t in targets):
+        d.add(ctx, "host_namespace_enter", cmd.text)
+
+
+# The rules of this family, by what they must and must not catch (checked at load: approval.examples).
+EXAMPLES: tuple[Examples, ...] = (
+    Examples(
+        "system_write",
+        match=("echo hi > /etc/motd", "tee /usr/bin/ls < evil", "sudo mv mytool /usr/local/bin/", "sed -i s/a/b/ /etc/hosts",
+               "tar -xf x.tar -C /usr"),
+        no_match=("echo hi > /tmp/motd", "cat /etc/hosts", "sed -i s/a/b/ config.txt", "tar -xf x.tar -C build"),
+    ),
+    Examples(
+        "boot_write",
+        match=("update-grub", "mkinitcpio -P", "grub-install /dev/sda", "efibootmgr -b 0001 -B"),
+        no_match=("efibootmgr", "grub-mkconfig", "ls /boot"),
+    ),
+    Examples(
+        "chmod_recursive_system",
+        match=("chmod -R 777 /", "chmod 777 -R /", "chmod -R 000 ~", "chown -R nobody /etc"),
+        no_match=("chmod -R 755 build/", "chmod 755 ~/bin/tool", "chown -R me ./src"),
+    ),
+    Examples(
+        "chmod_setuid",
+        match=("chmod 4755 /bin/bash", "chmod u+s /usr/bin/find"),
+        no_match=("chmod 755 /usr/local/bin/tool", "chmod +x run.sh"),
+    ),
+    Examples(
+        "system_restore",
+        match=("timeshift --restore", "snapper rollback 42", "rpm-ostree rollback"),
+        no_match=("timeshift --list", "snapper list", "rpm-ostree status"),
+    ),
+    Examples(
+        "firewall_flush",
+        match=("iptables -F", "ufw disable", "ufw reset", "nft flush ruleset", "iptables -X"),
+        no_match=("ufw status", "ufw allow 22", "iptables -L -n", "nft list ruleset"),
+    ),
+    Examples(
+        "uid0_user",
+        match=("useradd -o -u 0 backdoor", "usermod -u 0 bob", "useradd -ou 0 x"),
+        no_match=("useradd -m alice", "usermod -aG docker bob", "useradd -u 1001 svc"),
+    ),
+    Examples(
+        "security_disable",
+        match=("setenforce 0", "setenforce Permissive", "aa-teardown", "chattr +i /etc/passwd"),
+        no_match=("getenforce", "setenforce 1", "aa-status", "chattr +i ./notes.txt", "lsattr /etc/passwd"),
+    ),
+    Examples(
+        "privilege_grant",
+        match=("setcap cap_sys_admin+ep ./tool", "setcap cap_net_raw=eip /usr/bin/python3"),
+        no_match=("getcap ./tool", "setcap -r ./tool", "setcap -v cap_net_raw+ep ./tool"),
+    ),
+    Examples(
+        "host_namespace_enter",
+        match=("nsenter -t 1 -m -u -i -n sh", "nsenter --target 1 --all"),
+        no_match=("nsenter --help",),
+    ),
+)
