@@ -139,13 +139,15 @@ def aio_client_latency(target: str, backend: str, label: str, n: int) -> list[Ro
 
 
 def exec_latency(target: str, daemon_pid: int, backend: str, label: str, n: int) -> list[Row]:
-    """``true`` and ``echo hi`` on a warm task: p50/p95/p99, the p50 of each daemon stage, and the
+    """``true``, ``echo hi``, and two commands that change the shell's state (``x=1``, ``f(){ :; }``:
+    the gate then asks the shell for what changed, in the same round trip as the command's end
+    marker) on a warm task: p50/p95/p99, the p50 of each daemon stage, and the
     CPU time the daemon and this client spend per Exec of ``true`` (where a latency goes when the
     machine is busy: every one of those milliseconds also waits for a core). The two commands are
     measured in alternating batches of 25, so a noisy moment of the machine does not land on one."""
     client = ClientExec(target)
     rows: list[Row] = []
-    commands = (("true", "true"), ("echo", "echo hi"))
+    commands = (("true", "true"), ("echo", "echo hi"), ("assign", "x=1"), ("define", "f(){ :; }"))
     batch = 25
     try:
         task = f"bench-lat-{backend}"
@@ -170,7 +172,7 @@ def exec_latency(target: str, daemon_pid: int, backend: str, label: str, n: int)
                     client_cpu += time.process_time() - c0
         for name, command in commands:
             rows += latency_rows("executor", label, f"exec_{name}", samples[name])
-            say(f"    {label:28} executor {command:8} p50 {percentile(samples[name], .5):7.3f} ms  "
+            say(f"    {label:28} executor {command:10} p50 {percentile(samples[name], .5):7.3f} ms  "
                 f"p99 {percentile(samples[name], .99):7.3f} ms")
         count = len(samples["true"])
         rows += [Row("executor", label, "daemon_cpu_ms_per_exec", round(daemon_cpu * 1000 / count, 3), "ms", count,
