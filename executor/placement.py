@@ -124,9 +124,12 @@ def haproxy_routing(members: dict[str, str], server_opts: str = "") -> tuple[str
              f"mod({SLOTS}) if {{ req.hdr(x-executor-task) -m found }}"]
     for member in sorted(members):
         front.append(f"    use_backend executor_{_ident(member)} if {{ req.hdr(x-executor-member) -m str {member} }}")
+    for member in sorted(members):  # acl lines of one name add up (HAProxy reads 64 words a line)
+        slots = [str(s) for s, m in enumerate(table) if m == member]
+        for i in range(0, len(slots), 32):
+            front.append(f"    acl slot_{_ident(member)} var(txn.executor_slot) -m int {' '.join(slots[i:i + 32])}")
     for member in sorted(members):
-        slots = " ".join(str(s) for s, m in enumerate(table) if m == member)
-        front.append(f"    use_backend executor_{_ident(member)} if {{ var(txn.executor_slot) -m int {slots} }}")
+        front.append(f"    use_backend executor_{_ident(member)} if slot_{_ident(member)}")
     back = []
     for member in sorted(members):
         back += [f"backend executor_{_ident(member)}",
@@ -135,5 +138,96 @@ def haproxy_routing(members: dict[str, str], server_opts: str = "") -> tuple[str
     return "\n".join(front) + "\n", "\n".join(back)
 
 
+
+# -- whole proxy configurations (deploy/nginx.conf, deploy/haproxy.cfg and the tests' own) ----------
+
+
+def nginx_config(members: dict[str, str], *, listen: str = "50051", timeout: float = 3700, tls: dict | None = None,
+                 upstream_tls: dict | None = None, pid: str = "/run/nginx.pid", error_log: str = "stderr",
+                 prefix_comment: str = "") -> str:
+    """A whole nginx.conf routing gRPC by ``x-executor-task`` to the owner, failing closed.
+
+    ``timeout``: seconds a quiet call may last (above ``limits.max_timeout_seconds``, or the
+    daemons' ``streams.heartbeat_seconds`` below it). ``tls``: {cert, key} for the listener;
+    ``upstream_tls``: {ca, cert, key} to reach daemons that require TLS and client certificates."""
+    scheme = "grpcs" if upstream_tls else "grpc"
+    t = f"{int(timeout)}s" if timeout >= 1 else f"{int(timeout * 1000)}ms"
+    listen_line = f"listen {listen} ssl http2;" if tls else f"listen {listen} http2;"
+    lines = [prefix_comment.rstrip("\n")] if prefix_comment else []
+    lines += [
+        "worker_processes auto;", f"pid {pid};", f"error_log {error_log} warn;",
+        "events { worker_connections 4096; }", "", "http {",
+        "    access_log off;",
+        "    # A task's calls must reach its owner and nowhere else: no retry onto another member, and",
+        "    # no member is ever marked failed (max_fails=0), so nothing is re-homed. A stopped owner",
+        "    # answers 502, which gRPC clients see as UNAVAILABLE.",
+        f"    grpc_next_upstream off;",
+        "    # Quiet calls (a long command, an approval wait, an idle terminal) outlive these only with",
+        "    # the daemons' streams.heartbeat_seconds below them; keep them above limits.max_timeout_seconds.",
+        f"    grpc_read_timeout {t};", f"    grpc_send_timeout {t};", f"    client_body_timeout {t};",
+        f"    keepalive_timeout {t};", "    client_max_body_size 0;", "    grpc_buffer_size 64k;",
+        "    http2_max_concurrent_streams 1024;",
+        "",
+    ]
+    lines += ["    " + line if line else "" for line in nginx_upstream(members).splitlines()]
+    lines += ["    map $http_x_executor_task$http_x_executor_member $executor_routed {", '        "" 0;',
+              "        default 1;", "    }"]
+    lines += ["", "    server {", f"        {listen_line}"]
+    if tls:
+        lines += [f"        ssl_certificate {tls['cert']};", f"        ssl_certificate_key {tls['key']};"]
+    lines += [
+        "        location / {",
+        "            # A call without a routing header would be hashed on nothing (round robin): refused.",
+        "            if ($executor_routed = 0) { return 421; }",
+        f"            grpc_pass {scheme}://$executor_upstream;",
+    ]
+    if upstream_tls:
+        lines += [f"            grpc_ssl_trusted_certificate {upstream_tls['ca']};", "            grpc_ssl_verify on;",
+                  f"            grpc_ssl_certificate {upstream_tls['cert']};",
+                  f"            grpc_ssl_certificate_key {upstream_tls['key']};"]
+    lines += ["            error_page 421 = @no_route;", "        }",
+              "        location @no_route {",
+              "            default_type application/grpc;",
+              "            add_header grpc-status 9 always;",
+              '            add_header grpc-message "no x-executor-task header: the proxy cannot route this call" always;',
+              "            return 200;", "        }", "    }", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def haproxy_config(members: dict[str, str], *, bind: str = ":50051", timeout: float = 3700,
+                   tls_crt: str | None = None, upstream_tls: dict | None = None, prefix_comment: str = "",
+                   stats_socket: str | None = None) -> str:
+    """A whole haproxy.cfg routing gRPC by ``x-executor-task`` to the owner, failing closed: one
+    backend per member with one server, no health-check failover, no redispatch, no retries.
+    ``tls_crt``: PEM (cert + key) for the listener; ``upstream_tls``: {ca, crt} for the daemons."""
+    t = f"{int(timeout)}s" if timeout >= 1 else f"{int(timeout * 1000)}ms"
+    opts = f"ssl verify required ca-file {upstream_tls['ca']} crt {upstream_tls['crt']} alpn h2" if upstream_tls else ""
+    front, back = haproxy_routing(members, server_opts=opts)
+    lines = [prefix_comment.rstrip("\n")] if prefix_comment else []
+    lines += ["global", "    log stderr format raw local0 warning", "    maxconn 8192"]
+    if stats_socket:
+        lines.append(f"    stats socket {stats_socket} mode 600")
+    lines += [
+        "", "defaults",
+        "    mode http", "    log global",
+        "    # No second chance on another member: a task lives on its owner only.",
+        "    retries 0", "    no option redispatch",
+        "    timeout connect 5s",
+        "    # Quiet calls outlive these only with the daemons' streams.heartbeat_seconds below them;",
+        "    # keep them above limits.max_timeout_seconds.",
+        f"    timeout client {t}", f"    timeout server {t}", f"    timeout tunnel {t}",
+        f"    timeout http-request {t}", "",
+        "frontend executor",
+        f"    bind {bind} " + (f"ssl crt {tls_crt} alpn h2" if tls_crt else "proto h2"),
+        "    # A call without a routing header is refused (gRPC FAILED_PRECONDITION), never spread.",
+        "    http-request return status 200 hdr content-type application/grpc hdr grpc-status 9 hdr grpc-message "
+        "\"no x-executor-task header: the proxy cannot route this call\" "
+        "if !{ req.hdr(x-executor-task) -m found } !{ req.hdr(x-executor-member) -m found }",
+    ]
+    lines += front.rstrip("\n").splitlines()
+    lines += ["", back.rstrip("\n")]
+    return "\n".join(lines) + "\n"
+
+
 __all__ = ["HEADER", "SLOTS", "slot_of", "slot_table", "owner_of", "task_of", "with_task", "nginx_upstream",
-           "haproxy_routing", "runs"]
+           "haproxy_routing", "runs", "nginx_config", "haproxy_config"]
