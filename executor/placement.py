@@ -185,7 +185,15 @@ def nginx_config(members: dict[str, str], *, listen: str = "50051", timeout: flo
         lines += [f"            grpc_ssl_trusted_certificate {upstream_tls['ca']};", "            grpc_ssl_verify on;",
                   f"            grpc_ssl_certificate {upstream_tls['cert']};",
                   f"            grpc_ssl_certificate_key {upstream_tls['key']};"]
-    lines += ["            error_page 421 = @no_route;", "        }",
+    lines += ["            error_page 421 = @no_route;",
+              "            # The owner is down or unreachable: a gRPC UNAVAILABLE (never another member).",
+              "            error_page 502 503 504 = @owner_unavailable;", "        }",
+              "        location @owner_unavailable {",
+              "            default_type application/grpc;",
+              "            add_header grpc-status 14 always;",
+              '            add_header grpc-message "the task\'s owner is unavailable (it is not re-homed: retry '
+              'later)" always;',
+              "            return 200;", "        }",
               "        location @no_route {",
               "            default_type application/grpc;",
               "            add_header grpc-status 9 always;",

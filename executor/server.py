@@ -218,7 +218,11 @@ class Servicer(pb_grpc.ExecutorServicer):
 
     async def WatchApprovals(self, request, context):
         await self.auth.caller(context, "approve")
-        async for ev in self.core.watch_approvals(request.task_id):
+        try:
+            events = self.core.watch_approvals(request.task_id)
+        except CoreError as exc:
+            await _abort(context, exc)
+        async for ev in events:
             p = ev.pending
             yield pb.PendingApproval(
                 approval_id=p.approval_id, task_id=p.task_id, command=p.command, rule=p.rule, reason=p.reason,
