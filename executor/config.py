@@ -127,8 +127,19 @@ class FleetConfig(_Model):
     A daemon refuses a task that another member owns (FAILED_PRECONDITION naming the owner), so a
     misrouted call fails instead of starting a second shell for the task here."""
 
-    member: str  # this daemon's name, as listed in members
+    #: This daemon's name, as listed in members; empty = the host name (a StatefulSet pod's name,
+    #: so one config serves every pod).
+    member: str = ""
     members: list[str] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_member(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("member"):
+            import socket
+
+            data = {**data, "member": socket.gethostname().split(".")[0]}
+        return data
 
     @model_validator(mode="after")
     def _member_listed(self) -> "FleetConfig":
@@ -138,7 +149,8 @@ class FleetConfig(_Model):
             if not name or not all(c.isalnum() or c in "._-" for c in name):
                 raise ValueError(f"member name {name!r}: use letters, digits, '.', '_' and '-'")
         if self.member not in self.members:
-            raise ValueError(f"member {self.member!r} is not in members {self.members}")
+            raise ValueError(f"member {self.member!r} is not in members {self.members} (member defaults to the "
+                             "host name)")
         return self
 
 

@@ -183,6 +183,8 @@ def nginx_config(members: dict[str, str], *, listen: str = "50051", timeout: flo
     ]
     if upstream_tls:
         lines += [f"            grpc_ssl_trusted_certificate {upstream_tls['ca']};", "            grpc_ssl_verify on;",
+                  # one name for every member: the daemons' certificates carry it (subjectAltName)
+                  f"            grpc_ssl_name {upstream_tls.get('name', 'executor')};",
                   f"            grpc_ssl_certificate {upstream_tls['cert']};",
                   f"            grpc_ssl_certificate_key {upstream_tls['key']};"]
     lines += ["            error_page 421 = @no_route;",
@@ -204,17 +206,21 @@ def nginx_config(members: dict[str, str], *, listen: str = "50051", timeout: flo
 
 def haproxy_config(members: dict[str, str], *, bind: str = ":50051", timeout: float = 3700,
                    tls_crt: str | None = None, upstream_tls: dict | None = None, prefix_comment: str = "",
-                   stats_socket: str | None = None) -> str:
+                   stats_socket: str | None = None, resolve: bool = False) -> str:
     """A whole haproxy.cfg routing gRPC by ``x-executor-task`` to the owner, failing closed: one
     backend per member with one server, no health-check failover, no redispatch, no retries.
     ``tls_crt``: PEM (cert + key) for the listener; ``upstream_tls``: {ca, crt} for the daemons."""
     t = f"{int(timeout)}s" if timeout >= 1 else f"{int(timeout * 1000)}ms"
     opts = f"ssl verify required ca-file {upstream_tls['ca']} crt {upstream_tls['crt']} alpn h2" if upstream_tls else ""
+    if resolve:  # names re-resolved at run time (a restarted pod has a new address); none yet: 503
+        opts = (opts + " resolvers dns init-addr last,libc,none").strip()
     front, back = haproxy_routing(members, server_opts=opts)
     lines = [prefix_comment.rstrip("\n")] if prefix_comment else []
     lines += ["global", "    log stderr format raw local0 warning", "    maxconn 8192"]
     if stats_socket:
         lines.append(f"    stats socket {stats_socket} mode 600")
+    if resolve:
+        lines += ["", "resolvers dns", "    parse-resolv-conf", "    hold valid 5s"]
     lines += [
         "", "defaults",
         "    mode http", "    log global",

@@ -387,6 +387,7 @@ def test_kubernetes_manifest_is_valid():
     docs = [d for d in yaml.safe_load_all((ROOT / "deploy" / "kubernetes.yaml").read_text()) if d]
     kinds = Counter(d["kind"] for d in docs)
     assert kinds == Counter({"ConfigMap": 2, "StatefulSet": 1, "Deployment": 1, "Service": 2}), kinds
+    assert all(doc["metadata"]["name"] != "executor" or doc["kind"] != "Deployment" for doc in docs)
     for doc in docs:
         kubernetes_validate.validate(doc, "1.30.0", strict=True)
     sts = next(d for d in docs if d["kind"] == "StatefulSet")
@@ -401,17 +402,61 @@ def test_kubernetes_config_maps_are_valid_configs(tmp_path):
     config_map = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "executor-config")
     for name in ("agent", "approver"):  # token files are mounted secrets in the cluster
         (tmp_path / name).write_text("x" * 32)
-    for member in ("executor-0", "executor-2"):  # each pod names itself (its hostname) in the config
+    for member in ("executor-0", "executor-2"):  # each pod is named by its host name (fleet.member empty)
         text = config_map["data"]["config.yaml"].replace("/etc/executor/tokens/", f"{tmp_path}/")
-        text = text.replace("${POD_NAME}", member)
+        data = yaml.safe_load(text)
+        assert "member" not in data["fleet"]
+        data["fleet"]["member"] = member
         path = tmp_path / "config.yaml"
-        path.write_text(text)
+        path.write_text(yaml.safe_dump(data))
         config = load_config(path)
         assert config.backend == "cloud" and config.tls is not None
         assert config.fleet.member == member and len(config.fleet.members) == 3
         assert config.streams.heartbeat_seconds > 0
+    sts = next(d for d in docs if d["kind"] == "StatefulSet")
+    assert sts["spec"]["replicas"] == len(config.fleet.members)
+    from scripts.gen_fleet_deploy import MEMBERS
+
+    assert sorted(MEMBERS) == sorted(config.fleet.members)
     proxy = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "executor-proxy")
-    assert proxy["data"]["nginx.conf"] == (ROOT / "deploy" / "nginx.conf").read_text()
+    assert proxy["data"]["haproxy.cfg"] == (ROOT / "deploy" / "haproxy.cfg").read_text()
+
+
+def test_the_deploy_proxy_configs_load_in_the_real_proxies(tmp_path):
+    """nginx -t and haproxy -c accept deploy/ as written (certificates made here, member names
+    pointed at loopback: nothing to resolve in a test)."""
+    import shutil
+    import subprocess
+
+    reason = infra.missing_proxies()
+    if reason:
+        pytest.skip(reason)
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is not installed (make test-infra installs it)")
+    tls = tmp_path / "tls"
+    tls.mkdir()
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=executor",
+                    "-keyout", str(tls / "tls.key"), "-out", str(tls / "tls.crt")], check=True, capture_output=True)
+    (tls / "ca.crt").write_bytes((tls / "tls.crt").read_bytes())
+    pem = (tls / "tls.crt").read_bytes() + (tls / "tls.key").read_bytes()
+    (tls / "client.pem").write_bytes(pem)
+    (tls / "proxy.pem").write_bytes(pem)
+
+    def local(text: str) -> str:
+        for i in range(3):
+            text = text.replace(f"executor-{i}.executor.default.svc.cluster.local:50051", f"127.0.0.1:{41000 + i}")
+        text = text.replace("/etc/executor/tls/", f"{tls}/").replace("/etc/executor/proxy-tls/", f"{tls}/")
+        return text.replace("/tmp/nginx.pid", str(tmp_path / "nginx.pid")).replace("parse-resolv-conf", "")
+
+    (tmp_path / "nginx.conf").write_text(local((ROOT / "deploy" / "nginx.conf").read_text()))
+    (tmp_path / "haproxy.cfg").write_text(local((ROOT / "deploy" / "haproxy.cfg").read_text()))
+    (tmp_path / "logs").mkdir()
+    r = subprocess.run([infra._binary("nginx"), "-t", "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([infra._binary("haproxy"), "-c", "-f", str(tmp_path / "haproxy.cfg")], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_quiet_time_versus_deploy_timeouts():
@@ -423,7 +468,8 @@ def test_quiet_time_versus_deploy_timeouts():
     assert Limits().max_timeout_seconds < 3700
     assert "grpc_next_upstream off;" in (ROOT / "deploy" / "nginx.conf").read_text()
     cfg = (ROOT / "deploy" / "haproxy.cfg").read_text()
-    assert "no option redispatch" in cfg and " check" not in cfg
+    servers = [line for line in cfg.splitlines() if line.strip().startswith("server ")]
+    assert "no option redispatch" in cfg and len(servers) == 3 and not any(" check" in line for line in servers)
 
 
 def test_single_daemon_without_fleet_config_serves_any_task(tmp_path):
