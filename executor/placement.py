@@ -165,7 +165,7 @@ def nginx_config(members: dict[str, str], *, listen: str = "50051", timeout: flo
         "    # Quiet calls (a long command, an approval wait, an idle terminal) outlive these only with",
         "    # the daemons' streams.heartbeat_seconds below them; keep them above limits.max_timeout_seconds.",
         f"    grpc_read_timeout {t};", f"    grpc_send_timeout {t};", f"    client_body_timeout {t};",
-        f"    keepalive_timeout {t};", "    client_max_body_size 0;", "    grpc_buffer_size 64k;",
+        "    keepalive_timeout 300s;", "    client_max_body_size 0;", "    grpc_buffer_size 64k;",
         "    http2_max_concurrent_streams 1024;",
         "",
     ]
@@ -230,7 +230,7 @@ def haproxy_config(members: dict[str, str], *, bind: str = ":50051", timeout: fl
         "    # Quiet calls outlive these only with the daemons' streams.heartbeat_seconds below them;",
         "    # keep them above limits.max_timeout_seconds.",
         f"    timeout client {t}", f"    timeout server {t}", f"    timeout tunnel {t}",
-        f"    timeout http-request {t}", "",
+        "    timeout http-request 10s", "",
         "frontend executor",
         f"    bind {bind} " + (f"ssl crt {tls_crt} alpn h2" if tls_crt else "proto h2"),
         "    # A call without a routing header is refused (gRPC FAILED_PRECONDITION), never spread.",
