@@ -190,6 +190,28 @@ def test_streams_processes_files_and_pty_through_the_proxy(fleet, proxy):
     assert fleet.tasks_on("executor-0", task) == fleet.tasks_on("executor-1", task) == []
 
 
+@pytest.mark.parametrize("proxy", PROXIES)
+def test_the_async_client_is_routed_too(fleet, proxy):
+    import asyncio
+
+    from executor.client import AsyncClient
+
+    task = fleet.task_for("executor-1", f"async-{proxy}")
+
+    async def go() -> None:
+        async with AsyncClient(fleet.proxies[proxy].target, token=infra.AGENT, deadline=60) as c:
+            assert (await c.run(task, "export A=7")).exit.status == pb.EXIT_STATUS_COMPLETED
+            out = b"".join([e.stdout async for e in c.exec(task, "echo $A")])
+            assert out == b"7\n"
+            p = await c.start_process(task, "echo bg")
+            assert b"".join([ch.data async for ch in c.follow_output(p.process_id)]) == b"bg\n"
+            await c.put_archive(task, ".", _tar("a.txt", b"async"))
+            assert b"async" in await c.get_archive(task, "a.txt")
+
+    asyncio.run(go())
+    assert fleet.tasks_on("executor-1", task) == [task]
+
+
 def _expect_refused(call, owner: str) -> None:
     with pytest.raises(grpc.RpcError) as info:
         result = call()
