@@ -113,7 +113,8 @@ class FleetApprovals:
 
     def watch(self, task_id: str = "") -> Iterator[FleetPending]:
         """Every member's pending approvals (then new and resolved ones), merged, until closed. A
-        member that cannot be watched is reported once as an ExecutorError and watched no more."""
+        member that cannot be watched (down, refused) ends the watch with an ExecutorError naming
+        it: an approver never silently misses a member."""
         events: queue.Queue = queue.Queue()
         stop = threading.Event()
 
