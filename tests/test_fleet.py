@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from executor import placement
-from executor.client import Client, FailedPrecondition, Unavailable
+from executor.client import Client, ExecutorError, Unavailable
 from executor.config import load_config
 from executor.fleet import Fleet, FleetApprovals, pick_target
 from executor.routing import routing_task
@@ -323,8 +323,10 @@ def test_quiet_commands_outlive_the_proxy_idle_timeout(fleet, proxy):
         assert any(o.HasField("heartbeat") and o.WhichOneof("output") is None for o in outputs)
 
         # the control: Run is unary (no heartbeat can flow), so the proxy's timeout does end it
-        with pytest.raises(Exception):
+        with pytest.raises(ExecutorError) as info:
             c.run(task, f"sleep {quiet}", rpc_timeout=60)
+        assert info.value.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN,
+                                   grpc.StatusCode.INTERNAL), info.value
 
 
 @pytest.mark.parametrize("proxy", PROXIES)
