@@ -230,7 +230,14 @@ def haproxy_config(members: dict[str, str], *, bind: str = ":50051", timeout: fl
         "    # Quiet calls outlive these only with the daemons' streams.heartbeat_seconds below them;",
         "    # keep them above limits.max_timeout_seconds.",
         f"    timeout client {t}", f"    timeout server {t}", f"    timeout tunnel {t}",
-        "    timeout http-request 10s", "",
+        "    timeout http-request 10s",
+        "    # The owner is down or unreachable: a gRPC UNAVAILABLE on every kind of call (never another member).",
+        "    http-error status 502 hdr grpc-status 14 hdr grpc-message "
+        "\"the task's owner is unavailable (it is not re-homed: retry later)\"",
+        "    http-error status 503 hdr grpc-status 14 hdr grpc-message "
+        "\"the task's owner is unavailable (it is not re-homed: retry later)\"",
+        "    http-error status 504 hdr grpc-status 14 hdr grpc-message "
+        "\"the call outlived the proxy's timeout\"", "",
         "frontend executor",
         f"    bind {bind} " + (f"ssl crt {tls_crt} alpn h2" if tls_crt else "proto h2"),
         "    # A call without a routing header is refused (gRPC FAILED_PRECONDITION), never spread.",

@@ -7,7 +7,6 @@ import io
 import queue
 import tarfile
 import threading
-import time
 import zlib
 from collections import Counter
 from pathlib import Path

@@ -11,8 +11,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import grpc
-
 from executor import placement
 from tests.daemon import DaemonProcess
 
@@ -156,8 +154,3 @@ class TestFleet:
         return "\n".join(f"--- {name}\n{d.log()}" for name, d in self.daemons.items()) + "\n".join(
             f"--- {k}\n{p.log()}" for k, p in self.proxies.items())
 
-
-def wait_ready(target: str) -> None:
-    channel = grpc.insecure_channel(target)
-    grpc.channel_ready_future(channel).result(timeout=20)
-    channel.close()
