@@ -161,14 +161,14 @@ class FleetApprovals:
         """Resolve on the owner; an APPROVE_ALWAYS is then carried to every other member, each of
         which judges the command again and stores it only if its own gate asks for that rule."""
         owner = self.owner(approval_id)
+        if pending is None:  # before resolving: the watch forgets it once the owner reports it resolved
+            with self._lock:
+                known = self._known.get(approval_id)
+            pending = known.approval if known is not None else None
         self.fleet.client_of(owner).resolve_approval(approval_id, decision, reason)
         shared: dict[str, str] = {}
         if decision_value(decision) != pb.APPROVAL_DECISION_APPROVE_ALWAYS:
             return Resolution(owner, shared)
-        if pending is None:
-            with self._lock:
-                known = self._known.get(approval_id)
-            pending = known.approval if known is not None else None
         if pending is None:
             raise ValueError(f"approval {approval_id!r} was resolved on {owner!r}, but its command and rule are "
                              "unknown here (watch first, or pass pending=): not shared with the other members")
