@@ -301,7 +301,7 @@ def test_a_call_forced_to_another_member_through_the_proxy_is_refused(fleet, pro
 
 @pytest.mark.parametrize("proxy", PROXIES)
 def test_quiet_commands_outlive_the_proxy_idle_timeout(fleet, proxy):
-    """The proxies' timeouts are 3 s here; the daemons send a heartbeat after 1 s of quiet."""
+    """The proxies' timeouts are 4 s here; the daemons send a heartbeat after 1 s of quiet."""
     quiet = infra.PROXY_TIMEOUT + 2.5
     task = fleet.task_for("executor-0", f"quiet-{proxy}")
     with _client(fleet.proxies[proxy].target) as c:

@@ -19,7 +19,7 @@ APPROVER = "approver-token-" + "b" * 24
 MEMBERS = ("executor-0", "executor-1", "executor-2")
 #: The proxies' read/idle timeout in the tests (deploy/ has 3700 s): quiet calls outlive it on
 #: the daemons' heartbeats only.
-PROXY_TIMEOUT = 3.0
+PROXY_TIMEOUT = 4.0
 HEARTBEAT = 1.0
 
 
