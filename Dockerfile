@@ -5,7 +5,7 @@ FROM ${BASE_IMAGE}
 
 COPY build/wheels /tmp/wheels
 RUN python3 -m venv /opt/executor \
- && /opt/executor/bin/pip install --no-index --no-cache-dir --find-links /tmp/wheels 'executor[docker,ssh,singularity,metrics]' \
+ && /opt/executor/bin/pip install --no-index --no-cache-dir --find-links /tmp/wheels 'executor-daemon[docker,ssh,singularity,metrics]' \
  && rm -rf /tmp/wheels \
  && useradd --uid 10001 --create-home --home-dir /var/lib/executor --shell /bin/bash executor \
  && mkdir -p /etc/executor \

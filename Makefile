@@ -13,12 +13,22 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,modal,daytona,vercel_sandbox]'
+	$(PY) -m pip install -q -e '.[dev,modal,daytona,vercel-sandbox]'
 	touch $@
 
 venv: $(VENV)/.installed
 
-serve: venv bubblewrap
+# What serving needs and nothing else: executor and the self-hosted backends' extras (no test, bench,
+# MCP or cloud SDKs; add them with SERVE_EXTRAS=docker,modal). A venv `make venv` made already has them.
+SERVE_EXTRAS ?= docker,ssh,singularity,metrics
+$(VENV)/.serve-installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	test -e $(VENV)/.installed -a $(VENV)/.installed -nt pyproject.toml || \
+	  $(PY) -m pip install -q -e '.$(if $(SERVE_EXTRAS),[$(SERVE_EXTRAS)])'
+	touch $@
+
+# In the foreground: Ctrl-C (SIGTERM) drains and stops it. `executor start` runs it in the background.
+serve: $(VENV)/.serve-installed bubblewrap
 	$(VENV)/bin/executor serve $(if $(CONFIG),--config $(CONFIG)) --state-dir $(STATE_DIR)
 
 # Regenerate the Python stubs from proto/ (committed; tests/test_proto.py fails when stale).

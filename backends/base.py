@@ -391,6 +391,71 @@ class Sandbox(abc.ABC):
             raise BackendError(f"reading {path} failed: {message or f'tar exited {code}'}",
                                ErrorKind.NOT_FOUND if "No such file" in message else ErrorKind.FAILED_PRECONDITION)
 
+    # single files ---------------------------------------------------------------
+    async def read_file(self, path: str) -> AsyncIterator[bytes]:
+        """The bytes of the regular file ``path``, streamed.
+
+        ``path`` is resolved in the sandbox first, as for ``get_archive``: one that leads outside
+        the task's directory is refused (INVALID_ARGUMENT). ``read_bytes`` does the reading."""
+        (target,) = await self.resolve_inside([path], what="path")
+        async for chunk in self.read_bytes(target):
+            yield chunk
+
+    async def read_bytes(self, path: str) -> AsyncIterator[bytes]:
+        """The bytes of ``path`` (already resolved and checked). The default runs ``cat`` inside the
+        sandbox; refuses a directory or a special file, and a path that became a link since it was
+        resolved (a command racing the call)."""
+        proc = await self.spawn_helper(["/bin/sh", "-c", _READ_FILE_SCRIPT, "executor-read", path], cwd="/",
+                                       env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
+        await proc.close_stdin()
+        err = asyncio.ensure_future(read_all(proc.stderr)) if proc.stderr is not None else None
+        while True:
+            chunk = await proc.stdout.read()
+            if not chunk:
+                break
+            yield chunk
+        code = await proc.wait()
+        if code != 0:
+            message = (await err).decode(errors="replace").strip() if err is not None else ""
+            raise _file_error(path, "reading", code, message)
+
+    async def write_file(self, path: str, data: AsyncIterator[bytes], *, mode: int = 0,
+                         make_parents: bool = False) -> tuple[str, int]:
+        """Writes a stream into the file ``path`` (replacing its content); returns the resolved path
+        and the bytes written. ``mode`` (permission bits) is set when given; a new file is 0644
+        otherwise. Missing parents are created with ``make_parents``, else refused (NOT_FOUND).
+
+        ``path`` is resolved in the sandbox first (a link that leads out is refused, INVALID_ARGUMENT,
+        and so is every missing parent created: it is below the resolved path, inside)."""
+        (target,) = await self.resolve_inside([path], what="path")
+        if target == posixpath.normpath(self.root):
+            raise BackendError(f"{path!r} is the task's directory, not a file", ErrorKind.INVALID_ARGUMENT)
+        return target, await self.write_bytes(target, data, mode=mode, make_parents=make_parents)
+
+    async def write_bytes(self, path: str, data: AsyncIterator[bytes], *, mode: int = 0,
+                          make_parents: bool = False) -> int:
+        """Writes ``path`` (already resolved and checked). The default pipes the data through
+        ``cat`` inside the sandbox, refusing a final component that became a link meanwhile."""
+        proc = await self.spawn_helper(
+            ["/bin/sh", "-c", _WRITE_FILE_SCRIPT, "executor-write", path, f"{mode:o}" if mode else "",
+             "1" if make_parents else ""],
+            cwd="/", env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
+        out = asyncio.ensure_future(read_all(proc.stdout))
+        err = asyncio.ensure_future(read_all(proc.stderr)) if proc.stderr is not None else None
+        written = 0
+        try:
+            async for chunk in data:
+                written += len(chunk)
+                await proc.write(chunk)
+            await proc.close_stdin()
+        finally:
+            code = await proc.wait()
+            await out
+            message = (await err).decode(errors="replace").strip() if err is not None else ""
+        if code != 0:
+            raise _file_error(path, "writing", code, message)
+        return written
+
     async def release(self, remove_files: bool = False) -> None:
         """The task is closed: free what the sandbox holds; remove its files if asked."""
 
@@ -917,6 +982,33 @@ async def drain(proc: Process) -> tuple[bytes, bytes]:
 
 def shell_quote(argv: Sequence[str]) -> str:
     return " ".join(shlex.quote(a) for a in argv)
+
+
+# Exit codes of the file helpers: 3 missing, 4 not a regular file, 5 a link appeared.
+_READ_FILE_SCRIPT = r"""
+[ -L "$1" ] && { echo "$1 became a link" >&2; exit 5; }
+[ -e "$1" ] || { echo "$1: no such file" >&2; exit 3; }
+[ -f "$1" ] || { echo "$1 is not a regular file" >&2; exit 4; }
+exec cat -- "$1"
+"""
+_WRITE_FILE_SCRIPT = r"""
+parent=$(dirname -- "$1")
+if [ -n "$3" ]; then mkdir -p -- "$parent" || exit 1; fi
+[ -d "$parent" ] || { cat >/dev/null; echo "$parent: no such directory (make_parents creates it)" >&2; exit 3; }
+[ -L "$1" ] && { cat >/dev/null; echo "$1 became a link" >&2; exit 5; }
+if [ -e "$1" ] && [ ! -f "$1" ]; then cat >/dev/null; echo "$1 is not a regular file" >&2; exit 4; fi
+umask 022
+cat > "$1" || exit 1
+if [ -n "$2" ]; then chmod "$2" -- "$1" || exit 1; fi
+"""
+
+
+def _file_error(path: str, doing: str, code: int, message: str) -> BackendError:
+    kind = {3: ErrorKind.NOT_FOUND, 4: ErrorKind.INVALID_ARGUMENT, 5: ErrorKind.INVALID_ARGUMENT}.get(code)
+    if kind is None:
+        full = "No space left on device" in message or "Disk quota exceeded" in message
+        kind = ErrorKind.RESOURCE_EXHAUSTED if full else ErrorKind.FAILED_PRECONDITION
+    return BackendError(f"{doing} {path} failed: {message or f'exit {code}'}", kind)
 
 
 def tar_single_file(name: str, data: bytes, mode: int = 0o644) -> bytes:

@@ -61,7 +61,7 @@ try:
     from grpclib.exceptions import StreamTerminatedError
     from modal_proto import api_pb2
 except ImportError as _exc:  # pragma: no cover - depends on the install
-    raise ImportError("the modal backend needs the modal SDK: pip install 'executor[modal]'") from _exc
+    raise ImportError("the modal backend needs the modal SDK: pip install 'executor-daemon[modal]'") from _exc
 
 
 

@@ -155,7 +155,7 @@ def _sdk() -> Any:
     try:
         import vercel.sandbox as sdk
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise BackendError("the vercel-sandbox SDK is not installed: pip install 'executor[vercel_sandbox]'",
+        raise BackendError("the vercel-sandbox SDK is not installed: pip install 'executor-daemon[vercel-sandbox]'",
                            ErrorKind.FAILED_PRECONDITION) from exc
     return sdk
 

@@ -33,6 +33,108 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _start(args: argparse.Namespace) -> int:
+    """``executor start``: ``executor serve`` as a background process (its own session, output to a
+    log in the state directory); returns once it answers, printing where (and its pid)."""
+    import json
+    import signal
+    import subprocess
+    import time
+
+    from executor.config import ConfigError, default_state_dir, load_config
+
+    config_path = args.config or os.environ.get("EXECUTOR_CONFIG")
+    try:
+        config = load_config(config_path)
+    except ConfigError as exc:
+        print(f"executor: {exc}", file=sys.stderr)
+        return 2
+    state_dir = Path(args.state_dir or config.state_dir or default_state_dir()).expanduser()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    pidfile, log_path, ready = state_dir / "executor.pid", state_dir / "executor.log", state_dir / "executor.ready"
+    running = _running_pid(pidfile)
+    if running:
+        print(f"executor: a daemon started with `executor start` is running (pid {running}); "
+              f"`executor stop` ends it", file=sys.stderr)
+        return 1
+    ready.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "executor", "serve", "--state-dir", str(state_dir), "--ready-file", str(ready)]
+    if config_path:
+        argv += ["--config", config_path]
+    for address in args.listen or []:
+        argv += ["--listen", address]
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, close_fds=True)
+    deadline = time.monotonic() + args.wait
+    while time.monotonic() < deadline:
+        if ready.exists() and ready.read_text().strip():
+            break
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
+            print(f"executor: the daemon exited with {proc.returncode} while starting; {log_path}:\n" +
+                  "\n".join(tail), file=sys.stderr)
+            return 1
+        time.sleep(0.1)
+    else:
+        proc.send_signal(signal.SIGTERM)
+        print(f"executor: the daemon did not answer within {args.wait:.0f} s (stopped); see {log_path}",
+              file=sys.stderr)
+        return 1
+    pidfile.write_text(f"{proc.pid}\n")
+    listen = ready.read_text().split()
+    if args.json:
+        print(json.dumps({"pid": proc.pid, "listen": listen, "log": str(log_path), "state_dir": str(state_dir)}))
+    else:
+        print(f"executor: serving (pid {proc.pid}) on {', '.join(listen)}; log {log_path}; `executor stop` ends it")
+    return 0
+
+
+def _running_pid(pidfile: Path) -> int | None:
+    try:
+        pid = int(pidfile.read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    try:  # the pid is ours only if it is still an executor daemon
+        if b"executor" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return None
+    except OSError:
+        pass
+    return pid
+
+
+def _stop(args: argparse.Namespace) -> int:
+    """``executor stop``: ends the daemon ``executor start`` started (SIGTERM: it drains first)."""
+    import signal
+    import time
+
+    from executor.config import default_state_dir
+
+    state_dir = Path(args.state_dir or default_state_dir()).expanduser()
+    pidfile = state_dir / "executor.pid"
+    pid = _running_pid(pidfile)
+    if pid is None:
+        print(f"executor: no daemon started by `executor start` is running (no live pid in {pidfile})",
+              file=sys.stderr)
+        pidfile.unlink(missing_ok=True)
+        return 1
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + args.wait
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            break
+        time.sleep(0.1)
+    else:
+        print(f"executor: pid {pid} is still draining after {args.wait:.0f} s", file=sys.stderr)
+        return 1
+    pidfile.unlink(missing_ok=True)
+    print(f"executor: stopped (pid {pid})")
+    return 0
+
+
 def _default_target() -> str:
     from executor.client import default_target
 
@@ -141,6 +243,8 @@ def _exec(args: argparse.Namespace) -> int:
     if args.pty:
         return _exec_pty(args, "" if text == "-" else text)
     stdin = sys.stdin.buffer.read() if args.stdin else b""
+    if args.json:
+        return _exec_json(args, text, stdin)
     try:
         with Client(args.target or _default_target(), token=args.token) as client:
             code = None
@@ -164,6 +268,27 @@ def _exec(args: argparse.Namespace) -> int:
         return 125
 
 
+def _exec_json(args: argparse.Namespace, text: str, stdin: bytes) -> int:
+    """``exec --json``: one JSON object at the end (stdout, stderr, exit_code, status, cwd, …)."""
+    import json
+
+    from executor.client import Client, ExecutorError, collect
+
+    try:
+        with Client(args.target or _default_target(), token=args.token) as client:
+            r = collect(client.exec(args.task, text, timeout=args.timeout, backend=args.backend, stdin=stdin,
+                                    workdir=args.workdir))
+    except ExecutorError as exc:
+        print(json.dumps({"error": exc.message, "code": exc.code.name if exc.code else "UNKNOWN"}))
+        print(_explain(exc, args.target), file=sys.stderr)
+        return 125
+    print(json.dumps({"stdout": r.stdout_text, "stderr": r.stderr_text, "exit_code": r.exit_code,
+                      "status": str(r.status), "ok": r.ok, "cwd": r.cwd, "message": r.message, "rule": r.rule,
+                      "duration_seconds": r.duration}))
+    code = r.exit_code if r.exit_code >= 0 else 128 - r.exit_code
+    return code if r.status == 1 else {2: 124, 4: 126}.get(int(r.status), 125)
+
+
 def _doctor(args: argparse.Namespace) -> int:
     from executor.doctor import run
 
@@ -173,7 +298,7 @@ def _doctor(args: argparse.Namespace) -> int:
 def _health(args: argparse.Namespace) -> int:
     from executor.doctor import health
 
-    return health(args.target or _default_target(), args.timeout)
+    return health(args.target or _default_target(), args.timeout, as_json=args.json)
 
 
 def _mcp(args: argparse.Namespace) -> int:
@@ -219,7 +344,21 @@ def build_parser() -> argparse.ArgumentParser:
     h = sub.add_parser("health", help="exit 0 when the daemon answers SERVING (for container health checks)")
     h.add_argument("--target", default=os.environ.get("EXECUTOR_TARGET"), help="daemon address (EXECUTOR_TARGET)")
     h.add_argument("--timeout", type=float, default=5.0)
+    h.add_argument("--json", action="store_true", help="machine-readable output")
     h.set_defaults(func=_health)
+
+    st = sub.add_parser("start", help="run the daemon in the background (its log in the state directory)")
+    st.add_argument("--config", help="YAML config file (also EXECUTOR_CONFIG)")
+    st.add_argument("--listen", action="append", help="unix:///path or HOST:PORT (repeatable)")
+    st.add_argument("--state-dir", help="state directory (default $XDG_STATE_HOME/executor)")
+    st.add_argument("--wait", type=float, default=60.0, help="seconds to wait for it to answer")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.set_defaults(func=_start)
+
+    sp = sub.add_parser("stop", help="stop the daemon `executor start` started (it drains first)")
+    sp.add_argument("--state-dir", help="state directory (default $XDG_STATE_HOME/executor)")
+    sp.add_argument("--wait", type=float, default=60.0, help="seconds to wait for it to end")
+    sp.set_defaults(func=_stop)
 
     m = sub.add_parser("mcp", help="serve the terminal and process tools over MCP (stdio, or --http)")
     m.add_argument("--target", default=os.environ.get("EXECUTOR_TARGET"), help="daemon address (EXECUTOR_TARGET)")
@@ -242,6 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--workdir", default="", help="working directory for this call, inside the task")
     e.add_argument("--stdin", action="store_true", help="send this process's stdin to the command")
     e.add_argument("--pty", action="store_true", help="an interactive terminal (`-- -` for the task's shell)")
+    e.add_argument("--json", action="store_true", help="one JSON object with the output and how it ended")
     e.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND...")
     e.set_defaults(func=_exec)
     return parser

@@ -58,6 +58,10 @@ def cmd_logs(args) -> int:
     with client(args) as c:
         if args.follow:
             for chunk in c.follow_output(args.process_id, offset=args.offset, stream=args.stream):
+                if args.json:  # one line per chunk: its offset, its text
+                    print(json.dumps({"offset": chunk.offset, "data": chunk.data.decode("utf-8", "replace")}),
+                          flush=True)
+                    continue
                 sys.stdout.buffer.write(chunk.data)
                 sys.stdout.buffer.flush()
             return 0

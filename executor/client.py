@@ -3,18 +3,29 @@
     from executor.client import Client
     with Client("unix:///home/me/.local/state/executor/executor.sock") as c:
         result = c.run("my-task", "ls -la")
-        print(result.exit.exit_code, result.stdout.decode())
+        print(result.exit_code, result.status, result.ok, result.stdout_text)
 
-``AsyncClient`` has the same methods as coroutines (and async iterators for streams). Every call
-takes a deadline (``deadline=`` on the client, or per call); gRPC errors become a small typed
-exception hierarchy (``ExecutorError`` and its subclasses) carrying the server's message.
+``run`` returns an ``ExecResult`` (bytes ``stdout``/``stderr`` with text helpers, ``exit_code``,
+``status`` as ``ExitStatus``, ``ok``); ``exec`` streams the protocol's ``ExecEvent``s and
+``collect(events)`` folds them into the same ``ExecResult``.
+
+``AsyncClient`` has the same methods as coroutines (and async iterators for streams). Deadlines:
+``deadline=`` on the client bounds each call that is not a command; a command's call (``run``,
+``exec``) gets the command's ``timeout`` plus ``DEADLINE_MARGIN`` seconds, so the client never cuts a
+command shorter than its timeout (no timeout: no client deadline, the daemon's own timeout applies).
+An explicit ``rpc_timeout=`` is used as given, even when shorter: the call then ends with
+``DeadlineExceeded`` and the daemon kills the command. gRPC errors become a small typed exception
+hierarchy (``ExecutorError`` and its subclasses) carrying the server's message.
 """
 
 from __future__ import annotations
 
+import asyncio
+import enum
 import os
 import signal as _signal
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -66,7 +77,172 @@ def error_from(exc: grpc.RpcError) -> ExecutorError:
     return _ERRORS.get(code, ExecutorError)(code, details or (code.name if code else str(exc)))
 
 
+# -- typed results --------------------------------------------------------------------------
+
+
+class ExitStatus(enum.IntEnum):
+    """How a command ended (``pb.ExitStatus``); an ``IntEnum``, so it still equals the proto's numbers."""
+
+    UNSPECIFIED = 0
+    COMPLETED = 1   # ran; exit_code says how
+    TIMED_OUT = 2   # killed at its timeout, with the output so far
+    CANCELLED = 3   # the client cancelled or the task was closed
+    DENIED = 4      # the gate refused, an approver said no, or approval timed out
+    BACKEND_ERROR = 5
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+class ProcessState(enum.IntEnum):
+    """A background process's state (``pb.ProcessState``)."""
+
+    UNSPECIFIED = 0
+    RUNNING = 1
+    EXITED = 2
+    KILLED = 3
+    FAILED = 4
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+def _enum(cls, value: int):
+    try:
+        return cls(value)
+    except ValueError:
+        return cls.UNSPECIFIED
+
+
+@dataclass
+class ExecResult:
+    """One command's result: what ``run`` returns and ``collect`` builds from an ``exec`` stream.
+
+    ``stdout``/``stderr`` are bytes (``run``: the head and tail when the output was longer than the
+    daemon keeps; ``stdout_bytes`` is the exact size); ``status`` says how it ended and ``ok`` is
+    ``status is COMPLETED and exit_code == 0``. ``exit`` is the protocol's ``Exit`` with every detail
+    (timings, backend)."""
+
+    stdout: bytes = b""
+    stderr: bytes = b""
+    exit: pb.Exit = field(default_factory=pb.Exit)
+
+    @property
+    def exit_code(self) -> int:
+        return self.exit.exit_code
+
+    @property
+    def status(self) -> ExitStatus:
+        return _enum(ExitStatus, self.exit.status)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is ExitStatus.COMPLETED and self.exit.exit_code == 0
+
+    @property
+    def cwd(self) -> str:
+        return self.exit.cwd
+
+    @property
+    def message(self) -> str:
+        return self.exit.message
+
+    @property
+    def rule(self) -> str:
+        return self.exit.rule
+
+    @property
+    def duration(self) -> float:
+        return self.exit.duration_seconds
+
+    @property
+    def truncated(self) -> bool:
+        return self.exit.truncated
+
+    @property
+    def stdout_bytes(self) -> int:
+        return self.exit.stdout_bytes
+
+    @property
+    def stderr_bytes(self) -> int:
+        return self.exit.stderr_bytes
+
+    @property
+    def stdout_text(self) -> str:
+        return self.stdout.decode("utf-8", errors="replace")
+
+    @property
+    def stderr_text(self) -> str:
+        return self.stderr.decode("utf-8", errors="replace")
+
+    def text(self, errors: str = "replace") -> str:
+        """stdout then stderr, decoded."""
+        return (self.stdout + self.stderr).decode("utf-8", errors=errors)
+
+    def check(self) -> "ExecResult":
+        """Returns itself when ``ok``, else raises ``CommandFailed`` carrying this result."""
+        if not self.ok:
+            raise CommandFailed(self)
+        return self
+
+    @classmethod
+    def from_proto(cls, result: pb.RunResult) -> "ExecResult":
+        return cls(stdout=result.stdout, stderr=result.stderr, exit=result.exit)
+
+    def __repr__(self) -> str:
+        return (f"ExecResult(status={self.status}, exit_code={self.exit_code}, stdout={self.stdout[:80]!r}, "
+                f"stderr={self.stderr[:80]!r})")
+
+
+class CommandFailed(Exception):
+    """``ExecResult.check()`` on a command that did not complete with exit 0."""
+
+    def __init__(self, result: ExecResult) -> None:
+        detail = result.message or (result.stderr_text.strip().splitlines() or [""])[-1]
+        super().__init__(f"command {result.status}, exit {result.exit_code}" + (f": {detail}" if detail else ""))
+        self.result = result
+
+
+def collect(events: Iterable[pb.ExecEvent]) -> ExecResult:
+    """Folds an ``exec`` stream into an ``ExecResult`` (all of the output, not only head and tail)."""
+    out, err, exit_ = bytearray(), bytearray(), pb.Exit()
+    for event in events:
+        kind = event.WhichOneof("event")
+        if kind == "stdout":
+            out += event.stdout
+        elif kind == "stderr":
+            err += event.stderr
+        elif kind == "exit":
+            exit_ = event.exit
+    return ExecResult(bytes(out), bytes(err), exit_)
+
+
+async def collect_async(events: AsyncIterable[pb.ExecEvent]) -> ExecResult:
+    out, err, exit_ = bytearray(), bytearray(), pb.Exit()
+    async for event in events:
+        kind = event.WhichOneof("event")
+        if kind == "stdout":
+            out += event.stdout
+        elif kind == "stderr":
+            err += event.stderr
+        elif kind == "exit":
+            exit_ = event.exit
+    return ExecResult(bytes(out), bytes(err), exit_)
+
+
 # -- requests (shared by both clients) --------------------------------------------------------
+
+# Seconds a command's call may last beyond the command's own timeout: the gate, an approval's wait
+# is not part of it (a command waiting for a human has no client deadline unless one is given).
+DEADLINE_MARGIN = 30.0
+
+
+def command_deadline(timeout: float, rpc_timeout: float | None) -> float | None:
+    """The gRPC deadline of a command's call: explicit, else the command's timeout plus the margin."""
+    if rpc_timeout:
+        return rpc_timeout
+    return timeout + DEADLINE_MARGIN if timeout and timeout > 0 else None
+
 
 STATUS_NAMES = {v: k.removeprefix("EXIT_STATUS_").lower() for k, v in pb.ExitStatus.items()}
 PROCESS_STATES = {v: k.removeprefix("PROCESS_STATE_").lower() for k, v in pb.ProcessState.items()}
@@ -89,6 +265,13 @@ def default_target() -> str:
         return os.environ["EXECUTOR_TARGET"]
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return f"unix://{os.path.join(base, 'executor', 'executor.sock')}"
+
+
+class _NoDeadline(float):
+    """A command's call with no timeout: no client deadline (not the client's unary ``deadline``)."""
+
+
+_NO_DEADLINE = _NoDeadline(0)
 
 
 def exec_request(task_id: str, command: str, *, timeout: float = 0.0, workdir: str = "",
@@ -127,6 +310,18 @@ def _chunks(task_id: str, path: str, data: bytes | Iterable[bytes], backend: str
         yield pb.PutArchiveChunk(task_id=task_id, path=path, backend=backend)
 
 
+def _file_chunks(task_id: str, path: str, data: bytes | str | Iterable[bytes], backend: str, mode: int,
+                 make_parents: bool) -> Iterator[pb.WriteFileChunk]:
+    if isinstance(data, str):
+        data = data.encode()
+    blocks = [data] if isinstance(data, (bytes, bytearray, memoryview)) else data
+    yield pb.WriteFileChunk(task_id=task_id, path=path, backend=backend, mode=mode, make_parents=make_parents)
+    for block in blocks:
+        block = bytes(block)
+        for i in range(0, len(block), 1 << 20):
+            yield pb.WriteFileChunk(data=block[i:i + (1 << 20)])
+
+
 # -- the synchronous client ----------------------------------------------------------------
 
 
@@ -155,8 +350,9 @@ class Client:
         self.channel.close()
 
     def _call(self, method, request, timeout: float | None = None):
+        timeout = None if timeout is _NO_DEADLINE else (timeout or self.deadline)
         try:
-            return method(request, metadata=self._metadata, timeout=timeout or self.deadline)
+            return method(request, metadata=self._metadata, timeout=timeout)
         except grpc.RpcError as exc:
             raise error_from(exc) from None
 
@@ -173,14 +369,17 @@ class Client:
     def exec(self, task_id: str, command: str, *, timeout: float = 0.0, rpc_timeout: float | None = None,
              **kwargs) -> Iterator[pb.ExecEvent]:
         """Yields ExecEvents: started, stdout/stderr chunks, approval_required, and last the exit.
-        Closing the iterator early cancels the call, which kills the command in the backend."""
+        Closing the iterator early cancels the call, which kills the command in the backend.
+        ``collect(client.exec(...))`` gives the ``ExecResult`` with all of the output."""
         return self._stream(self.stub.Exec, exec_request(task_id, command, timeout=timeout, **kwargs),
-                            rpc_timeout or self.deadline)
+                            command_deadline(timeout, rpc_timeout))
 
     def run(self, task_id: str, command: str, *, timeout: float = 0.0, rpc_timeout: float | None = None,
-            **kwargs) -> pb.RunResult:
-        """The buffered form: head and tail of each stream, exact byte counts, the Exit."""
-        return self._call(self.stub.Run, exec_request(task_id, command, timeout=timeout, **kwargs), rpc_timeout)
+            **kwargs) -> ExecResult:
+        """The buffered form: head and tail of each stream, exact byte counts, how it ended."""
+        return ExecResult.from_proto(self._call(
+            self.stub.Run, exec_request(task_id, command, timeout=timeout, **kwargs),
+            command_deadline(timeout, rpc_timeout) or _NO_DEADLINE))
 
     # tasks and backends
     def close_task(self, task_id: str, remove_files: bool = False) -> pb.CloseTaskResponse:
@@ -254,6 +453,23 @@ class Client:
                              self.deadline)
         return b"".join(chunk.data for chunk in parts)
 
+    def read_file(self, task_id: str, path: str, backend: str = "") -> bytes:
+        """The bytes of one file in the task's directory (``path`` relative to it, or absolute inside it)."""
+        return b"".join(self.iter_file(task_id, path, backend))
+
+    def iter_file(self, task_id: str, path: str, backend: str = "") -> Iterator[bytes]:
+        """The same, streamed in chunks as they come (for files of any size)."""
+        for chunk in self._stream(self.stub.ReadFile, pb.ReadFileRequest(task_id=task_id, path=path,
+                                                                          backend=backend)):
+            yield chunk.data
+
+    def write_file(self, task_id: str, path: str, data: bytes | str | Iterable[bytes], *, mode: int = 0,
+                   make_parents: bool = False, backend: str = "") -> pb.WriteFileResponse:
+        """Writes (replaces) one file: ``data`` is bytes, text (UTF-8) or an iterable of byte blocks
+        (streamed). ``mode`` e.g. ``0o755``; ``make_parents`` creates missing directories."""
+        return self._call(self.stub.WriteFile, _file_chunks(task_id, path, data, backend, mode, make_parents),
+                          _NO_DEADLINE)
+
 
 # -- the asynchronous client ----------------------------------------------------------------
 
@@ -284,8 +500,9 @@ class AsyncClient:
         await self.channel.close()
 
     async def _call(self, method, request, timeout: float | None = None):
+        timeout = None if timeout is _NO_DEADLINE else (timeout or self.deadline)
         try:
-            return await method(request, metadata=self._metadata, timeout=timeout or self.deadline)
+            return await method(request, metadata=self._metadata, timeout=timeout)
         except grpc.RpcError as exc:
             raise error_from(exc) from None
 
@@ -296,18 +513,25 @@ class AsyncClient:
                 yield item
         except grpc.RpcError as exc:
             raise error_from(exc) from None
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # this task is being cancelled: let it
+            # the call was cancelled under us (channel closed, call.cancel()): what Client raises
+            raise Cancelled(grpc.StatusCode.CANCELLED, "the call was cancelled") from None
         finally:
             call.cancel()
 
     def exec(self, task_id: str, command: str, *, timeout: float = 0.0, rpc_timeout: float | None = None,
              **kwargs) -> AsyncIterator[pb.ExecEvent]:
         return self._stream(self.stub.Exec, exec_request(task_id, command, timeout=timeout, **kwargs),
-                            rpc_timeout or self.deadline)
+                            command_deadline(timeout, rpc_timeout))
 
     async def run(self, task_id: str, command: str, *, timeout: float = 0.0, rpc_timeout: float | None = None,
-                  **kwargs) -> pb.RunResult:
-        return await self._call(self.stub.Run, exec_request(task_id, command, timeout=timeout, **kwargs),
-                                rpc_timeout)
+                  **kwargs) -> ExecResult:
+        return ExecResult.from_proto(await self._call(
+            self.stub.Run, exec_request(task_id, command, timeout=timeout, **kwargs),
+            command_deadline(timeout, rpc_timeout) or _NO_DEADLINE))
 
     async def close_task(self, task_id: str, remove_files: bool = False) -> pb.CloseTaskResponse:
         return await self._call(self.stub.CloseTask, pb.CloseTaskRequest(task_id=task_id, remove_files=remove_files))
@@ -326,8 +550,13 @@ class AsyncClient:
         return await self._call(self.stub.ResolveApproval, pb.ResolveApprovalRequest(
             approval_id=approval_id, decision=decision_value(decision), reason=reason))
 
-    def watch_approvals(self, task_id: str = "") -> AsyncIterator[pb.PendingApproval]:
-        return self._stream(self.stub.WatchApprovals, pb.WatchApprovalsRequest(task_id=task_id))
+    async def watch_approvals(self, task_id: str = "") -> AsyncIterator[pb.PendingApproval]:
+        """Pending approvals as they arrive; ends quietly when the call is cancelled, as ``Client``'s does."""
+        try:
+            async for item in self._stream(self.stub.WatchApprovals, pb.WatchApprovalsRequest(task_id=task_id)):
+                yield item
+        except Cancelled:
+            return
 
     async def start_process(self, task_id: str, command: str, *, workdir: str = "",
                             env: Mapping[str, str] | None = None, backend: str = "", pty: bool = False,
@@ -363,6 +592,12 @@ class AsyncClient:
         return await self._call(self.stub.SignalProcess, pb.SignalProcessRequest(process_id=process_id,
                                                                                  signal=signal_name(sig)))
 
+    def pty(self, inputs: Iterable[pb.PtyInput] | AsyncIterable[pb.PtyInput],
+            rpc_timeout: float | None = None) -> AsyncIterator[pb.PtyOutput]:
+        """A terminal session: send ``PtyInput``s (first an ``open``; an iterable or an async
+        iterable), receive ``PtyOutput``s. Leaving the loop cancels the call."""
+        return self._stream(self.stub.Pty, inputs if hasattr(inputs, "__aiter__") else iter(inputs), rpc_timeout)
+
     async def put_archive(self, task_id: str, path: str, tar: bytes, backend: str = "") -> pb.PutArchiveResponse:
         return await self._call(self.stub.PutArchive, _chunks(task_id, path, tar, backend))
 
@@ -373,9 +608,26 @@ class AsyncClient:
             out += chunk.data
         return bytes(out)
 
+    async def read_file(self, task_id: str, path: str, backend: str = "") -> bytes:
+        out = bytearray()
+        async for chunk in self.iter_file(task_id, path, backend):
+            out += chunk
+        return bytes(out)
+
+    async def iter_file(self, task_id: str, path: str, backend: str = "") -> AsyncIterator[bytes]:
+        async for chunk in self._stream(self.stub.ReadFile, pb.ReadFileRequest(task_id=task_id, path=path,
+                                                                                backend=backend)):
+            yield chunk.data
+
+    async def write_file(self, task_id: str, path: str, data: bytes | str | Iterable[bytes], *, mode: int = 0,
+                         make_parents: bool = False, backend: str = "") -> pb.WriteFileResponse:
+        return await self._call(self.stub.WriteFile,
+                                _file_chunks(task_id, path, data, backend, mode, make_parents), _NO_DEADLINE)
+
 
 __all__ = [
-    "Client", "AsyncClient", "ExecutorError", "Unavailable", "InvalidArgument", "NotFound", "Unauthenticated",
+    "Client", "AsyncClient", "ExecResult", "ExitStatus", "ProcessState", "CommandFailed", "collect",
+    "collect_async", "command_deadline", "DEADLINE_MARGIN", "ExecutorError", "Unavailable", "InvalidArgument", "NotFound", "Unauthenticated",
     "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "DeadlineExceeded", "Cancelled",
     "default_target", "exec_request", "STATUS_NAMES", "PROCESS_STATES", "DECISIONS",
 ]

@@ -204,7 +204,7 @@ class Config(_Model):
                 cls = backend_class(kind)
             except ImportError as exc:
                 raise ConfigError(f"backends.{name}: the {kind} backend needs an optional package: {exc}. "
-                                  f"Install it with `pip install 'executor[{kind}]'`") from exc
+                                  f"Install it with `pip install 'executor-daemon[{kind.replace('_', '-')}]'`") from exc
             try:
                 out[name] = (kind, cls.Options.model_validate(raw))
             except ValidationError as exc:

@@ -91,7 +91,7 @@ def run(config_path: str | None, state_dir: str | None, as_json: bool = False) -
     return 1 if problems else 0
 
 
-def health(target: str, timeout: float = 5.0) -> int:
+def health(target: str, timeout: float = 5.0, as_json: bool = False) -> int:
     """0 when the daemon at target answers SERVING on grpc.health.v1 (a container health check)."""
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -101,10 +101,21 @@ def health(target: str, timeout: float = 5.0) -> int:
             resp = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""),
                                                             timeout=timeout)
     except grpc.RpcError as exc:
-        print(f"unhealthy: {exc.code().name}: {exc.details()}")
+        if as_json:
+            import json
+
+            print(json.dumps({"target": target, "status": "unreachable", "code": exc.code().name,
+                              "message": exc.details()}))
+        else:
+            print(f"unhealthy: {exc.code().name}: {exc.details()}")
         return 1
     status = health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
-    print(status.lower())
+    if as_json:
+        import json
+
+        print(json.dumps({"target": target, "status": status.lower()}))
+    else:
+        print(status.lower())
     return 0 if resp.status == health_pb2.HealthCheckResponse.SERVING else 1
 
 

@@ -1,4 +1,5 @@
-"""PutArchive / GetArchive: tar streams in and out of a task's directory.
+"""PutArchive / GetArchive: tar streams in and out of a task's directory; ReadFile / WriteFile:
+one file's bytes, with the same confinement.
 
 Two layers. Here, before the backend is touched, a fast first pass on strings: the path must
 not leave the task's directory as written, and ``plan_archive`` (the same rules every backend
@@ -73,4 +74,43 @@ async def get_archive(core, task_id: str, path: str, backend: str) -> AsyncItera
         raise from_backend(task.backend_name, exc) from exc
 
 
-__all__ = ["put_archive", "get_archive", "check_members", "CoreError"]
+async def read_file(core, task_id: str, path: str, backend: str) -> AsyncIterator[bytes]:
+    if not path:
+        raise invalid("path is required: the file to read")
+    task = await core.task_for_files(task_id, backend)
+    target = resolve_inside(task.root, path, "path")
+    try:
+        async for data in task.sandbox.read_file(target):
+            yield data
+    except BackendError as exc:
+        raise from_backend(task.backend_name, exc) from exc
+
+
+async def write_file(core, chunks: AsyncIterator) -> tuple[str, int]:
+    """The first chunk names the task, the path, the mode and make_parents; every chunk's data
+    goes to the file as it arrives (no size limit but the sandbox's disk)."""
+    first = None
+    async for chunk in chunks:
+        first = chunk
+        break
+    if first is None or not first.path:
+        raise invalid("empty request: the first chunk must name task_id and path")
+    if first.mode > 0o7777:
+        raise invalid(f"mode {first.mode:o} is not a permission mode (at most 7777 octal)")
+    task = await core.task_for_files(first.task_id, first.backend)
+    target = resolve_inside(task.root, first.path, "path")
+
+    async def body():
+        if first.data:
+            yield first.data
+        async for chunk in chunks:
+            if chunk.data:
+                yield chunk.data
+
+    try:
+        return await task.sandbox.write_file(target, body(), mode=first.mode, make_parents=first.make_parents)
+    except BackendError as exc:
+        raise from_backend(task.backend_name, exc) from exc
+
+
+__all__ = ["put_archive", "get_archive", "read_file", "write_file", "check_members", "CoreError"]

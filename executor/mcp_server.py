@@ -47,7 +47,7 @@ def executor_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("executor")
+        return version("executor-daemon")
     except PackageNotFoundError:
         return "0+unknown"
 

@@ -249,6 +249,22 @@ class Servicer(pb_grpc.ExecutorServicer):
         except CoreError as exc:
             await _abort(context, exc)
 
+    async def ReadFile(self, request, context):
+        await self.auth.caller(context, "exec")
+        try:
+            async for chunk in files.read_file(self.core, request.task_id, request.path, request.backend):
+                yield pb.FileChunk(data=chunk)
+        except CoreError as exc:
+            await _abort(context, exc)
+
+    async def WriteFile(self, request_iterator, context):
+        await self.auth.caller(context, "exec")
+        try:
+            path, written = await files.write_file(self.core, request_iterator)
+        except CoreError as exc:
+            await _abort(context, exc)
+        return pb.WriteFileResponse(bytes_written=written, path=path)
+
 
 class _Malformed:
     """What a request that fails to parse turns into; the handler answers INVALID_ARGUMENT."""

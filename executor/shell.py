@@ -536,6 +536,7 @@ class PersistentShell(ShellBase):
         self._dead = True
         self._ready: asyncio.Future | None = None
         self._scanners: list[MarkerScanner] = []
+        self._early = bytearray()  # what the shell printed before it answered (bounded): the cause when it dies
         self.restarts = 0
 
     @property
@@ -545,6 +546,7 @@ class PersistentShell(ShellBase):
     def _attach(self, proc: Process) -> None:
         """Start reading a freshly spawned shell's stdout and stderr."""
         self._ready = asyncio.get_running_loop().create_future()
+        self._early = bytearray()
         self.proc = proc
         self._dead = False
         self._readers = []
@@ -577,10 +579,33 @@ class PersistentShell(ShellBase):
             await self.proc.write((prelude(self.ready_nonce) + self._restore_script()).encode())
             self.pid = self._session(await asyncio.wait_for(self._ready, 30))
         except (asyncio.TimeoutError, BackendError) as exc:
+            cause = await self._start_failure()
             await self._discard()
             if isinstance(exc, BackendError):
+                if cause:
+                    raise BackendError(f"{exc.message} ({cause})", exc.kind) from exc
                 raise
             raise BackendError("the task's shell did not start within 30 s", ErrorKind.UNAVAILABLE) from exc
+
+    def _keep_early(self, data: bytes) -> None:
+        """Keep the last few KiB a shell printed before it answered (nothing else reads them)."""
+        self._early += data
+        del self._early[:-4096]
+
+    async def _start_failure(self) -> str:
+        """What a shell that died while starting left behind: its exit status and last output."""
+        parts = []
+        if self._dead and self.proc is not None:
+            try:
+                code = await asyncio.wait_for(self.proc.wait(), 2)
+            except (asyncio.TimeoutError, BackendError):
+                code = None
+            if code is not None:
+                parts.append(f"killed by signal {-code}" if code < 0 else f"exit code {code}")
+        text = bytes(self._early).decode("utf-8", "replace").strip()
+        if text:
+            parts.append("it printed: " + text[-600:])
+        return "; ".join(parts)
 
     async def _pump(self, stream, scanner: MarkerScanner, name: str) -> None:
         """Read one stream until EOF, routing output to the running command."""
@@ -595,6 +620,8 @@ class PersistentShell(ShellBase):
                         running = self._running
                         if running is not None and not running.stream_done(name):
                             await running.channel.put_data((name, item))
+                        elif running is None:
+                            self._keep_early(item)
                     else:
                         self._on_marker(name, item)
         except BackendError as exc:
@@ -617,6 +644,8 @@ class PersistentShell(ShellBase):
                         if not running.channel.put_now((name, item)):
                             stream.pause()
                             running.channel.when_space(stream.resume)
+                    elif running is None:
+                        self._keep_early(item)
                 else:
                     self._on_marker(name, item)
 

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from executor.client import PROCESS_STATES, STATUS_NAMES, Client, ExecutorError
+from executor.client import PROCESS_STATES, STATUS_NAMES, Client, ExecutorError, default_target
 from executor.headtail import HeadTail
 
 MAX_OUTPUT = 20_000  # characters of output shown to the model: head and tail
@@ -106,6 +106,30 @@ class _Parked:
 _parked: dict[tuple, _Parked] = {}
 _parked_lock = threading.Lock()
 
+# One client (one channel) per daemon, token and deadline, shared by every call of the handlers and
+# by the threads that follow parked commands: a channel is safe to use from many threads.
+_clients: dict[tuple, Client] = {}
+_clients_lock = threading.Lock()
+
+
+def shared_client(target: str | None = None, token: str | None = None, deadline: float | None = None) -> Client:
+    """The handlers' client for this daemon: made once, reused by every call (``close_clients()`` ends them)."""
+    key = (target or default_target(), token, deadline)
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = _clients[key] = Client(key[0], token=token, deadline=deadline)
+        return client
+
+
+def close_clients() -> None:
+    """Closes the handlers' shared channels (new calls open them again)."""
+    with _clients_lock:
+        clients = list(_clients.values())
+        _clients.clear()
+    for client in clients:
+        client.close()
+
 
 def _run_exec(client: Client, task_id: str, command: str, args: dict, backend: str,
               on_approval) -> str:
@@ -148,13 +172,13 @@ def handle_terminal(args: Any, *, target: str | None = None, token: str | None =
             return json.dumps({"output": "", "exit_code": 0, "status": "completed"})
         if args.get("timeout") is not None and not isinstance(args["timeout"], (int, float)):
             return _error("`timeout` must be a number of seconds")
-        with Client(target, token=token, deadline=deadline) as client:
-            if args.get("background"):
-                info = client.start_process(task_id, command, workdir=str(args.get("workdir") or ""),
-                                            backend=backend, pty=bool(args.get("pty")), merge_stderr=True)
-                return json.dumps({"process_id": info.process_id, "status": PROCESS_STATES.get(info.state),
-                                   "output": "", "note": "started in the background; read it with the process tool"})
-            return _terminal_call(client, target, token, task_id, command, args, backend, wait_for_approval)
+        client = shared_client(target, token, deadline)
+        if args.get("background"):
+            info = client.start_process(task_id, command, workdir=str(args.get("workdir") or ""),
+                                        backend=backend, pty=bool(args.get("pty")), merge_stderr=True)
+            return json.dumps({"process_id": info.process_id, "status": PROCESS_STATES.get(info.state),
+                               "output": "", "note": "started in the background; read it with the process tool"})
+        return _terminal_call(client, target, token, task_id, command, args, backend, wait_for_approval)
     except ExecutorError as exc:
         return _error(exc.message, code=exc.code.name if exc.code else "UNKNOWN")
     except (ValueError, TypeError) as exc:
@@ -194,13 +218,12 @@ def _terminal_call(client: Client, target, token, task_id: str, command: str, ar
         asked.set()
 
     def follow() -> None:
-        with Client(target, token=token) as own:
-            try:
-                parked.result = _run_exec(own, task_id, command, args, backend, on_approval)
-            except ExecutorError as exc:
-                parked.result = _error(exc.message, code=exc.code.name if exc.code else "UNKNOWN")
-            except Exception as exc:
-                parked.result = _error(f"{type(exc).__name__}: {exc}")
+        try:
+            parked.result = _run_exec(client, task_id, command, args, backend, on_approval)
+        except ExecutorError as exc:
+            parked.result = _error(exc.message, code=exc.code.name if exc.code else "UNKNOWN")
+        except Exception as exc:
+            parked.result = _error(f"{type(exc).__name__}: {exc}")
         parked.done.set()
         asked.set()
 
@@ -225,27 +248,27 @@ def handle_process(args: Any, *, target: str | None = None, token: str | None = 
         pid = args.get("process_id")
         if action != "list" and not (isinstance(pid, str) and pid):
             return _error(f"`process_id` is required for {action}")
-        with Client(target, token=token, deadline=deadline) as c:
-            if action == "list":
-                return json.dumps({"processes": [_info(p) for p in c.list_processes(task_id).processes]})
-            if action == "poll":
-                return json.dumps(_info(c.get_process(pid)))
-            if action == "log":
-                offset = int(args.get("offset") or 0)
-                limit = int(args.get("limit") or MAX_OUTPUT)
-                r = c.read_output(pid, offset=offset, max_bytes=limit)
-                return json.dumps({"output": r.data.decode("utf-8", errors="replace"), "offset": r.offset,
-                                   "next_offset": r.next_offset, "eof": r.eof, "rotated": r.rotated,
-                                   "state": PROCESS_STATES.get(r.state)})
-            if action == "wait":
-                return json.dumps(_info(c.wait_process(pid, float(args.get("timeout") or 0))))
-            if action == "kill":
-                return json.dumps(_info(c.signal_process(pid, str(args.get("signal") or "SIGTERM"))))
-            data = args.get("data") or ""
-            if not isinstance(data, str):
-                return _error("`data` must be a string")
-            r = c.write_stdin(pid, data.encode(), bool(args.get("close")))
-            return json.dumps({"bytes_written": r.bytes_written})
+        c = shared_client(target, token, deadline)
+        if action == "list":
+            return json.dumps({"processes": [_info(p) for p in c.list_processes(task_id).processes]})
+        if action == "poll":
+            return json.dumps(_info(c.get_process(pid)))
+        if action == "log":
+            offset = int(args.get("offset") or 0)
+            limit = int(args.get("limit") or MAX_OUTPUT)
+            r = c.read_output(pid, offset=offset, max_bytes=limit)
+            return json.dumps({"output": r.data.decode("utf-8", errors="replace"), "offset": r.offset,
+                               "next_offset": r.next_offset, "eof": r.eof, "rotated": r.rotated,
+                               "state": PROCESS_STATES.get(r.state)})
+        if action == "wait":
+            return json.dumps(_info(c.wait_process(pid, float(args.get("timeout") or 0))))
+        if action == "kill":
+            return json.dumps(_info(c.signal_process(pid, str(args.get("signal") or "SIGTERM"))))
+        data = args.get("data") or ""
+        if not isinstance(data, str):
+            return _error("`data` must be a string")
+        r = c.write_stdin(pid, data.encode(), bool(args.get("close")))
+        return json.dumps({"bytes_written": r.bytes_written})
     except ExecutorError as exc:
         return _error(exc.message, code=exc.code.name if exc.code else "UNKNOWN")
     except (ValueError, TypeError) as exc:
@@ -282,6 +305,7 @@ def check_terminal(*, target: str | None = None, token: str | None = None, backe
     return any(b.name == name and b.available for b in resp.backends)
 
 
-__all__ = ["TOOLS", "TERMINAL_SCHEMA", "PROCESS_SCHEMA", "handle_terminal", "handle_process",
+__all__ = ["TOOLS", "TERMINAL_SCHEMA", "PROCESS_SCHEMA", "handle_terminal", "handle_process", "shared_client",
+           "close_clients",
            "handle_terminal_async", "handle_process_async", "check_terminal", "HeadTail"]
 _ = time

@@ -152,6 +152,74 @@ def test_async_client(daemon):
     asyncio.run(main())
 
 
+def test_run_returns_a_typed_result(daemon):
+    from executor.client import CommandFailed, ExecResult, ExitStatus, collect
+
+    with Client(daemon.target, token=AGENT) as c:
+        r = c.run("typed", "echo out; echo err >&2; exit 3")
+        assert isinstance(r, ExecResult) and r.stdout == b"out\n" and r.stderr == b"err\n"
+        assert r.exit_code == 3 and r.status is ExitStatus.COMPLETED and not r.ok and str(r.status) == "completed"
+        assert r.stdout_text == "out\n" and r.text() == "out\nerr\n" and r.cwd
+        with pytest.raises(CommandFailed) as failed:
+            r.check()
+        assert failed.value.result is r and "exit 3" in str(failed.value)
+        assert c.run("typed", "true").check().ok
+        r = c.run("typed", "sleep 5", timeout=0.5)
+        assert r.status is ExitStatus.TIMED_OUT and r.status == pb.EXIT_STATUS_TIMED_OUT and not r.ok
+        assert c.run("typed", "terraform apply").status is ExitStatus.DENIED
+        streamed = collect(c.exec("typed", "printf 'a%.0s' $(seq 1 5); echo e >&2"))
+        assert streamed.stdout == b"aaaaa" and streamed.stderr == b"e\n" and streamed.ok
+
+
+def test_command_deadline_follows_its_timeout(daemon):
+    from executor.client import DeadlineExceeded, ExitStatus
+
+    # the client's deadline (1 s) bounds unary calls, not a command given a longer timeout
+    with Client(daemon.target, token=AGENT, deadline=1) as c:
+        assert c.run("deadline", "sleep 2; echo done", timeout=10).stdout == b"done\n"
+        events = list(c.exec("deadline", "sleep 2; echo streamed", timeout=10))
+        assert events[-1].exit.status == ExitStatus.COMPLETED
+        with pytest.raises(DeadlineExceeded):  # an explicit shorter deadline is the caller's choice
+            c.run("deadline", "sleep 5", timeout=10, rpc_timeout=1)
+
+
+def test_async_pty_and_watch_approvals_cancel(daemon):
+    async def main():
+        async with AsyncClient(daemon.target, token=AGENT) as c:
+            inputs = [pb.PtyInput(open=pb.PtyOpen(task_id="apty", command="tty >/dev/null && echo on-a-tty",
+                                                  size=pb.PtySize(rows=24, cols=80)))]
+            out, exit_ = bytearray(), None
+            async for msg in c.pty(inputs, rpc_timeout=60):
+                if msg.WhichOneof("output") == "data":
+                    out += msg.data
+                elif msg.WhichOneof("output") == "exit":
+                    exit_ = msg.exit
+            assert b"on-a-tty" in out and exit_.exit_code == 0
+        async with AsyncClient(daemon.target, token=HUMAN) as human:
+            watch = human.watch_approvals()
+            waiter = asyncio.ensure_future(watch.__anext__())
+            await asyncio.sleep(0.3)
+            await human.channel.close()  # the call ends CANCELLED: the iterator ends, no error
+            with pytest.raises(StopAsyncIteration):
+                await waiter
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+    with Client(daemon.target, token=HUMAN) as human:
+        watch = human.watch_approvals()
+        threading.Timer(0.3, human.channel.close).start()
+        assert list(watch) == []  # the same on the sync client
+
+
+def test_tool_handlers_reuse_one_channel(daemon):
+    from executor import tool
+
+    tool.close_clients()
+    for i in range(3):
+        terminal(daemon, {"command": f"echo {i}"}, task="reuse")
+        json.loads(handle_process({"action": "list"}, target=daemon.target, token=AGENT, task_id="reuse"))
+    assert len([k for k in tool._clients if k[0] == daemon.target]) == 1
+
+
 def mcp_params(daemon, *extra):
     from mcp.client.stdio import StdioServerParameters
 
@@ -229,7 +297,7 @@ def test_mcp_task_per_session_or_per_call(daemon):
     from importlib.metadata import version
 
     info = asyncio.run(asyncio.wait_for(main(), 60))
-    assert info.name == "executor" and info.version == version("executor") and info.version
+    assert info.name == "executor" and info.version == version("executor-daemon") and info.version
 
 
 def cli(daemon, *args, token=AGENT, stdin=None):
@@ -336,3 +404,48 @@ def test_agent_loop_example_runs(daemon):
         assert "'output': '42\\n'" in r.stdout and "'process_id'" in r.stdout
     finally:
         open_daemon.kill()
+
+
+def test_cli_exec_and_health_json(daemon):
+    r = subprocess.run([sys.executable, "-m", "executor", "exec", "--json", "--target", daemon.target, "--token",
+                        AGENT, "--task", "cli-json", "--", "echo out; echo err >&2; exit 5"],
+                       capture_output=True, text=True, timeout=60)
+    payload = json.loads(r.stdout)
+    assert r.returncode == 5 and payload["stdout"] == "out\n" and payload["stderr"] == "err\n"
+    assert payload["exit_code"] == 5 and payload["status"] == "completed" and payload["ok"] is False
+    r = subprocess.run([sys.executable, "-m", "executor", "exec", "--json", "--target", daemon.target, "--token",
+                        AGENT, "--task", "cli-json", "--", "terraform apply"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 126 and json.loads(r.stdout)["status"] == "denied"
+    r = subprocess.run([sys.executable, "-m", "executor", "health", "--json", "--target", daemon.target],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and json.loads(r.stdout)["status"] == "serving"
+
+
+def test_cli_start_runs_a_background_daemon(tmp_path):
+    import os
+
+    state = tmp_path / "st"
+    sock = f"unix://{tmp_path}/d.sock"
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "xdg")}
+    base = [sys.executable, "-m", "executor"]
+    r = subprocess.run([*base, "start", "--json", "--state-dir", str(state), "--listen", sock], capture_output=True,
+                       text=True, timeout=90, env=env)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    try:
+        assert info["listen"] and (state / "executor.log").exists()
+        r = subprocess.run([*base, "start", "--state-dir", str(state), "--listen", sock], capture_output=True,
+                           text=True, timeout=90, env=env)
+        assert r.returncode == 1 and "executor stop" in r.stderr  # one at a time
+        r = subprocess.run([*base, "exec", "--target", sock, "--task", "bg", "--", "echo", "hi"],
+                           capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 0 and r.stdout == "hi\n", r.stderr
+        r = subprocess.run([*base, "stop", "--state-dir", str(state)], capture_output=True, text=True, timeout=90,
+                           env=env)
+        assert r.returncode == 0 and f"pid {info['pid']}" in r.stdout
+    finally:
+        try:
+            os.kill(info["pid"], 9)
+        except OSError:
+            pass

@@ -94,3 +94,30 @@ async def test_closing_the_stream_mid_command_kills_it(tmp_path):
         assert time.monotonic() - t0 < 5
         await shell.terminate()
         await asyncio.sleep(0)
+
+
+async def test_a_shell_that_dies_while_starting_says_why(tmp_path):
+    """What a shell printed before it died, and its exit status, are in the error: the cause
+    (a mount that failed, a pids limit) is otherwise lost with the process."""
+    import pytest
+
+    from executor.backends.base import BackendError
+    from executor.backends.local import LocalBackend, LocalOptions
+    from executor.shell import PersistentShell
+
+    backend = LocalBackend("local", LocalOptions(isolation="none"), state_dir=tmp_path / "b")
+    await backend.start()
+    sandbox = await backend.sandbox("dies")
+    real_spawn = sandbox.spawn
+
+    async def dying_spawn(argv, **kwargs):
+        return await real_spawn(["sh", "-c", "cat >/dev/null & echo 'bwrap: Can not mount /x: No such file' >&2; exit 7"],
+                                **kwargs)
+
+    sandbox.spawn = dying_spawn
+    shell = PersistentShell(sandbox, backend.base_env(sandbox), cwd=sandbox.root)
+    with pytest.raises(BackendError) as info:
+        await shell.start()
+    message = info.value.message
+    assert "exited while starting" in message
+    assert "exit code 7" in message and "Can not mount /x" in message

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = {"executor": ROOT / "executor", "executor.backends": ROOT / "backends", "executor.approval": ROOT / "approval"}
+PACKAGES = {"executor": ROOT / "executor", "executor.backends": ROOT / "backends", "executor.approval": ROOT / "approval",
+            "executor.integrations": ROOT / "executor" / "integrations"}
 
 
 def _modules() -> dict[str, Path]:
@@ -112,7 +113,9 @@ def test_backends_and_the_gate_import_neither_grpc_nor_the_core(module):
 
 
 def test_the_client_imports_nothing_of_the_server():
-    for client in ("executor.client", "executor.tool"):
+    clients = ["executor.client", "executor.tool", *(m for m in MODULES if m.startswith("executor.integrations."))]
+    assert "executor.integrations.swerex" in clients
+    for client in clients:
         reached = _reach(client)
         server_side = reached & {"executor.server", "executor.service", "executor.admission", "executor.launch",
                                  "executor.processes", "executor.pty", "executor.shell", "executor.approvals"}

@@ -582,6 +582,46 @@ class ArchiveChunk(_message.Message):
     data: bytes
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
+class ReadFileRequest(_message.Message):
+    __slots__ = ("task_id", "path", "backend")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    path: str
+    backend: str
+    def __init__(self, task_id: _Optional[str] = ..., path: _Optional[str] = ..., backend: _Optional[str] = ...) -> None: ...
+
+class FileChunk(_message.Message):
+    __slots__ = ("data",)
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    def __init__(self, data: _Optional[bytes] = ...) -> None: ...
+
+class WriteFileChunk(_message.Message):
+    __slots__ = ("task_id", "path", "backend", "mode", "make_parents", "data")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    MAKE_PARENTS_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    path: str
+    backend: str
+    mode: int
+    make_parents: bool
+    data: bytes
+    def __init__(self, task_id: _Optional[str] = ..., path: _Optional[str] = ..., backend: _Optional[str] = ..., mode: _Optional[int] = ..., make_parents: _Optional[bool] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class WriteFileResponse(_message.Message):
+    __slots__ = ("bytes_written", "path")
+    BYTES_WRITTEN_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    bytes_written: int
+    path: str
+    def __init__(self, bytes_written: _Optional[int] = ..., path: _Optional[str] = ...) -> None: ...
+
 class ListBackendsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -133,6 +133,16 @@ class ExecutorStub:
                 request_serializer=executor_dot_v1_dot_executor__pb2.GetArchiveRequest.SerializeToString,
                 response_deserializer=executor_dot_v1_dot_executor__pb2.ArchiveChunk.FromString,
                 _registered_method=True)
+        self.ReadFile = channel.unary_stream(
+                '/executor.v1.Executor/ReadFile',
+                request_serializer=executor_dot_v1_dot_executor__pb2.ReadFileRequest.SerializeToString,
+                response_deserializer=executor_dot_v1_dot_executor__pb2.FileChunk.FromString,
+                _registered_method=True)
+        self.WriteFile = channel.stream_unary(
+                '/executor.v1.Executor/WriteFile',
+                request_serializer=executor_dot_v1_dot_executor__pb2.WriteFileChunk.SerializeToString,
+                response_deserializer=executor_dot_v1_dot_executor__pb2.WriteFileResponse.FromString,
+                _registered_method=True)
         self.ListBackends = channel.unary_unary(
                 '/executor.v1.Executor/ListBackends',
                 request_serializer=executor_dot_v1_dot_executor__pb2.ListBackendsRequest.SerializeToString,
@@ -272,6 +282,19 @@ class ExecutorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadFile(self, request, context):
+        """One file's bytes in and out, streamed in chunks (any size); the same confinement as the archives.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WriteFile(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListBackends(self, request, context):
         """Every configured backend, its availability and its capabilities.
         """
@@ -376,6 +399,16 @@ def add_ExecutorServicer_to_server(servicer, server):
                     servicer.GetArchive,
                     request_deserializer=executor_dot_v1_dot_executor__pb2.GetArchiveRequest.FromString,
                     response_serializer=executor_dot_v1_dot_executor__pb2.ArchiveChunk.SerializeToString,
+            ),
+            'ReadFile': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReadFile,
+                    request_deserializer=executor_dot_v1_dot_executor__pb2.ReadFileRequest.FromString,
+                    response_serializer=executor_dot_v1_dot_executor__pb2.FileChunk.SerializeToString,
+            ),
+            'WriteFile': grpc.stream_unary_rpc_method_handler(
+                    servicer.WriteFile,
+                    request_deserializer=executor_dot_v1_dot_executor__pb2.WriteFileChunk.FromString,
+                    response_serializer=executor_dot_v1_dot_executor__pb2.WriteFileResponse.SerializeToString,
             ),
             'ListBackends': grpc.unary_unary_rpc_method_handler(
                     servicer.ListBackends,
@@ -900,6 +933,60 @@ class Executor:
             '/executor.v1.Executor/GetArchive',
             executor_dot_v1_dot_executor__pb2.GetArchiveRequest.SerializeToString,
             executor_dot_v1_dot_executor__pb2.ArchiveChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadFile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/executor.v1.Executor/ReadFile',
+            executor_dot_v1_dot_executor__pb2.ReadFileRequest.SerializeToString,
+            executor_dot_v1_dot_executor__pb2.FileChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteFile(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/executor.v1.Executor/WriteFile',
+            executor_dot_v1_dot_executor__pb2.WriteFileChunk.SerializeToString,
+            executor_dot_v1_dot_executor__pb2.WriteFileResponse.FromString,
             options,
             channel_credentials,
             insecure,
