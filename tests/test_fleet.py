@@ -160,6 +160,8 @@ def test_streams_processes_files_and_pty_through_the_proxy(fleet, proxy):
         c.put_archive(task, ".", _tar("hello.txt", b"through the proxy"))
         with tarfile.open(fileobj=io.BytesIO(c.get_archive(task, "hello.txt"))) as tar:
             assert tar.extractfile(tar.getmembers()[0]).read() == b"through the proxy"
+        c.write_file(task, "sub/one.txt", b"one file", make_parents=True)
+        assert c.read_file(task, "sub/one.txt") == b"one file"
 
         # an interactive terminal
         echoed, ended = threading.Event(), threading.Event()
@@ -246,6 +248,9 @@ def test_a_misrouted_call_is_refused_on_every_entry_point(fleet):
         "PutArchive": lambda: stub.PutArchive(iter([pb.PutArchiveChunk(task_id=task, path=".", data=_tar("f", b"x"))]),
                                               metadata=md, timeout=20),
         "GetArchive": lambda: stub.GetArchive(pb.GetArchiveRequest(task_id=task, path="."), metadata=md, timeout=20),
+        "ReadFile": lambda: stub.ReadFile(pb.ReadFileRequest(task_id=task, path="f"), metadata=md, timeout=20),
+        "WriteFile": lambda: stub.WriteFile(iter([pb.WriteFileChunk(task_id=task, path="f", data=b"x")]), metadata=md,
+                                            timeout=20),
         "CloseTask": lambda: stub.CloseTask(pb.CloseTaskRequest(task_id=task), metadata=md, timeout=20),
         "CheckCommand": lambda: stub.CheckCommand(pb.CheckCommandRequest(task_id=task, command="ls"), metadata=md,
                                                   timeout=20),
