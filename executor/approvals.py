@@ -19,7 +19,6 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
-from executor.placement import with_task
 from executor.approval import AlwaysStore, AuditLog, Decision, GateConfig, GateContext, Verdict, evaluate
 
 STORED = "stored_approval"  # the rule id of an ALLOW that a session/always approval gave
@@ -242,7 +241,8 @@ class Approvals:
             return self._pending[existing]
         now = time.time()
         pending = Pending(
-            approval_id=with_task(uuid.uuid4().hex, task_id),  # routable: names its task
+            # Routable: names its task (<id>@<task_id>, executor.placement.task_of reads it back).
+            approval_id=f"{uuid.uuid4().hex}@{task_id}" if task_id else uuid.uuid4().hex,
             task_id=task_id,
             command=command,
             rule=verdict.rule,
