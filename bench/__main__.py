@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import executor_exec, floors, gate_rpc, hermes, report
+from bench import executor_exec, fleet, floors, gate_rpc, hermes, report
 from bench.common import QUICK, RESULTS, Row, machine_info, say, skipped
 
 CLOUD = ("modal", "daytona", "vercel_sandbox")
@@ -201,6 +201,12 @@ def main() -> None:
                 executor_exec.idle_tasks, target, pid, "local", "local", s.idle_counts)
     finally:
         daemon.stop(timeout=180)
+    say("a fleet: three daemons, direct vs nginx vs HAProxy, 200 tasks through each proxy (bench/fleet.py)")
+    try:
+        rows += fleet.run(s.quick)
+    except Exception as exc:  # noqa: BLE001 - recorded, not swallowed
+        say(f"    fleet FAILED: {type(exc).__name__}: {exc}")
+        rows.append(skipped("executor", "fleet (nginx)", "exec_true_p50_ms", f"{type(exc).__name__}: {str(exc)[:400]}"))
     say("bench/gate.py (in-process gate latency, corpus scores)")
     rows += gate_rpc.gate_script(s.gate_repeat)
     say("bench/pty_processes.py (PTY round trip, idle background processes)")

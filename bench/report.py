@@ -75,6 +75,12 @@ TARGETS = [
     Target("gate: in-process check p50 over the own corpus (<= 0.5 ms)",
            _value((EX, "gate (in-process, own corpus)", "check_p50_ms")), 0.5, False, "ms"),
     Target("local: 200 MB stream through Exec, asyncio client (>= 200 MB/s)", _value((EX, "local", "stream_MBps")), 200, True, "MB/s"),
+    Target("fleet: Exec `true` p50 through nginx minus direct (<= 1 ms)", _value((EX, "fleet (nginx)", "added_p50_ms")), 1, False, "ms"),
+    Target("fleet: Exec `true` p50 through HAProxy minus direct (<= 1 ms)", _value((EX, "fleet (haproxy)", "added_p50_ms")), 1, False, "ms"),
+    Target("fleet: 3 daemons, 200 concurrent tasks through nginx, errors (= 0)",
+           _value((EX, "fleet 3 daemons (nginx)", "conc200_errors")), 0, False, ""),
+    Target("fleet: 3 daemons, 200 concurrent tasks through HAProxy, errors (= 0)",
+           _value((EX, "fleet 3 daemons (haproxy)", "conc200_errors")), 0, False, ""),
 ]
 
 
@@ -122,7 +128,7 @@ def markdown(rows: list[Row], machine: dict[str, Any], targets: list[dict[str, A
               f"{_fmt(idx.get('floor', 'grpc (stream)', 'stream_MBps'), 0)} MB/s.", ""]
     lines += ["**Targets** (ratios from this run):", "", "| target | measured | result |", "|---|---|---|"]
     for t in targets:
-        unit = {"x": "x", "ms": " ms", "MB/s": " MB/s"}[t["unit"]]
+        unit = {"x": "x", "ms": " ms", "MB/s": " MB/s"}.get(t["unit"], "")
         lines.append(f"| {t['target']} | {_fmt(t['measured'])}{unit if t['measured'] is not None else ''} | {t['result']} |")
     streams = [b for b in ORDER if idx.get(EX, b, "stream_MBps") is not None]
     if streams:
@@ -188,6 +194,18 @@ def markdown(rows: list[Row], machine: dict[str, Any], targets: list[dict[str, A
             parts = [f"{k.replace('check_', '').replace('_ms', '')} {_fmt(v, 3)} ms" for k, v in vals.items() if k.startswith("check_")]
             parts += [f"{k.replace('_', ' ')} {v}" for k, v in vals.items() if k in ("recall", "false_positive_rate")]
             lines.append(f"- {b}: " + ", ".join(parts))
+    fleet_p50 = {p: idx.get(EX, f"fleet ({p})", "exec_true_p50_ms") for p in ("direct", "nginx", "haproxy")}
+    if any(v is not None for v in fleet_p50.values()):
+        lines += ["", "**Fleet** (three daemons behind real nginx and HAProxy, bench/fleet.py; Exec of `true`, "
+                  "p50 / p99 ms, TCP loopback, alternating batches):", "",
+                  "| path | Exec `true` | added p50 | 200 tasks at once: p50 / p99 | Execs/s | errors |",
+                  "|---|---|---|---|---|---|"]
+        for p in ("direct", "nginx", "haproxy"):
+            b, c = f"fleet ({p})", f"fleet 3 daemons ({p})"
+            lines.append(f"| {p} | {_fmt(fleet_p50[p])} / {_fmt(idx.get(EX, b, 'exec_true_p99_ms'))} | "
+                         f"{_fmt(idx.get(EX, b, 'added_p50_ms'), 3) if p != 'direct' else '–'} | "
+                         f"{_fmt(idx.get(EX, c, 'conc200_exec_p50_ms'), 1)} / {_fmt(idx.get(EX, c, 'conc200_exec_p99_ms'), 1)} | "
+                         f"{_fmt(idx.get(EX, c, 'conc200_execs_per_s'), 0)} | {_fmt(idx.get(EX, c, 'conc200_errors'), 0)} |")
     missing = [r for r in rows if r.value is None]
     if missing:
         lines += ["", "**Not measured here**:", ""] + [f"- {r.system} / {r.backend} / {r.metric}: {r.note}" for r in missing]

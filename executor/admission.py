@@ -251,9 +251,12 @@ class Admission:
             raise not_found(f"unknown backend {name!r}; configured backends: {', '.join(self.backends)}")
         return name
 
-    def _check_common(self, task_id: str, command: str, env: Mapping[str, str], *, empty_ok: bool = False) -> None:
+    def _check_common(self, task_id: str, command: str, env: Mapping[str, str], *, empty_ok: bool = False,
+                      routed: bool = True) -> None:
         limits = self.limits
         check_task_id(task_id)
+        if routed:
+            self.tasks.check_owner(task_id)  # a task another fleet member owns: refused before the gate
         if not command.strip() and not empty_ok:
             raise invalid("command is empty")
         size = len(command.encode("utf-8", "surrogateescape"))
@@ -277,10 +280,11 @@ class Admission:
         if "\0" in workdir:
             raise invalid("workdir contains a NUL byte")
 
-    def exec_request(self, p: ExecParams) -> Request:
-        """Validate an Exec/Run request (CoreError when it cannot be served)."""
+    def exec_request(self, p: ExecParams, *, routed: bool = True) -> Request:
+        """Validate an Exec/Run request (CoreError when it cannot be served). ``routed=False``: no
+        task of this daemon's is named (CheckCommand without one), so no fleet ownership check."""
         limits = self.limits
-        self._check_common(p.task_id, p.command, p.env)
+        self._check_common(p.task_id, p.command, p.env, routed=routed)
         self._check_workdir(p.workdir)
         if p.timeout_seconds < 0 or p.timeout_seconds != p.timeout_seconds:
             raise invalid(f"timeout_seconds must be >= 0 (0 = the default {limits.default_timeout_seconds:g} s)")

@@ -241,7 +241,8 @@ class Approvals:
             return self._pending[existing]
         now = time.time()
         pending = Pending(
-            approval_id=uuid.uuid4().hex,
+            # Routable: names its task (<id>@<task_id>, executor.placement.task_of reads it back).
+            approval_id=f"{uuid.uuid4().hex}@{task_id}" if task_id else uuid.uuid4().hex,
             task_id=task_id,
             command=command,
             rule=verdict.rule,
@@ -315,6 +316,23 @@ class Approvals:
         self._finish(slot, _Answer(decision, by or "approver", reason))
         if decision in (ApprovalDecision.APPROVE_SESSION, ApprovalDecision.APPROVE_ALWAYS):
             self._release_covered(p.task_id if decision is ApprovalDecision.APPROVE_SESSION else None, p.backend, by)
+
+    def share(self, command: str, backend: str, rule: str, *, approval_id: str = "", reason: str = "",
+              by: str = "") -> bool:
+        """An APPROVE_ALWAYS another fleet member was given, carried here by the approver: stored only
+        when this daemon's own gate asks for exactly ``rule`` on ``command`` (ValueError otherwise),
+        so it never grants what this gate would refuse or judge differently. False: already held."""
+        verdict = self.check(command, backend=backend)
+        if verdict.decision is Decision.ALLOW and verdict.rule == STORED and rule in self._always.rules_for(backend):
+            return False
+        if verdict.decision is not Decision.ASK or verdict.rule != rule:
+            raise ValueError(f"this daemon's gate does not ask for rule {rule!r} on that command on backend "
+                             f"{backend!r} (it says {verdict.decision.name} by rule {verdict.rule!r}); not stored")
+        self._always.add(backend, rule, approval_id=approval_id or "shared", by=by, reason=reason, command=command)
+        self._record_quietly("", backend, command, verdict, "approve_always", by or "approver", "",
+                             approval_id=approval_id, shared=True)
+        self._release_covered(None, backend, by)
+        return True
 
     def _release_covered(self, task_id: str | None, backend: str, by: str) -> None:
         """Pending requests that a new session/always approval now covers go through too."""

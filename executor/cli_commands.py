@@ -131,8 +131,91 @@ def cmd_check(args) -> int:
     return 0 if decision == "allow" else 1
 
 
+def _fleet_members(spec: str) -> dict[str, str]:
+    """``name=target,name=target`` (or plain targets, each naming its member)."""
+    out = {}
+    for item in filter(None, (x.strip() for x in spec.split(","))):
+        name, sep, target = item.partition("=")
+        out[name if sep else item] = target if sep else item
+    if not out:
+        raise SystemExit("--fleet needs at least one member: name=host:port,...")
+    return out
+
+
+def cmd_fleet_approvals(args) -> int:
+    """Every fleet member's pending approvals; decisions go to the owner, `always` to every member."""
+    from executor.fleet import FleetApprovals
+
+    interactive = sys.stdin.isatty() and not args.json
+    with FleetApprovals(_fleet_members(args.fleet), token=args.token, deadline=args.deadline) as fa:
+        for item in fa.watch(args.task or ""):
+            p = item.approval
+            if args.json:
+                print(json.dumps({"member": item.member, "approval_id": p.approval_id, "task_id": p.task_id,
+                                  "command": p.command, "rule": p.rule, "reason": p.reason, "segment": p.segment,
+                                  "backend": p.backend, "resolved": p.resolved}), flush=True)
+                continue
+            if p.resolved:
+                print(f"  {p.approval_id}: no longer pending", flush=True)
+                continue
+            left = max(0, p.expires_at - time.time())
+            print(_colour(f"\n{p.approval_id}", "1") + f"  task {p.task_id} on {p.backend} at {item.member}  "
+                  f"({left:.0f} s left)")
+            print(f"  command: {p.command}\n  rule:    {p.rule}: {p.reason}\n  segment: {p.segment}", flush=True)
+            if not interactive:
+                continue
+            answer = input("  [o]nce, [s]ession, [a]lways (every member), [d]eny, [enter] skip? ").strip().lower()[:1]
+            decision = {"o": "once", "s": "session", "a": "always", "d": "deny"}.get(answer)
+            if decision:
+                try:
+                    r = fa.resolve(p.approval_id, decision, reason="decided in executor approvals --fleet", pending=p)
+                    shared = "; ".join(f"{m}: {v}" for m, v in r.shared.items())
+                    print(f"  {decision} on {r.owner}" + (f" (shared: {shared})" if shared else ""), flush=True)
+                except ExecutorError as exc:
+                    print(f"  not recorded: {exc.message}", file=sys.stderr)
+    return 0
+
+
+def cmd_fleet_approve(args) -> int:
+    from executor.fleet import FleetApprovals
+
+    with FleetApprovals(_fleet_members(args.fleet), token=args.token, deadline=args.deadline) as fa:
+        pending = None
+        if args.decision == "always":  # the command and rule to share: from the owner's pending list
+            pending = next((p for p in fa.pending_on(fa.owner(args.approval_id)) if p.approval_id == args.approval_id),
+                           None)
+        r = fa.resolve(args.approval_id, args.decision, reason=args.reason, pending=pending)
+    _out(args, {"approval_id": args.approval_id, "decision": args.decision, "owner": r.owner, "shared": r.shared},
+         f"{args.approval_id}: {args.decision} on {r.owner}" + "".join(f"\n  {m}: {v}" for m, v in r.shared.items()))
+    return 0 if all(v in ("stored", "already held") for v in r.shared.values()) else 1
+
+
+def cmd_fleet_proxy_config(args) -> int:
+    from executor import placement
+
+    members = _fleet_members(args.members)
+    if args.format == "nginx":
+        print(placement.nginx_upstream(members), end="")
+    else:
+        front, back = placement.haproxy_routing(members)
+        print(front + "\n" + back, end="")
+    return 0
+
+
+def cmd_fleet_owner(args) -> int:
+    from executor import placement
+
+    members = _fleet_members(args.members)
+    owner = placement.owner_of(args.task_id, members)
+    _out(args, {"task_id": args.task_id, "slot": placement.slot_of(args.task_id), "owner": owner,
+                "target": members[owner]}, owner)
+    return 0
+
+
 def cmd_approvals(args) -> int:
     """Watch pending approvals live; with a terminal, ask for each decision."""
+    if args.fleet:
+        return cmd_fleet_approvals(args)
     interactive = sys.stdin.isatty() and not args.json
     with client(args) as c:
         for p in c.watch_approvals(args.task or ""):
@@ -161,6 +244,8 @@ def cmd_approvals(args) -> int:
 
 
 def cmd_approve(args) -> int:
+    if args.fleet:
+        return cmd_fleet_approve(args)
     with client(args) as c:
         c.resolve_approval(args.approval_id, args.decision, reason=args.reason)
     _out(args, {"approval_id": args.approval_id, "decision": args.decision}, f"{args.approval_id}: {args.decision}")
@@ -201,12 +286,27 @@ def add_commands(sub, common) -> None:
     p.add_argument("--backend", default="")
     p.set_defaults(func=cmd_check)
 
+    fleet_help = ("every member of a fleet: name=host:port,... (each member directly); decisions go to the "
+                  "approval's owner and `always` to every member")
     p = sub.add_parser("approvals", parents=[common], help="watch pending approvals; approve or deny them")
     p.add_argument("--task", default="")
+    p.add_argument("--fleet", default=os.environ.get("EXECUTOR_FLEET", ""), help=fleet_help + " (EXECUTOR_FLEET)")
     p.set_defaults(func=cmd_approvals)
 
     p = sub.add_parser("approve", parents=[common], help="resolve one approval")
     p.add_argument("approval_id")
     p.add_argument("decision", choices=["once", "session", "always", "deny"])
     p.add_argument("--reason", default="")
+    p.add_argument("--fleet", default=os.environ.get("EXECUTOR_FLEET", ""), help=fleet_help + " (EXECUTOR_FLEET)")
     p.set_defaults(func=cmd_approve)
+
+    p = sub.add_parser("fleet", help="fleet placement: the proxies' routing config, a task's owner")
+    fsub = p.add_subparsers(dest="fleet_cmd", required=True)
+    f = fsub.add_parser("proxy-config", help="nginx upstream / HAProxy rules placing tasks on their owners")
+    f.add_argument("--format", choices=["nginx", "haproxy"], required=True)
+    f.add_argument("--members", required=True, help="name=host:port,... (the daemons' fleet.members, with addresses)")
+    f.set_defaults(func=cmd_fleet_proxy_config)
+    f = fsub.add_parser("owner", parents=[common], help="the member that owns a task")
+    f.add_argument("task_id")
+    f.add_argument("--members", required=True, help="name=host:port,... or names")
+    f.set_defaults(func=cmd_fleet_owner)

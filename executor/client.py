@@ -31,6 +31,7 @@ from typing import Any
 import grpc
 import grpc.experimental
 
+from executor.routing import RoutingInterceptor, aio_interceptors
 from executor.v1 import executor_pb2 as pb
 from executor.v1 import executor_pb2_grpc as pb_grpc
 
@@ -335,6 +336,7 @@ class Client:
             self.channel = grpc.secure_channel(self.target, credentials, options=SYNC_CHANNEL_OPTIONS)
         else:
             self.channel = grpc.insecure_channel(self.target, options=SYNC_CHANNEL_OPTIONS)
+        self.channel = grpc.intercept_channel(self.channel, RoutingInterceptor())  # x-executor-task (fleets)
         self.stub = pb_grpc.ExecutorStub(self.channel)
         self.deadline = deadline
 
@@ -480,9 +482,11 @@ class AsyncClient:
         self.target = target or default_target()
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         if credentials is not None:
-            self.channel = grpc.aio.secure_channel(self.target, credentials, options=_CHANNEL_OPTIONS)
-        else:
-            self.channel = grpc.aio.insecure_channel(self.target, options=_CHANNEL_OPTIONS)
+            self.channel = grpc.aio.secure_channel(self.target, credentials, options=_CHANNEL_OPTIONS,
+                                                   interceptors=aio_interceptors())
+        else:  # the interceptors add x-executor-task (fleets: executor.routing)
+            self.channel = grpc.aio.insecure_channel(self.target, options=_CHANNEL_OPTIONS,
+                                                     interceptors=aio_interceptors())
         self.stub = pb_grpc.ExecutorStub(self.channel)
         self.deadline = deadline
 

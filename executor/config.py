@@ -121,6 +121,49 @@ class RedactionConfig(_Model):
     env: list[str] = []
 
 
+class FleetConfig(_Model):
+    """Many daemons behind one proxy: this daemon's name and every member's (executor.placement).
+
+    A daemon refuses a task that another member owns (FAILED_PRECONDITION naming the owner), so a
+    misrouted call fails instead of starting a second shell for the task here."""
+
+    #: This daemon's name, as listed in members; empty = the host name (a StatefulSet pod's name,
+    #: so one config serves every pod).
+    member: str = ""
+    members: list[str] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_member(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("member"):
+            import socket
+
+            data = {**data, "member": socket.gethostname().split(".")[0]}
+        return data
+
+    @model_validator(mode="after")
+    def _member_listed(self) -> "FleetConfig":
+        if len(set(self.members)) != len(self.members):
+            raise ValueError("members are listed twice")
+        for name in self.members:
+            if not name or not all(c.isalnum() or c in "._-" for c in name):
+                raise ValueError(f"member name {name!r}: use letters, digits, '.', '_' and '-'")
+        if self.member not in self.members:
+            raise ValueError(f"member {self.member!r} is not in members {self.members} (member defaults to the "
+                             "host name)")
+        return self
+
+
+class StreamsConfig(_Model):
+    """Keeping long quiet streams alive through proxies with idle timeouts."""
+
+    #: A heartbeat event on Exec, Pty and StreamProcessOutput streams after this many seconds
+    #: without output (0 = none). Set it below the proxy's read/idle timeout.
+    heartbeat_seconds: float = Field(0.0, ge=0)
+    #: HTTP/2 keepalive PINGs from the daemon on every connection (0 = none).
+    http2_ping_seconds: float = Field(0.0, ge=0)
+
+
 class BackendEntry(_Model):
     """One entry of ``backends:``; its options are validated by the backend's own model."""
 
@@ -141,6 +184,8 @@ class Config(_Model):
     metrics: MetricsConfig = MetricsConfig()
     logging: LoggingConfig = LoggingConfig()
     redaction: RedactionConfig = RedactionConfig()
+    fleet: FleetConfig | None = None
+    streams: StreamsConfig = StreamsConfig()
 
     @field_validator("listen", mode="before")
     @classmethod

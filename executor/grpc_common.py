@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import TypeVar
+
 import grpc
 
 from executor.approval import Decision
@@ -39,8 +44,38 @@ def exit_pb(info: ExitInfo) -> pb.Exit:
     )
 
 
+T = TypeVar("T")
+
+
+async def with_heartbeats(stream: AsyncIterator[T], seconds: float, beat: Callable[[], T]) -> AsyncIterator[T]:
+    """The items of ``stream``, plus ``beat()`` whenever it has been quiet for ``seconds``: a long
+    quiet command (or an approval wait) keeps a proxy's idle timer from ending the call. Closing
+    this generator ends the pending read of ``stream`` (cancelled) before returning."""
+    it = stream.__aiter__()
+    pending: asyncio.Future | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(it.__anext__())
+            done, _ = await asyncio.wait((pending,), timeout=seconds)
+            if not done:
+                yield beat()
+                continue
+            fut, pending = pending, None
+            try:
+                item = fut.result()
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        if pending is not None and not pending.done():
+            pending.cancel()
+            with contextlib.suppress(BaseException):
+                await pending
+
+
 async def _abort(context: grpc.aio.ServicerContext, exc: CoreError) -> None:
     await context.abort(getattr(grpc.StatusCode, exc.code, grpc.StatusCode.UNKNOWN), exc.message)
 
 
-__all__ = ["EXIT_STATUS", "GATE_DECISION", "APPROVAL_DECISION", "APPROVAL_DECISION_PB", "exit_pb", "_abort"]
+__all__ = ["with_heartbeats", "EXIT_STATUS", "GATE_DECISION", "APPROVAL_DECISION", "APPROVAL_DECISION_PB", "exit_pb", "_abort"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from executor.admission import StartParams
 from executor.errors import CoreError
-from executor.grpc_common import _abort
+from executor.grpc_common import _abort, with_heartbeats
 from executor.processes import EXITED, KILLED, LOST, RUNNING, ManagedProcess
 from executor.v1 import executor_pb2 as pb
 
@@ -72,8 +72,17 @@ class ProcessServicer:
 
     async def StreamProcessOutput(self, request: pb.StreamProcessOutputRequest, context):
         await self.auth.caller(context, "exec")
+        chunks = self._manager().follow(request.process_id, request.offset, request.stream)
+        beat = self.core.config.streams.heartbeat_seconds
+        if beat:  # an empty chunk on a quiet stream keeps it alive through proxies
+            chunks = with_heartbeats(chunks, beat, lambda: None)
+        at = request.offset
         try:
-            async for chunk in self._manager().follow(request.process_id, request.offset, request.stream):
+            async for chunk in chunks:
+                if chunk is None:
+                    yield pb.ProcessOutputChunk(offset=at, next_offset=at, heartbeat=True)
+                    continue
+                at = chunk.next_offset
                 msg = pb.ProcessOutputChunk(data=chunk.data, offset=chunk.offset, next_offset=chunk.next_offset,
                                             rotated=chunk.rotated)
                 if chunk.exited is not None:

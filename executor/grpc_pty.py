@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import grpc
 
 from executor.admission import PtyOpenParams
 from executor.errors import CoreError
 from executor.events import ApprovalNeeded, Finished, Output
-from executor.grpc_common import _abort, exit_pb
+from executor.grpc_common import _abort, exit_pb, with_heartbeats
 from executor.pty import PtySession
 from executor.v1 import executor_pb2 as pb
 
@@ -58,9 +59,15 @@ class PtyServicer:
         feeder = asyncio.ensure_future(_feed(session, requests))
         # The input side fails when the call ends (cancelled, deadline): that is not news.
         feeder.add_done_callback(lambda f: f.cancelled() or f.exception())
+        events = session.run()
+        beat = self.core.config.streams.heartbeat_seconds
+        if beat:  # keeps a quiet terminal alive through proxies (streams.heartbeat_seconds)
+            events = with_heartbeats(events, beat, lambda: None)
         try:
-            async for event in session.run():
-                if isinstance(event, Output):
+            async for event in events:
+                if event is None:
+                    yield pb.PtyOutput(heartbeat=pb.Heartbeat(sent_at=time.time()))
+                elif isinstance(event, Output):
                     yield pb.PtyOutput(data=event.data)
                 elif isinstance(event, ApprovalNeeded):
                     yield pb.PtyOutput(approval_required=pb.ApprovalRequired(

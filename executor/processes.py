@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from executor import launch
 from executor.admission import Admission, Admitted, Caller, Refused, StartParams
 from executor.backends.base import BackendError, Process
+from executor.placement import with_task
 from executor.config import ProcessLimits
 from executor.errors import CoreError, exhausted, from_backend, invalid, not_found, precondition
 from executor.events import ApprovalNeeded, Entry, ExecRecord, ExitInfo
@@ -285,7 +286,7 @@ class ManagedProcess:
 
     def __init__(self, manager: "ProcessManager", task: Task, admitted: Admitted, caller: str) -> None:
         req = admitted.request
-        self.id = "p-" + uuid.uuid4().hex[:16]
+        self.id = with_task("p-" + uuid.uuid4().hex[:16], task.id)  # routable: names its task
         self.task = task
         self.task_id = task.id
         self.command = req.command
@@ -580,6 +581,7 @@ class ProcessManager:
     # -- queries ------------------------------------------------------------------------
 
     def get(self, process_id: str) -> ManagedProcess:
+        self.tasks.check_owner_of_id(process_id)  # another fleet member's process: refused, not "unknown"
         self._sweep()
         mp = self.procs.get(process_id)
         if mp is None:
@@ -588,6 +590,7 @@ class ProcessManager:
         return mp
 
     def list(self, task_id: str = "") -> list[ManagedProcess]:
+        self.tasks.check_owner(task_id)
         self._sweep()
         return sorted((p for p in self.procs.values() if not task_id or p.task_id == task_id),
                       key=lambda p: p.started_at)

@@ -25,7 +25,8 @@ from executor.admission import Caller, ExecParams
 from executor.config import Config, ConfigError, secret_paths
 from executor.errors import CoreError
 from executor.events import ApprovalNeeded, Finished, Output, Started
-from executor.grpc_common import APPROVAL_DECISION, APPROVAL_DECISION_PB, GATE_DECISION, _abort, exit_pb
+from executor.grpc_common import (APPROVAL_DECISION, APPROVAL_DECISION_PB, GATE_DECISION, _abort, exit_pb,
+                                  with_heartbeats)
 from executor.grpc_processes import ProcessServicer
 from executor.grpc_pty import PtyServicer
 from executor.service import Executor
@@ -45,6 +46,15 @@ def event_pb(event) -> pb.ExecEvent:
             timeout_seconds=event.timeout))
     assert isinstance(event, Finished)
     return pb.ExecEvent(exit=exit_pb(event.exit))
+
+
+async def _exec_events(stream):
+    async for event in stream:
+        yield event_pb(event)
+
+
+def _heartbeat() -> pb.ExecEvent:
+    return pb.ExecEvent(heartbeat=pb.Heartbeat(sent_at=time.time()))
 
 
 def exec_params(req: pb.ExecRequest) -> ExecParams:
@@ -114,9 +124,14 @@ class Servicer(pb_grpc.ExecutorServicer):
             stream = self.core.exec(exec_params(request), caller=caller, deadline=_deadline(context))
         except CoreError as exc:
             await _abort(context, exc)
+        beat = self.core.config.streams.heartbeat_seconds
         try:
-            async for event in stream:
-                yield event_pb(event)
+            if beat:  # opt-in (streams.heartbeat_seconds): keeps quiet calls alive through proxies
+                async for msg in with_heartbeats(_exec_events(stream), beat, _heartbeat):
+                    yield msg
+            else:
+                async for event in stream:
+                    yield event_pb(event)
         except CoreError as exc:
             await _abort(context, exc)
         finally:
@@ -192,9 +207,22 @@ class Servicer(pb_grpc.ExecutorServicer):
             await _abort(context, exc)
         return pb.ResolveApprovalResponse(resolved=True)
 
+    async def ShareApproval(self, request, context):
+        caller = await self.auth.caller(context, "approve")
+        try:
+            stored = self.core.share_approval(request.command, request.backend, request.rule, request.approval_id,
+                                              request.reason, caller)
+        except CoreError as exc:
+            await _abort(context, exc)
+        return pb.ShareApprovalResponse(stored=stored)
+
     async def WatchApprovals(self, request, context):
         await self.auth.caller(context, "approve")
-        async for ev in self.core.watch_approvals(request.task_id):
+        try:
+            events = self.core.watch_approvals(request.task_id)
+        except CoreError as exc:
+            await _abort(context, exc)
+        async for ev in events:
             p = ev.pending
             yield pb.PendingApproval(
                 approval_id=p.approval_id, task_id=p.task_id, command=p.command, rule=p.rule, reason=p.reason,
@@ -361,11 +389,16 @@ class Daemon:
         if self.metrics is not None:
             self.metrics.serve(self.config.metrics.listen)
         limit = self.config.limits.max_message_bytes
-        self.server = grpc.aio.server(options=[
+        options = [
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
             ("grpc.so_reuseport", 0),
-        ])
+        ]
+        ping = self.config.streams.http2_ping_seconds
+        if ping:  # HTTP/2 PINGs on every connection (streams.http2_ping_seconds)
+            options += [("grpc.keepalive_time_ms", int(ping * 1000)), ("grpc.keepalive_timeout_ms", 20000),
+                        ("grpc.http2.max_pings_without_data", 0), ("grpc.keepalive_permit_without_calls", 1)]
+        self.server = grpc.aio.server(options=options)
         self.server.add_generic_rpc_handlers((executor_handler(ExecutorServicer(self.core, self.auth)),))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         names = (pb.DESCRIPTOR.services_by_name["Executor"].full_name, health.SERVICE_NAME, reflection.SERVICE_NAME)

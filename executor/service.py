@@ -23,7 +23,7 @@ from executor.approval import Decision, Verdict
 from executor.backends import backend_class
 from executor.backends.base import Backend, BackendError, Health
 from executor.config import Config
-from executor.errors import CoreError, exhausted, from_backend, invalid, not_found
+from executor.errors import CoreError, exhausted, from_backend, invalid, not_found, precondition
 from executor.events import ApprovalNeeded, Event, ExecRecord, ExitInfo, Finished, Output, Started, Timings
 from executor.headtail import HeadTail
 from executor.output import OutputPipeline
@@ -73,7 +73,9 @@ class Executor:
             self.kinds[name] = kind
             env_base[name] = {k: os.environ[k] for k in options.env_passthrough if k in os.environ}
         self.tasks = TaskManager(self.backends, env_base=env_base, max_tasks=config.limits.max_tasks,
-                                 kill_grace=config.limits.kill_grace_seconds, state_dir=self.state_dir)
+                                 kill_grace=config.limits.kill_grace_seconds, state_dir=self.state_dir,
+                                 member=config.fleet.member if config.fleet else "",
+                                 members=tuple(config.fleet.members) if config.fleet else ())
         self.approvals = Approvals(config.approval, self.state_dir)
         #: The one admission path of every entry point (Exec, Run, StartProcess, Pty).
         self.admission = Admission(config, self.backends, self.approvals, self.tasks,
@@ -355,6 +357,7 @@ class Executor:
 
     async def close_task(self, task_id: str, remove_files: bool) -> tuple[bool, int]:
         check_task_id(task_id)
+        self.tasks.check_owner(task_id)
         ended = await self.processes.end_task(task_id)
         task = self.tasks.get(task_id)
         if task is None and remove_files:
@@ -399,12 +402,13 @@ class Executor:
             await self.admission.prepare(req)
             return self.admission.verdict(req)
         # No task: judged as a first command on the backend (no task's session approvals).
-        self.admission.exec_request(ExecParams(task_id="check", command=command, backend=backend))
+        self.admission.exec_request(ExecParams(task_id="check", command=command, backend=backend), routed=False)
         return self.approvals.check(command, task_id="", backend=self.backend_for(backend))
 
     def resolve_approval(self, approval_id: str, decision: ApprovalDecision, reason: str, caller: Caller) -> None:
         if not approval_id:
             raise invalid("approval_id is required")
+        self.tasks.check_owner_of_id(approval_id)
         try:
             self.approvals.resolve(approval_id, decision, reason=reason, by=caller.name)
         except KeyError:
@@ -414,13 +418,31 @@ class Executor:
                                            "approved and the request is still pending: free space in the state "
                                            "directory, or approve it once") from None
 
+    def share_approval(self, command: str, backend: str, rule: str, approval_id: str, reason: str,
+                       caller: Caller) -> bool:
+        """ShareApproval: an APPROVE_ALWAYS from another fleet member, judged again here."""
+        if not command or not rule:
+            raise invalid("command and rule are required")
+        backend = self.backend_for(backend)
+        try:
+            return self.approvals.share(command, backend, rule, approval_id=approval_id, reason=reason,
+                                        by=caller.name)
+        except ValueError as exc:
+            raise precondition(str(exc)) from None
+        except OSError as exc:
+            raise CoreError("UNAVAILABLE", f"could not save the approval ({exc.strerror or exc}); nothing was "
+                                           "stored") from None
+
     def watch_approvals(self, task_id: str | None) -> AsyncIterator[PendingEvent]:
+        if task_id:
+            self.tasks.check_owner(task_id)
         return self.approvals.watch(task_id or None)
 
     # -- files ---------------------------------------------------------------------------
 
     async def task_for_files(self, task_id: str, backend: str) -> Task:
         check_task_id(task_id)
+        self.tasks.check_owner(task_id)
         task = self.tasks.get_or_create(task_id, self.backend_for(backend))
         if task.sandbox is None:
             try:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from executor.backends.base import Backend, BackendError, Sandbox
 from executor.errors import CoreError, exhausted, from_backend, invalid, precondition
+from executor.placement import SLOTS, slot_of, slot_table, task_of
 from executor.shell import OneShotShell, PersistentShell, ShellBase
 
 log = logging.getLogger("executor.tasks")
@@ -94,7 +95,7 @@ class TaskManager:
     """Finds or creates tasks, and ends them."""
 
     def __init__(self, backends: dict[str, Backend], *, env_base: dict[str, dict[str, str]], max_tasks: int,
-                 kill_grace: float, state_dir: Path) -> None:
+                 kill_grace: float, state_dir: Path, member: str = "", members: tuple[str, ...] = ()) -> None:
         self.backends = backends
         self.env_base = env_base  # backend name -> variables copied from the daemon (env_passthrough)
         self.max_tasks = max_tasks
@@ -103,11 +104,32 @@ class TaskManager:
         self.state_dir = state_dir / "shells"
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.reaped = 0
+        # The fleet (executor.placement): this daemon serves only the slots it owns.
+        self.member = member
+        self._owners = slot_table(members) if members else ()
+        self._mine = frozenset(s for s in range(SLOTS) if self._owners and self._owners[s] == member)
+
+    def check_owner(self, task_id: str) -> None:
+        """Refuse a task that another fleet member owns (FAILED_PRECONDITION naming the owner): a
+        misrouted call fails here instead of starting a second shell for the task on this daemon.
+        Every entry point that names a task, a process or an approval passes through here."""
+        if not self._owners or not task_id:
+            return
+        slot = slot_of(task_id)
+        if slot not in self._mine:
+            raise precondition(f"task {task_id[:140]!r} belongs to fleet member {self._owners[slot]!r}, not to this "
+                               f"daemon ({self.member!r}): route the call by its `x-executor-task` header "
+                               "(docs/operations.md, Beyond one machine)")
+
+    def check_owner_of_id(self, resource_id: str) -> None:
+        """The same for a process or approval id (``<id>@<task_id>``)."""
+        self.check_owner(task_of(resource_id))
 
     def get(self, task_id: str) -> Task | None:
         return self.tasks.get(task_id)
 
     def get_or_create(self, task_id: str, backend_name: str) -> Task:
+        self.check_owner(task_id)
         task = self.tasks.get(task_id)
         if task is not None:
             if task.backend_name != backend_name:

@@ -115,18 +115,26 @@ class ApprovalRequired(_message.Message):
     def __init__(self, approval_id: _Optional[str] = ..., rule: _Optional[str] = ..., reason: _Optional[str] = ..., segment: _Optional[str] = ..., timeout_seconds: _Optional[float] = ...) -> None: ...
 
 class ExecEvent(_message.Message):
-    __slots__ = ("started", "stdout", "stderr", "approval_required", "exit")
+    __slots__ = ("started", "stdout", "stderr", "approval_required", "exit", "heartbeat")
     STARTED_FIELD_NUMBER: _ClassVar[int]
     STDOUT_FIELD_NUMBER: _ClassVar[int]
     STDERR_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_REQUIRED_FIELD_NUMBER: _ClassVar[int]
     EXIT_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     started: ExecStarted
     stdout: bytes
     stderr: bytes
     approval_required: ApprovalRequired
     exit: Exit
-    def __init__(self, started: _Optional[_Union[ExecStarted, _Mapping]] = ..., stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., approval_required: _Optional[_Union[ApprovalRequired, _Mapping]] = ..., exit: _Optional[_Union[Exit, _Mapping]] = ...) -> None: ...
+    heartbeat: Heartbeat
+    def __init__(self, started: _Optional[_Union[ExecStarted, _Mapping]] = ..., stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., approval_required: _Optional[_Union[ApprovalRequired, _Mapping]] = ..., exit: _Optional[_Union[Exit, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ("sent_at",)
+    SENT_AT_FIELD_NUMBER: _ClassVar[int]
+    sent_at: float
+    def __init__(self, sent_at: _Optional[float] = ...) -> None: ...
 
 class StageTimings(_message.Message):
     __slots__ = ("gate_seconds", "approval_seconds", "queue_seconds", "spawn_seconds", "first_byte_seconds", "run_seconds")
@@ -280,6 +288,26 @@ class PendingApproval(_message.Message):
     decision: ApprovalDecision
     def __init__(self, approval_id: _Optional[str] = ..., task_id: _Optional[str] = ..., command: _Optional[str] = ..., rule: _Optional[str] = ..., reason: _Optional[str] = ..., segment: _Optional[str] = ..., backend: _Optional[str] = ..., created_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., resolved: _Optional[bool] = ..., decision: _Optional[_Union[ApprovalDecision, str]] = ...) -> None: ...
 
+class ShareApprovalRequest(_message.Message):
+    __slots__ = ("backend", "rule", "command", "reason", "approval_id")
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
+    backend: str
+    rule: str
+    command: str
+    reason: str
+    approval_id: str
+    def __init__(self, backend: _Optional[str] = ..., rule: _Optional[str] = ..., command: _Optional[str] = ..., reason: _Optional[str] = ..., approval_id: _Optional[str] = ...) -> None: ...
+
+class ShareApprovalResponse(_message.Message):
+    __slots__ = ("stored",)
+    STORED_FIELD_NUMBER: _ClassVar[int]
+    stored: bool
+    def __init__(self, stored: _Optional[bool] = ...) -> None: ...
+
 class CheckCommandRequest(_message.Message):
     __slots__ = ("command", "task_id", "backend")
     COMMAND_FIELD_NUMBER: _ClassVar[int]
@@ -416,18 +444,20 @@ class StreamProcessOutputRequest(_message.Message):
     def __init__(self, process_id: _Optional[str] = ..., offset: _Optional[int] = ..., stream: _Optional[str] = ...) -> None: ...
 
 class ProcessOutputChunk(_message.Message):
-    __slots__ = ("data", "offset", "next_offset", "rotated", "exited")
+    __slots__ = ("data", "offset", "next_offset", "rotated", "exited", "heartbeat")
     DATA_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
     ROTATED_FIELD_NUMBER: _ClassVar[int]
     EXITED_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     data: bytes
     offset: int
     next_offset: int
     rotated: bool
     exited: ProcessInfo
-    def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ..., next_offset: _Optional[int] = ..., rotated: _Optional[bool] = ..., exited: _Optional[_Union[ProcessInfo, _Mapping]] = ...) -> None: ...
+    heartbeat: bool
+    def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ..., next_offset: _Optional[int] = ..., rotated: _Optional[bool] = ..., exited: _Optional[_Union[ProcessInfo, _Mapping]] = ..., heartbeat: _Optional[bool] = ...) -> None: ...
 
 class WaitProcessRequest(_message.Message):
     __slots__ = ("process_id", "timeout_seconds")
@@ -505,14 +535,16 @@ class PtyInput(_message.Message):
     def __init__(self, open: _Optional[_Union[PtyOpen, _Mapping]] = ..., data: _Optional[bytes] = ..., resize: _Optional[_Union[PtySize, _Mapping]] = ..., signal: _Optional[str] = ...) -> None: ...
 
 class PtyOutput(_message.Message):
-    __slots__ = ("data", "exit", "approval_required")
+    __slots__ = ("data", "exit", "approval_required", "heartbeat")
     DATA_FIELD_NUMBER: _ClassVar[int]
     EXIT_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_REQUIRED_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     data: bytes
     exit: Exit
     approval_required: ApprovalRequired
-    def __init__(self, data: _Optional[bytes] = ..., exit: _Optional[_Union[Exit, _Mapping]] = ..., approval_required: _Optional[_Union[ApprovalRequired, _Mapping]] = ...) -> None: ...
+    heartbeat: Heartbeat
+    def __init__(self, data: _Optional[bytes] = ..., exit: _Optional[_Union[Exit, _Mapping]] = ..., approval_required: _Optional[_Union[ApprovalRequired, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
 
 class PutArchiveChunk(_message.Message):
     __slots__ = ("task_id", "path", "data", "backend")

@@ -73,6 +73,11 @@ class ExecutorStub:
                 request_serializer=executor_dot_v1_dot_executor__pb2.CheckCommandRequest.SerializeToString,
                 response_deserializer=executor_dot_v1_dot_executor__pb2.Verdict.FromString,
                 _registered_method=True)
+        self.ShareApproval = channel.unary_unary(
+                '/executor.v1.Executor/ShareApproval',
+                request_serializer=executor_dot_v1_dot_executor__pb2.ShareApprovalRequest.SerializeToString,
+                response_deserializer=executor_dot_v1_dot_executor__pb2.ShareApprovalResponse.FromString,
+                _registered_method=True)
         self.StartProcess = channel.unary_unary(
                 '/executor.v1.Executor/StartProcess',
                 request_serializer=executor_dot_v1_dot_executor__pb2.StartProcessRequest.SerializeToString,
@@ -195,6 +200,15 @@ class ExecutorServicer:
 
     def CheckCommand(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ShareApproval(self, request, context):
+        """A fleet's approver carries an APPROVE_ALWAYS given on one member to another: this daemon
+        judges `command` itself and stores the approval only when its own gate asks for exactly
+        `rule` on it (role `approve`). It never grants what this daemon's gate would not ask for.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -325,6 +339,11 @@ def add_ExecutorServicer_to_server(servicer, server):
                     servicer.CheckCommand,
                     request_deserializer=executor_dot_v1_dot_executor__pb2.CheckCommandRequest.FromString,
                     response_serializer=executor_dot_v1_dot_executor__pb2.Verdict.SerializeToString,
+            ),
+            'ShareApproval': grpc.unary_unary_rpc_method_handler(
+                    servicer.ShareApproval,
+                    request_deserializer=executor_dot_v1_dot_executor__pb2.ShareApprovalRequest.FromString,
+                    response_serializer=executor_dot_v1_dot_executor__pb2.ShareApprovalResponse.SerializeToString,
             ),
             'StartProcess': grpc.unary_unary_rpc_method_handler(
                     servicer.StartProcess,
@@ -590,6 +609,33 @@ class Executor:
             '/executor.v1.Executor/CheckCommand',
             executor_dot_v1_dot_executor__pb2.CheckCommandRequest.SerializeToString,
             executor_dot_v1_dot_executor__pb2.Verdict.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ShareApproval(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/executor.v1.Executor/ShareApproval',
+            executor_dot_v1_dot_executor__pb2.ShareApprovalRequest.SerializeToString,
+            executor_dot_v1_dot_executor__pb2.ShareApprovalResponse.FromString,
             options,
             channel_credentials,
             insecure,
