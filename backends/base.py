@@ -208,6 +208,12 @@ class Process(abc.ABC):
     async def detach(self) -> None:
         """Release client-side resources (sockets, channels). Does not signal."""
 
+    async def why_exited(self, code: int) -> str:
+        """For a process that ended unexpectedly with ``code`` (e.g. a shell before its ready
+        marker): what the backend knows about the cause (a pids limit reached, out of memory), in
+        words, or "" (the default)."""
+        return ""
+
 
 class Sandbox(abc.ABC):
     """One task's place in a backend: a directory where processes run."""
@@ -458,6 +464,17 @@ class Backend(abc.ABC):
 
     async def close(self) -> None:
         """Daemon shutdown: release connections. Running processes were ended above."""
+
+    def warm_shells(self) -> int:
+        """How many pre-started task shells the core keeps ready for new tasks (0: none). A backend
+        that says more than 0 gives them a place to start in: ``pool_sandbox``."""
+        return 0
+
+    async def pool_sandbox(self) -> Sandbox:
+        """Where pre-started shells wait: a neutral directory of the backend, shared by no task.
+        Each shell is handed to one new task only (it enters the task's directory and takes the
+        task's environment then) and never comes back to the pool."""
+        raise BackendError("this backend keeps no pre-started shells", ErrorKind.FAILED_PRECONDITION)
 
 
 # ---------------------------------------------------------------------------
