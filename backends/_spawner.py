@@ -85,6 +85,8 @@ def unwatch(fd):
 
 def update(c):
     # which of the channel's fds are watched, from its state
+    if c["starting"] is not None:
+        return
     readable = c["detached"] or c["unacked"] < WINDOW
     for fd in c["outs"]:
         if readable:
@@ -110,7 +112,7 @@ def close_in(c):
     c["pending"] = bytearray()
 
 def finish(c):
-    if not c["outs"] and c["status"] is not None and not c["reported"]:
+    if not c["outs"] and c["status"] is not None and not c["reported"] and c["starting"] is None:
         c["reported"] = True
         send(ord("X"), c["chan"], str(c["status"]).encode())
         if c["in"] is not None:
@@ -166,22 +168,7 @@ def spawn(chan, req):
     for fd in (child_fds if not pty else (slave,)):
         os.close(fd)
     os.close(st_w)
-    why = b""
-    while True:
-        part = os.read(st_r, 4096)
-        if not part:
-            break
-        why += part
-    os.close(st_r)
-    if why:
-        os.waitpid(pid, 0)
-        if pty:
-            os.close(master)
-        else:
-            for fd in (in_w, out_r, err_r):
-                os.close(fd)
-        send(ord("F"), chan, why)
-        return
+    os.set_blocking(st_r, False)
     if pty:
         os.set_blocking(master, False)
         c = {"chan": chan, "outs": {master: 1}, "in": master}
@@ -190,11 +177,37 @@ def spawn(chan, req):
             os.set_blocking(fd, False)
         c = {"chan": chan, "outs": {out_r: 1, err_r: 2}, "in": in_w}
     c.update(pid=pid, pty=bool(pty), unacked=0, detached=False, pending=bytearray(), closing=False,
-             status=None, reported=False)
+             status=None, reported=False, starting=st_r, why=b"")
     chans[chan] = c
     by_pid[pid] = chan
-    send(ord("P"), chan, str(pid).encode())
+    # The child says why it could not start on the status pipe, or closes it once it runs the
+    # reaper: waited for in the loop, not here (the next request's fork does not wait for it).
+    watch(st_r, selectors.EVENT_READ, ("start", c))
+
+def on_started(c):
+    # the status pipe of a starting child is readable: its error, or EOF (it runs)
+    st_r = c["starting"]
+    try:
+        part = os.read(st_r, 4096)
+    except BlockingIOError:
+        return
+    if part:
+        c["why"] += part
+        return
+    unwatch(st_r)
+    os.close(st_r)
+    c["starting"] = None
+    if c["why"]:
+        for fd in list(c["outs"]) + ([c["in"]] if c["in"] is not None and c["in"] not in c["outs"] else []):
+            unwatch(fd)
+            os.close(fd)
+        c["outs"], c["in"], c["reported"] = {}, None, True
+        chans.pop(c["chan"], None)
+        send(ord("F"), c["chan"], bytes(c["why"]))
+        return
+    send(ord("P"), c["chan"], str(c["pid"]).encode())
     update(c)
+    finish(c)
 
 def on_output(c, fd):
     try:
@@ -318,6 +331,9 @@ while True:
         what, c = key.data
         if what == "req":
             on_request_input()
+        elif what == "start":
+            if c["chan"] in chans:
+                on_started(c)
         elif what == "wake":
             try:
                 while os.read(wake_r, 4096):
