@@ -53,7 +53,12 @@ SPAWNER_PY = r"""
 import ctypes, errno, fcntl, gc, json, os, selectors, signal, struct, sys, termios, time
 HEADER = struct.Struct(">BII")
 WINDOW = %(window)d
-ctypes.CDLL(None).prctl(15, b"executor-spawn", 0, 0, 0)  # not a "python3" to pkill
+_libc = ctypes.CDLL(None)
+_libc.prctl(15, b"executor-spawn", 0, 0, 0)  # PR_SET_NAME: not a "python3" to pkill
+# PR_SET_DUMPABLE 0: /proc/<pid>/fd of the spawner (which holds every task's pipes) is root's, so a
+# task's command cannot open another task's pipes through it, nor ptrace it. Its forks set it back
+# (the reaper's command reads /proc/self/environ; the reaper keeps no pipe once it forked it).
+_libc.prctl(4, 0, 0, 0, 0)
 REAPER = compile(sys.argv[1], "executor-reaper", "exec")
 sel = selectors.DefaultSelector()
 chans = {}      # channel -> state dict
@@ -149,6 +154,7 @@ def spawn(chan, req):
         try:
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            _libc.prctl(4, 1, 0, 0, 0)
             os.setsid()
             for i, fd in enumerate(child_fds):
                 os.dup2(fd, i)

@@ -14,6 +14,14 @@ Design (issue 5):
   each process a docker exec whose *hijacked socket* is driven by the event loop directly
   (``add_reader`` + non-blocking ``recv``/``sock_sendall``, demultiplexed in place): a line
   written to a long-lived shell comes back with no thread hop and no polling.
+* **Many new tasks at once** (issue 19): a task process is not a docker exec of its own (the
+  engine runs execs one after another, ~50-100 ms of engine CPU each: 200 new tasks queued for
+  15-30 s). One long-lived spawner per container (``backends/_spawner.py``, started with one
+  docker exec) forks every task process, reaper included, and multiplexes their stdio over its
+  exec socket; a start is a fork in the container. The backend's own helpers (kill walk, tar,
+  path resolution) and images without python3 (or ``spawner: false``) keep a docker exec each.
+  ``warm_shells`` pre-started shells (the core's pool, ``executor.tasks.ShellPool``) wait in
+  the workspace for new tasks.
 * Every spawn runs ``env -i K=V... argv`` so the process gets exactly the given environment
   (docker exec otherwise adds PATH, HOSTNAME, HOME and the image's variables). runc makes every
   exec'd process a session leader; the reaper (base.reaper_argv, the image's python3) forks the

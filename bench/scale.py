@@ -13,7 +13,8 @@ Rows (through a real daemon process per backend, its unix socket, ``executor.cli
   call starts its shell): per-call p50 / p99, errors (a failed call or a wrong output), for N = 200
   and 1,000 on local, docker and ssh (quick: 200 only). Docker runs with ``pids_limit: 8192`` and
   ``mem_limit: 8g`` (each task holds a shell and its reaper: 1,000 do not fit the default 512 pids).
-* **shutdown**: a local daemon holding 1,000 tasks (each with its live shell): SIGTERM -> exit, s.
+* **shutdown**: a daemon holding 1,000 tasks (each with its live shell): SIGTERM -> exit, s; local
+  (quick: 300 tasks), and docker in the full run.
 * **per_task**: ``per_task: true`` (a container per task): N new tasks at once, each one's first
   Exec, and the rate of containers created per second.
 
@@ -342,6 +343,9 @@ def run_all(s: Settings, only: list[str] | None = None) -> list[Row]:
     say("scale: shutdown")
     if "local" in available:
         guarded(rows, "local", "shutdown", shutdown_rows, "local", "local", available["local"], s.shutdown_tasks)
+    if "docker" in available and not s.quick:
+        guarded(rows, "docker", "shutdown", shutdown_rows, "docker", "docker",
+                {**available["docker"], "pids_limit": 8192, "mem_limit": "8g"}, s.shutdown_tasks)
     if "docker" in available:
         say("scale: per_task containers")
         guarded(rows, "docker per_task", "per_task", per_task_rows, s.per_task_n)
