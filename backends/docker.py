@@ -792,8 +792,18 @@ class _SpawnerConn:
                                       user=user, workdir="/")["Id"]
             return exec_id, api.exec_start(exec_id, tty=False, socket=True)
 
-        async with backend.start_gate():
-            exec_id, result = await backend.call(start, f"starting the process spawner in {self._container.name}")
+        try:
+            async with backend.start_gate():
+                exec_id, result = await backend.call(start, f"starting the process spawner in {self._container.name}")
+        except BackendError as err:
+            if err.kind is ErrorKind.NOT_FOUND or "is not running" in err.message or "is restarting" in err.message:
+                self._container.invalidate(err.message)  # gone under us: the caller tries once more
+                raise BackendError(err.message, ErrorKind.LOST) from err
+            if "resource temporarily unavailable" in err.message.lower():
+                pressure = await self._container.pressure(backend)
+                raise BackendError(f"{err.message}{'; ' + pressure if pressure else ''}",
+                                   ErrorKind.RESOURCE_EXHAUSTED) from err
+            raise
         sock, leftover = _hijacked_socket(result)
         holder: dict[str, Any] = {}
 
@@ -1336,10 +1346,10 @@ class DockerSandbox(Sandbox):
                     pty: PtySize | None = None) -> Process:
         if self.backend.options.spawner:
             for attempt in (1, 2):
-                mux = await self.container.spawner.get(self)
-                if mux is None:
-                    break  # the image cannot run it: a docker exec per process
                 try:
+                    mux = await self.container.spawner.get(self)
+                    if mux is None:
+                        break  # the image cannot run it: a docker exec per process
                     return await self._spawn_forked(mux, argv, cwd=cwd, env=env, pty=pty)
                 except BackendError as err:
                     if attempt == 1 and err.kind is ErrorKind.LOST:
