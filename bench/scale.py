@@ -20,7 +20,8 @@ Rows (through a real daemon process per backend, its unix socket, ``executor.cli
 
     .venv/bin/python -m bench.scale [--quick] [--only local,docker] [--out FILE]
 
-Run by ``python -m bench`` as one of its parts; alone it prints its rows as JSON.
+Run by ``python -m bench`` as one of its parts; alone it writes ``bench/results/scale.json`` and
+``scale.md`` (or ``--out FILE`` and FILE with ``.md``) and prints the table.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import QUICK, Row, load1, percentile, say, skipped  # noqa: E402
+from bench.common import QUICK, RESULTS, Row, load1, machine_info, percentile, say, skipped  # noqa: E402
 from executor.client import AsyncClient, ExecutorError  # noqa: E402
 from executor.v1 import executor_pb2 as pb  # noqa: E402
 from tests.daemon import DaemonProcess  # noqa: E402
@@ -359,11 +360,30 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="also write the rows to this JSON file")
     args = parser.parse_args()
     s = Settings(QUICK or args.quick)
+    started = time.monotonic()
+    machine = machine_info()
     rows = run_all(s, [k for k in args.only.split(",") if k] or None)
+    machine["quick"] = s.quick
+    machine["loadavg_end"] = [round(x, 2) for x in __import__("os").getloadavg()]
+    machine["seconds"] = round(time.monotonic() - started, 1)
     data = [r.as_dict() for r in rows]
-    if args.out:
-        args.out.write_text(json.dumps({"quick": s.quick, "rows": data}, indent=1))
-    print(json.dumps(data, indent=1))
+    out = args.out or (RESULTS / "scale.json")
+    out.write_text(json.dumps({"machine": machine, "rows": data}, indent=1))
+    from bench import report
+
+    targets = [t for t in report.evaluate(rows) if t["result"] != "not measured"]
+    md = [f"Run {machine.get('when', '')} ({'quick' if s.quick else 'full'}), {machine.get('cpus')} CPUs, load average "
+          f"{machine.get('loadavg_start')} at start, {machine['loadavg_end']} at end, {machine['seconds']:.0f} s."]
+    md += report.scale_markdown(rows, report.Index(rows))
+    if targets:
+        md += ["", "| target | measured | result |", "|---|---|---|"]
+        md += [f"| {t['target']} | {t['measured']} {t['unit']} | {t['result']} |" for t in targets]
+    missing = [r for r in rows if r.value is None]
+    if missing:
+        md += ["", "Not measured:"] + [f"- {r.backend} / {r.metric}: {r.note}" for r in missing]
+    out.with_suffix(".md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+    say(f"wrote {out} and {out.with_suffix('.md')}")
 
 
 if __name__ == "__main__":
