@@ -531,6 +531,14 @@ class SpawnedProcess(Process):
                                f"{'; ' + extra if extra else ''}", ErrorKind.RESOURCE_EXHAUSTED)
         return code
 
+    def tree_gone(self) -> bool:
+        """The reaper exited by itself: it had ended every descendant first (a subreaper: nothing it
+        started can leave its tree). Not after SIGKILL: the reaper itself may have been killed
+        (it also ends that way after its command did, so that case gets the walk too)."""
+        if not self._exit.done() or self._exit.cancelled() or self._exit.exception() is not None:
+            return False
+        return self._exit.result() != -9
+
     async def why_exited(self, code: int) -> str:
         return await self._mux.explain_start_failure()
 

@@ -208,6 +208,12 @@ class Process(abc.ABC):
     async def detach(self) -> None:
         """Release client-side resources (sockets, channels). Does not signal."""
 
+    def tree_gone(self) -> bool:
+        """True once the backend knows that nothing this spawn started can still run (its reaper
+        ended every descendant and exited by itself): the core then skips the kill walk after the
+        shell's end. False (the default) when unknown."""
+        return False
+
     async def why_exited(self, code: int) -> str:
         """For a process that ended unexpectedly with ``code`` (e.g. a shell before its ready
         marker): what the backend knows about the cause (a pids limit reached, out of memory), in
