@@ -176,9 +176,18 @@ async def many(target: str, n: int, calls: int) -> tuple[list[float], list[float
         await asyncio.gather(*runners)
         wall = time.perf_counter() - wall
         closer = clients[0]
-        for i in range(0, n, 100):
-            await asyncio.gather(*(closer.close_task(f"many-{prefix}-{j}", remove_files=True)
-                                   for j in range(i, min(n, i + 100))), return_exceptions=True)
+
+        async def close_all() -> None:
+            for i in range(0, n, 100):
+                await asyncio.gather(*(closer.close_task(f"many-{prefix}-{j}", remove_files=True)
+                                       for j in range(i, min(n, i + 100))), return_exceptions=True)
+
+        t_close = time.perf_counter()
+        try:  # bounded: what is left is ended by the daemon's shutdown
+            await asyncio.wait_for(close_all(), 120)
+        except asyncio.TimeoutError:
+            say(f"      closing {n} tasks took more than 120 s; left to the daemon's shutdown")
+        say(f"      closed {n} tasks in {time.perf_counter() - t_close:.1f} s")
     finally:
         await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
     return firsts, every, errors, wall

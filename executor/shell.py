@@ -905,9 +905,12 @@ class PersistentShell(ShellBase):
         if self.proc is None:
             return
         if not self._dead and self._running is None:
+            # A backend that can tell the tree is gone spares the kill walk: there, give bash (and
+            # its reaper) longer to end by themselves, as a busy machine may need.
+            cheap = type(self.proc).tree_gone is not Process.tree_gone
             try:
                 await self.proc.close_stdin()
-                await asyncio.wait_for(self._wait_dead(), 0.5)
+                await asyncio.wait_for(self._wait_dead(), 5.0 if cheap else 0.5)
             except (asyncio.TimeoutError, BackendError):
                 pass
         if not self._dead:
