@@ -208,6 +208,18 @@ class Process(abc.ABC):
     async def detach(self) -> None:
         """Release client-side resources (sockets, channels). Does not signal."""
 
+    def tree_gone(self) -> bool:
+        """True once the backend knows that nothing this spawn started can still run (its reaper
+        ended every descendant and exited by itself): the core then skips the kill walk after the
+        shell's end. False (the default) when unknown."""
+        return False
+
+    async def why_exited(self, code: int) -> str:
+        """For a process that ended unexpectedly with ``code`` (e.g. a shell before its ready
+        marker): what the backend knows about the cause (a pids limit reached, out of memory), in
+        words, or "" (the default)."""
+        return ""
+
 
 # Reads the files the gate asks for: for each path a header "<status> <size>" and, for "ok", exactly
 # <size> bytes. Never opens what is not a regular file (a FIFO would block, a device would not end).
@@ -593,6 +605,17 @@ class Backend(abc.ABC):
 
     async def close(self) -> None:
         """Daemon shutdown: release connections. Running processes were ended above."""
+
+    def warm_shells(self) -> int:
+        """How many pre-started task shells the core keeps ready for new tasks (0: none). A backend
+        that says more than 0 gives them a place to start in: ``pool_sandbox``."""
+        return 0
+
+    async def pool_sandbox(self) -> Sandbox:
+        """Where pre-started shells wait: a neutral directory of the backend, shared by no task.
+        Each shell is handed to one new task only (it enters the task's directory and takes the
+        task's environment then) and never comes back to the pool."""
+        raise BackendError("this backend keeps no pre-started shells", ErrorKind.FAILED_PRECONDITION)
 
 
 # ---------------------------------------------------------------------------

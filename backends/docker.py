@@ -14,6 +14,14 @@ Design (issue 5):
   each process a docker exec whose *hijacked socket* is driven by the event loop directly
   (``add_reader`` + non-blocking ``recv``/``sock_sendall``, demultiplexed in place): a line
   written to a long-lived shell comes back with no thread hop and no polling.
+* **Many new tasks at once** (issue 19): a task process is not a docker exec of its own (the
+  engine runs execs one after another, ~50-100 ms of engine CPU each: 200 new tasks queued for
+  15-30 s). One long-lived spawner per container (``backends/_spawner.py``, started with one
+  docker exec) forks every task process, reaper included, and multiplexes their stdio over its
+  exec socket; a start is a fork in the container. The backend's own helpers (kill walk, tar,
+  path resolution) and images without python3 (or ``spawner: false``) keep a docker exec each.
+  ``warm_shells`` pre-started shells (the core's pool, ``executor.tasks.ShellPool``) wait in
+  the workspace for new tasks.
 * Every spawn runs ``env -i K=V... argv`` so the process gets exactly the given environment
   (docker exec otherwise adds PATH, HOSTNAME, HOME and the image's variables). runc makes every
   exec'd process a session leader; the reaper (base.reaper_argv, the image's python3) forks the
@@ -41,6 +49,7 @@ from typing import Any
 
 from pydantic import field_validator
 
+from ._spawner import Spawner, SpawnedProcess, spawner_argv
 from .base import (
     Backend,
     BackendError,
@@ -64,6 +73,8 @@ LABEL_BACKEND = "io.executor.backend"
 LABEL_SCOPE = "io.executor.scope"
 LABEL_CONFIG = "io.executor.config"
 SHARED = "shared"
+#: The sandbox name of pre-started shells (not a valid task id: no task can have it).
+POOL_TASK = ".pool"
 #: Bumped when the way containers are created changes: existing ones are then replaced.
 CONTAINER_RECIPE = 2
 
@@ -109,8 +120,8 @@ MKDIR_WRAPPER = 'mkdir -p -- "$1" && cd -- "$2" && shift 2 && exec "$@"'
 
 #: Processes a task needs at least in the shared container: its shell and the shell's reaper.
 PROCS_PER_TASK = 2
-#: Processes of the container itself: docker-init, the idle command, the signal helper.
-PROCS_PER_CONTAINER = 3
+#: Processes of the container itself: docker-init, the idle command, the signal helper, the spawner.
+PROCS_PER_CONTAINER = 4
 #: Processes a start holds for a moment beyond what stays (runc's exec bootstrap stages, the
 #: task directory's mkdir): kept free for each of the max_parallel_starts starts in flight.
 PROCS_PER_START = 5
@@ -161,6 +172,14 @@ class DockerOptions(Options):
     #: The engine runs execs one after another anyway (~10-15/s on a 2-core host, however many
     #: are in flight): more parallelism only crowds out the control calls (wait, resize, files).
     max_parallel_starts: int = 4
+    #: Start task processes through one long-lived spawner in the container (one docker exec per
+    #: container; a process start is then a fork there, not an engine call). Off, or when the image
+    #: has no python3: one docker exec per process.
+    spawner: bool = True
+    #: Pre-started task shells kept ready in the shared container (refilled in the background;
+    #: each is handed to one new task, with its own directory and environment): a new task's first
+    #: command then costs no shell start. 0 turns it off; ignored with ``per_task``.
+    warm_shells: int = 2
     #: Remove this daemon's containers at an orderly shutdown (volumes, so files, are kept).
     #: For ephemeral daemons such as test runs; a crashed daemon's container still stays.
     remove_on_close: bool = False
@@ -177,6 +196,13 @@ class DockerOptions(Options):
     def _positive_starts(cls, value: int) -> int:
         if value < 1:
             raise ValueError("max_parallel_starts must be at least 1")
+        return value
+
+    @field_validator("warm_shells")
+    @classmethod
+    def _pool_size(cls, value: int) -> int:
+        if not 0 <= value <= 64:
+            raise ValueError("warm_shells must be between 0 and 64")
         return value
 
     @field_validator("network")
@@ -306,15 +332,18 @@ class _ExecSocket:
     through ``loop.sock_sendall``."""
 
     def __init__(self, sock: socket.socket, keepalive: Any, leftover: bytes, tty: bool,
-                 on_close: Callable[[BaseException | None], None]) -> None:
+                 on_close: Callable[[BaseException | None], None], sink: Any = None) -> None:
         self._sock = sock
         self._keepalive = keepalive  # docker-py's SocketIO/response: closing them would close the fd
         self._loop = asyncio.get_running_loop()
         self._tty = tty
         self._buf = bytearray()
         self._on_close = on_close
+        # sink: stdout goes to sink.feed() as it arrives (the spawner's frames), stderr only to
+        # stderr_head; nothing is buffered here, so the socket is never paused
+        self._sink = sink
         self.stdout = _Stream(self._maybe_resume)
-        self.stderr = None if tty else _Stream(self._maybe_resume)
+        self.stderr = None if tty or sink is not None else _Stream(self._maybe_resume)
         self._reading = False
         self._closed = False
         self.finished = False
@@ -341,6 +370,8 @@ class _ExecSocket:
             self._resume()
 
     def _buffered(self) -> int:
+        if self._sink is not None:
+            return 0
         return self.stdout.size + (self.stderr.size if self.stderr is not None else 0)
 
     def _on_readable(self) -> None:
@@ -372,10 +403,14 @@ class _ExecSocket:
             kind = buf[pos]
             payload = bytes(buf[pos + 8 : pos + 8 + size])
             pos += 8 + size
-            if kind == 2 and self.stderr is not None:
+            if kind == 2 and (self.stderr is not None or self._sink is not None):
                 if len(self.stderr_head) < 256:
                     self.stderr_head += payload[: 256 - len(self.stderr_head)]
-                self.stderr.feed(payload)
+                if self.stderr is not None:
+                    self.stderr.feed(payload)
+            elif self._sink is not None:
+                self.stdout_seen = True
+                self._sink.feed(payload)
             else:
                 self.stdout_seen = self.stdout_seen or bool(payload)
                 self.stdout.feed(payload)
@@ -585,6 +620,9 @@ class DockerProcess(Process):
         code = self._exit
         return -(code - 128) if 128 < code <= 128 + 64 else code
 
+    async def why_exited(self, code: int) -> str:
+        return await self._container.pressure(self._sandbox.backend)
+
     async def resize(self, size: PtySize) -> None:
         if not self._tty:
             raise BackendError("this process has no terminal", ErrorKind.FAILED_PRECONDITION)
@@ -608,7 +646,7 @@ class _Killer:
     TIMEOUT = 15.0
 
     def __init__(self) -> None:
-        self._proc: DockerProcess | None = None
+        self._proc: Process | None = None
         self._buf = b""
         self._seq = 0
         self._lock = asyncio.Lock()
@@ -661,13 +699,183 @@ class _Killer:
     async def _spawn(self, sandbox: "DockerSandbox") -> None:
         proc = await sandbox.spawn_helper(["/bin/sh", "-c", KILLER_SCRIPT, "executor-killer"], cwd="/",
                                    env={"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"})
-        assert isinstance(proc, DockerProcess)
         self._proc, self._buf = proc, b""
 
     async def reset(self) -> None:
         proc, self._proc = self._proc, None
         if proc is not None:
             await proc.detach()
+
+
+class _OrderedWriter:
+    """Writes frames to a non-blocking socket in order, never blocking the caller: what the
+    socket does not take at once is queued and sent by one flushing task."""
+
+    def __init__(self, sock: socket.socket, on_error: Callable[[BaseException], None]) -> None:
+        self._sock = sock
+        self._queue: collections.deque[bytes] = collections.deque()
+        self._flushing: asyncio.Task[None] | None = None
+        self._on_error = on_error
+        self.broken = False
+
+    def send(self, data: bytes) -> None:
+        if self.broken:
+            return
+        if self._flushing is None:
+            try:
+                sent = self._sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError as exc:
+                self.broken = True
+                self._on_error(exc)
+                return
+            if sent == len(data):
+                return
+            data = data[sent:]
+            self._queue.append(data)
+            self._flushing = asyncio.ensure_future(self._flush())
+        else:
+            self._queue.append(data)
+
+    async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._queue:
+                await loop.sock_sendall(self._sock, self._queue.popleft())
+        except OSError as exc:
+            self.broken = True
+            self._queue.clear()
+            self._on_error(exc)
+        finally:
+            self._flushing = None
+
+
+class _SpawnerConn:
+    """The container's spawner (backends/_spawner.py): one docker exec, started on first use and
+    again whenever it died; task processes are forked by it instead of one docker exec each."""
+
+    HELLO_TIMEOUT = 30.0
+
+    def __init__(self, container: "_Container") -> None:
+        self._container = container
+        self.mux: Spawner | None = None
+        self._io: _ExecSocket | None = None
+        self._exec_id = ""
+        self._lock = asyncio.Lock()
+        self._cid: str | None = None
+        self.unavailable = ""  # why this image cannot run the spawner (then: a docker exec per process)
+
+    async def get(self, sandbox: "DockerSandbox") -> Spawner | None:
+        mux = self.mux
+        if mux is not None and mux.alive and self._cid == self._container.id and self._container.id is not None:
+            return mux
+        if self.unavailable:
+            return None
+        async with self._lock:
+            mux = self.mux
+            cid = await self._container.ensure()
+            if mux is not None and mux.alive and self._cid == cid:
+                return mux
+            if mux is not None:
+                self.close()
+            return await self._start(sandbox, cid)
+
+    async def _start(self, sandbox: "DockerSandbox", cid: str) -> Spawner | None:
+        backend = self._container.backend
+        user = backend.options.user
+        argv = spawner_argv()
+
+        def start(api: Any) -> tuple[str, Any]:
+            exec_id = api.exec_create(cid, argv, stdin=True, stdout=True, stderr=True, tty=False,
+                                      user=user, workdir="/")["Id"]
+            return exec_id, api.exec_start(exec_id, tty=False, socket=True)
+
+        try:
+            async with backend.start_gate():
+                exec_id, result = await backend.call(start, f"starting the process spawner in {self._container.name}")
+        except BackendError as err:
+            if err.kind is ErrorKind.NOT_FOUND or "is not running" in err.message or "is restarting" in err.message:
+                self._container.invalidate(err.message)  # gone under us: the caller tries once more
+                raise BackendError(err.message, ErrorKind.LOST) from err
+            if "resource temporarily unavailable" in err.message.lower():
+                pressure = await self._container.pressure(backend)
+                raise BackendError(f"{err.message}{'; ' + pressure if pressure else ''}",
+                                   ErrorKind.RESOURCE_EXHAUSTED) from err
+            raise
+        sock, leftover = _hijacked_socket(result)
+        holder: dict[str, Any] = {}
+
+        def on_error(exc: BaseException) -> None:
+            io = holder.get("io")
+            if io is not None:
+                io.close()
+                asyncio.ensure_future(self._on_close(mux, exec_id, exc))
+
+        writer = _OrderedWriter(sock, on_error)
+        mux = Spawner(writer.send, f"container {self._container.name}",
+                      explain=lambda: self._container.pressure(backend))
+        io = _ExecSocket(sock, result, leftover, False, lambda exc: asyncio.ensure_future(
+            self._on_close(mux, exec_id, exc)), sink=mux)
+        holder["io"] = io
+        self.mux, self._io, self._exec_id, self._cid = mux, io, exec_id, cid
+        try:
+            await asyncio.wait_for(asyncio.shield(mux.hello), self.HELLO_TIMEOUT)
+        except asyncio.TimeoutError:
+            self.close()
+            raise BackendError(f"the process spawner in {self._container.name} did not answer within "
+                               f"{self.HELLO_TIMEOUT:.0f} s", ErrorKind.UNAVAILABLE) from None
+        except BackendError:
+            head = io.stderr_head.decode(errors="replace").strip()
+            if "no python3" in head:
+                self.unavailable = head
+                return None
+            raise
+        return mux
+
+    async def _on_close(self, mux: Spawner, exec_id: str, exc: BaseException | None) -> None:
+        """The spawner's connection ended: every process it ran is lost, with the reason."""
+        if not mux.alive:
+            return
+        backend = self._container.backend
+        io = self._io if self.mux is mux else None
+        head = io.stderr_head.decode(errors="replace").strip() if io is not None else ""
+        try:
+            info = await backend.call(lambda api: api.exec_inspect(exec_id), "inspecting the process spawner")
+            code = info.get("ExitCode") if not info.get("Running") else None
+            reason = await self._container.loss_since(backend, self._container.generation)
+            if not reason and code is not None and code > 128 and backend.watching:
+                changed = self._container.changed
+                try:
+                    await asyncio.wait_for(changed.wait(), 0.05)
+                except asyncio.TimeoutError:
+                    pass
+                reason = self._container.event_since(0)
+            if not reason:
+                if code is not None and code > 128:
+                    reason = (f"the process spawner in {self._container.name} was killed (signal {code - 128}), and the "
+                              "processes it started lost their output with it: it runs as the sandbox user, so a "
+                              "command that signals all of that user's processes (kill -9 -1, pkill -u) ends it")
+                else:
+                    reason = (f"the process spawner in {self._container.name} exited"
+                              + (f" (exit code {code})" if code is not None else "")
+                              + (f": {head}" if head else "")
+                              + (f"; the connection broke: {exc}" if exc is not None else ""))
+        except BackendError as err:
+            reason = f"lost the Docker engine: {err.message}"
+            self._container.invalidate(reason)
+        if "container" in reason and "spawner" not in reason:
+            self._container.invalidate(reason)
+        mux.lost(BackendError(f"{reason}; the next command starts it again", ErrorKind.LOST))
+        if self.mux is mux:
+            self.close()
+
+    def close(self) -> None:
+        io, self._io, mux, self.mux = self._io, None, self.mux, None
+        if io is not None:
+            io.close()
+        if mux is not None and mux.alive:
+            mux.lost(BackendError("the process spawner was closed", ErrorKind.LOST))
 
 
 # ---------------------------------------------------------------------------
@@ -690,6 +898,7 @@ class _Container:
         self.known_dirs: set[str] = set()
         self.events: collections.deque[tuple[float, str]] = collections.deque(maxlen=32)
         self.killer = _Killer()
+        self.spawner = _SpawnerConn(self)
         self.changed = asyncio.Event()
         self.cleaned = False
         self.tasks: set[str] = set()  # tasks with a sandbox here (released ones removed)
@@ -1134,13 +1343,53 @@ class DockerSandbox(Sandbox):
 
     async def spawn(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str],
                     pty: PtySize | None = None) -> Process:
-        return await self._spawn(argv, cwd=cwd, env=env, pty=pty, reaper=True)
+        return await self._spawn_any(argv, cwd=cwd, env=env, pty=pty)
+
+    async def _spawn_any(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str],
+                         pty: PtySize | None = None, helper: bool = False) -> Process:
+        """Through the spawner when it runs here (a fork), else a docker exec of its own."""
+        if self.backend.options.spawner:
+            for attempt in (1, 2):
+                try:
+                    mux = await self.container.spawner.get(self)
+                    if mux is None:
+                        break  # the image cannot run it: a docker exec per process
+                    return await self._spawn_forked(mux, argv, cwd=cwd, env=env, pty=pty)
+                except BackendError as err:
+                    if attempt == 1 and err.kind is ErrorKind.LOST:
+                        continue  # the spawner died under us (e.g. its container): once more
+                    raise
+        return await self._spawn(argv, cwd=cwd, env=env, pty=pty, reaper=not helper)
+
+    async def _spawn_forked(self, mux: Spawner, argv: Sequence[str], *, cwd: str, env: Mapping[str, str],
+                            pty: PtySize | None) -> SpawnedProcess:
+        """A process forked by the container's spawner (with the reaper, as ``_spawn`` starts it)."""
+        cmd = self._command(argv, env, None, reaper=False)
+        new_dir = self.task_id not in self.container.known_dirs
+        proc = mux.spawn(cmd, cwd=cwd, mkdir=self.root if new_dir else None, pty=pty)
+        try:
+            await proc.started()
+        except BackendError as err:
+            if err.kind is ErrorKind.RESOURCE_EXHAUSTED:
+                pressure = await self.container.pressure(self.backend)
+                why = err.message.removeprefix("fork: ")
+                raise BackendError(f"the process could not start in container {self.container.name}: fork failed ({why})"
+                                   f"{'; ' + pressure if pressure else ''}", ErrorKind.RESOURCE_EXHAUSTED) from err
+            if err.kind is ErrorKind.FAILED_PRECONDITION:
+                raise BackendError(f"cannot start {argv[0]!r} in container {self.container.name}: {err.message}",
+                                   ErrorKind.NOT_FOUND if "No such file" in err.message else err.kind) from err
+            raise
+        if new_dir:
+            self.container.known_dirs.add(self.task_id)
+        return proc
 
     async def spawn_helper(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str]) -> Process:
-        """The backend's own helpers (kill walk, path resolution, tar, rm) run without the reaper:
-        nothing of theirs outlives them, and a python3 start per helper costs ~40 ms and a pid.
-        runc still makes each the leader of its own session."""
-        return await self._spawn(argv, cwd=cwd, env=env, pty=None, reaper=False)
+        """The backend's own helpers (kill walk, path resolution, tar, rm): forked by the spawner
+        like any process (a fork costs far less than an exec: closing 1,000 tasks ran 1,000 `rm`
+        execs one after another in the engine); with a docker exec each, without the reaper
+        (nothing of theirs outlives them, and a python3 start per helper costs ~40 ms and a pid;
+        runc still makes each the leader of its own session)."""
+        return await self._spawn_any(argv, cwd=cwd, env=env, helper=True)
 
     async def _spawn(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str], pty: PtySize | None,
                      reaper: bool) -> Process:
@@ -1211,6 +1460,7 @@ class DockerSandbox(Sandbox):
     async def release(self, remove_files: bool = False) -> None:
         self.container.tasks.discard(self.task_id)
         if self.backend.options.per_task:
+            self.container.spawner.close()
             await self.backend.remove_container(self.container, remove_volume=remove_files)
             return
         if remove_files:
@@ -1233,7 +1483,8 @@ class DockerBackend(Backend):
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.instance_id = self._instance_id()
         self.config_hash = hashlib.sha256(
-            json.dumps([CONTAINER_RECIPE, options.model_dump(exclude={"env_passthrough", "api_timeout", "max_parallel_starts",
+            json.dumps([CONTAINER_RECIPE, options.model_dump(exclude={"env_passthrough", "api_timeout", "max_parallel_starts", "spawner",
+                                                                       "warm_shells",
                                                                        "docker_host"})],
                        sort_keys=True).encode()).hexdigest()[:16]
         self._api: Any = None
@@ -1480,15 +1731,28 @@ class DockerBackend(Backend):
         limit = self.options.pids_limit
         if not limit or limit < 0 or task_id in container.tasks:
             return
-        headroom = PROCS_PER_START * self.options.max_parallel_starts
+        headroom = PROCS_PER_START * self.options.max_parallel_starts + PROCS_PER_TASK * self.warm_shells()
         fits = max(0, (limit - PROCS_PER_CONTAINER - headroom) // PROCS_PER_TASK)
         if len(container.tasks) + 1 > fits:
             where = "its own container" if self.options.per_task else f"the shared container {container.name}"
             raise BackendError(
                 f"task {task_id!r} does not fit in {where}: pids_limit {limit} holds {fits} task(s) "
                 f"({PROCS_PER_TASK} processes each, its shell and the shell's reaper, plus {PROCS_PER_CONTAINER} "
-                f"for the container and {headroom} kept free for starting processes) and {len(container.tasks)} "
+                f"for the container and {headroom} kept free for starting processes and warm shells) and {len(container.tasks)} "
                 "are open; close a task, or raise pids_limit (or use per_task: true)", ErrorKind.RESOURCE_EXHAUSTED)
+
+    def warm_shells(self) -> int:
+        return 0 if self.options.per_task else self.options.warm_shells
+
+    async def pool_sandbox(self) -> DockerSandbox:
+        """The workspace itself, in the shared container: pre-started shells wait there."""
+        container = self._container_for(SHARED)
+        await container.ensure()
+        sb = DockerSandbox(self, container, POOL_TASK)
+        sb.root = self.options.workspace
+        container.known_dirs.add(POOL_TASK)
+        container.killer.warm(sb)
+        return sb
 
     def start_gate(self) -> asyncio.Semaphore:
         """Bounds the process starts in flight (``max_parallel_starts``)."""
@@ -1525,6 +1789,9 @@ class DockerBackend(Backend):
         self._per_task.pop(container.scope, None)
 
     async def close(self) -> None:
+        for container in [self._shared, *self._per_task.values()]:
+            if container is not None:
+                container.spawner.close()
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import executor_exec, fleet, floors, gate_rpc, hermes, report
+from bench import executor_exec, fleet, floors, gate_rpc, hermes, report, scale
 from bench.common import QUICK, RESULTS, Row, machine_info, say, skipped
 
 CLOUD = ("modal", "daytona", "vercel_sandbox")
@@ -188,6 +188,12 @@ def main() -> None:
             floors.grpc_floor, max(s.n, 200), s.stream_bytes, s.stream_repeats)
     say("backend by backend: floor, hermes-agent, executor (latency, stream, concurrency)")
     per_backend(rows, s)
+    say("scale (bench/scale.py): cold start on every backend, new tasks at once, load, shutdown, per_task")
+    try:
+        rows += scale.run_all(scale.Settings(s.quick))
+    except Exception as exc:  # noqa: BLE001 - recorded, not swallowed
+        say(f"    scale FAILED: {type(exc).__name__}: {exc}")
+        rows.append(skipped("executor", "scale", "cold_start_p50_ms", f"{type(exc).__name__}: {str(exc)[:400]}"))
     say("local: isolation sandbox (bubblewrap) next to none")
     guarded(rows, "exec_true_p50_ms", "executor", "local (sandbox vs none)",
             executor_exec.local_isolation, s.n, max(10, s.n // 10))

@@ -81,7 +81,23 @@ TARGETS = [
            _value((EX, "fleet 3 daemons (nginx)", "conc200_errors")), 0, False, ""),
     Target("fleet: 3 daemons, 200 concurrent tasks through HAProxy, errors (= 0)",
            _value((EX, "fleet 3 daemons (haproxy)", "conc200_errors")), 0, False, ""),
+    Target("docker: 200 new tasks at once, first Exec p50 (<= 2000 ms)",
+           _value((EX, "docker", "burst200_first_exec_p50_ms")), 2000, False, "ms"),
+    Target("docker: 200 new tasks at once, first Exec p99 (<= 5000 ms)",
+           _value((EX, "docker", "burst200_first_exec_p99_ms")), 5000, False, "ms"),
+    Target("docker: a new task's first Exec with the warm pool, p50 (<= 100 ms)",
+           _value((EX, "docker", "cold_start_p50_ms")), 100, False, "ms"),
+    Target("load: errors over 200 and 1,000 concurrent tasks on local, docker and ssh (0)",
+           lambda idx: _sum_errors(idx), 0, False, "errors"),
+    Target("shutdown: SIGTERM -> exit with 1,000 local tasks (<= drain + 10 s = 12 s)",
+           _value((EX, "local", "shutdown_1000_tasks_s")), 12, False, "s"),
 ]
+
+
+def _sum_errors(idx: Index) -> float | None:
+    found = [r.value for r in idx.rows if r.system == EX and r.metric.startswith("load") and r.metric.endswith("_errors")
+             and r.value is not None]
+    return float(sum(found)) if found else None
 
 
 def evaluate(rows: list[Row]) -> list[dict[str, Any]]:
@@ -186,6 +202,7 @@ def markdown(rows: list[Row], machine: dict[str, Any], targets: list[dict[str, A
         if rtt is not None:
             lines.append(f"- PTY round trip (a byte in, its echo out): p50 {_fmt(rtt, 3)} ms, "
                          f"p99 {_fmt(idx.get(EX, 'local', 'pty_echo_rtt_p99_ms'), 3)} ms")
+    lines += scale_markdown(rows, idx)
     gate_rows = [r for r in rows if r.backend.startswith("gate")]
     if gate_rows:
         lines += ["", "**Gate**:", ""]
@@ -210,6 +227,41 @@ def markdown(rows: list[Row], machine: dict[str, Any], targets: list[dict[str, A
     if missing:
         lines += ["", "**Not measured here**:", ""] + [f"- {r.system} / {r.backend} / {r.metric}: {r.note}" for r in missing]
     return "\n".join(lines) + "\n"
+
+
+def scale_markdown(rows: list[Row], idx: Index) -> list[str]:
+    """bench/scale.py's rows: cold start, new tasks at once, load, shutdown, per_task."""
+    lines: list[str] = []
+    scale_backends = list(dict.fromkeys(r.backend for r in rows if r.system == EX and (
+        r.metric.startswith(("cold_start", "burst", "load")) or "shutdown_" in r.metric or r.metric == "containers_per_s")))
+    if not scale_backends:
+        return lines
+
+    def trio(b: str, m: str) -> str:
+        p50 = idx.get(EX, b, f"{m}_p50_ms")
+        if p50 is None and idx.get(EX, b, f"{m}_errors") is None:
+            return "–"
+        errors = idx.get(EX, b, f"{m}_errors")
+        return f"{_fmt(p50)} / {_fmt(idx.get(EX, b, f'{m}_p99_ms'))}, {_fmt(errors, 0)} err"
+
+    bursts = sorted({r.metric.split("_")[0] for r in rows if r.metric.startswith("burst") and r.metric.endswith("_p50_ms")},
+                    key=lambda m: int(m[5:]))
+    loads = sorted({r.metric.split("_")[0] for r in rows if r.metric.startswith("load") and r.metric.endswith("_p50_ms")},
+                   key=lambda m: int(m[4:]))
+    head = ["cold start (first Exec of a new task)"] + [f"{m[5:]} new tasks at once (first Exec)" for m in bursts] + [
+        f"load: {m[4:]} tasks x 3 Execs" for m in loads]
+    lines += ["", "**New tasks and many tasks** (bench/scale.py; p50 / p99 ms, errors; each cell its own daemon):", "",
+              "| backend | " + " | ".join(head) + " |", "|---|" + "---|" * len(head)]
+    for b in scale_backends:
+        cells = [trio(b, "cold_start")] + [trio(b, f"{m}_first_exec") for m in bursts] + [trio(b, f"{m}_exec") for m in loads]
+        if any(c != "–" for c in cells):
+            lines.append(f"| {b} | " + " | ".join(cells) + " |")
+    for r in rows:
+        if r.system == EX and r.metric.startswith("shutdown_") and r.value is not None:
+            lines.append(f"\nShutdown ({r.backend}): {_fmt(r.value)} s from SIGTERM to exit with {r.n} tasks ({r.note}).")
+        if r.system == EX and r.metric == "containers_per_s" and r.value is not None:
+            lines.append(f"\n`per_task: true`: {_fmt(r.value)} containers per second ({r.note}).")
+    return lines
 
 
 def plot(rows: list[Row], path: Path, machine: dict[str, Any]) -> None:

@@ -166,6 +166,9 @@ builtin printf '\\036\\037EXR:%s:%d\\036' {ready_nonce} "$$"
 #: process spawned). A consumer that stops reading from here on still kills it.
 SENT = ("sent", b"")
 
+#: The shell's end before its ready marker, when nothing more is known (then the cause is added).
+EXITED_WHILE_STARTING = "the task's shell exited while starting"
+
 
 @dataclass
 class CommandSpec:
@@ -536,7 +539,6 @@ class PersistentShell(ShellBase):
         self._dead = True
         self._ready: asyncio.Future | None = None
         self._scanners: list[MarkerScanner] = []
-        self._early = bytearray()  # what the shell printed before it answered (bounded): the cause when it dies
         self.restarts = 0
 
     @property
@@ -546,7 +548,7 @@ class PersistentShell(ShellBase):
     def _attach(self, proc: Process) -> None:
         """Start reading a freshly spawned shell's stdout and stderr."""
         self._ready = asyncio.get_running_loop().create_future()
-        self._early = bytearray()
+        self._start_output = bytearray()  # what the shell printed outside any command (its start)
         self.proc = proc
         self._dead = False
         self._readers = []
@@ -579,33 +581,57 @@ class PersistentShell(ShellBase):
             await self.proc.write((prelude(self.ready_nonce) + self._restore_script()).encode())
             self.pid = self._session(await asyncio.wait_for(self._ready, 30))
         except (asyncio.TimeoutError, BackendError) as exc:
-            cause = await self._start_failure()
+            if isinstance(exc, BackendError) and exc.message == EXITED_WHILE_STARTING:
+                exc = await self._why_exited(exc)
             await self._discard()
             if isinstance(exc, BackendError):
-                if cause:
-                    raise BackendError(f"{exc.message} ({cause})", exc.kind) from exc
-                raise
+                raise exc
             raise BackendError("the task's shell did not start within 30 s", ErrorKind.UNAVAILABLE) from exc
 
-    def _keep_early(self, data: bytes) -> None:
-        """Keep the last few KiB a shell printed before it answered (nothing else reads them)."""
-        self._early += data
-        del self._early[:-4096]
+    async def hand_over(self, sandbox: Sandbox, env: Mapping[str, str]) -> None:
+        """A pre-started shell (a warm pool's, started in a neutral place) becomes a task's: it enters
+        ``sandbox.root`` (made if missing) and takes exactly ``env`` (what differs exported, what is
+        not the task's unset, OLDPWD too), in one command through the protocol. Raises
+        BackendError when that fails; the shell is then not to be used."""
+        root = sandbox.root
+        exports = " ".join(f"{k}={ansi_c_quote(v)}" for k, v in env.items() if self.env.get(k) != v)
+        drop = " ".join(k for k in self.env if k not in env and valid_env_name(k))
+        script = (f"command mkdir -p -- {ansi_c_quote(root)} && builtin cd -- {ansi_c_quote(root)} && "
+                  f"{{ builtin unset -v OLDPWD {drop}; {'builtin export ' + exports if exports else ':'}; }}")
+        result: CommandResult | None = None
+        async for item in self.run(CommandSpec(script), deadline=time.monotonic() + 15):
+            if isinstance(item, CommandResult):
+                result = item
+        if result is None or result.status != "completed" or result.exit_code != 0 or self.cwd != root:
+            why = result.message if result is not None and result.message else (
+                f"exit code {result.exit_code}" if result is not None else "no result")
+            raise BackendError(f"entering {root} failed ({why})")
+        self.sandbox, self.env, self.state = sandbox, dict(env), ""
 
-    async def _start_failure(self) -> str:
-        """What a shell that died while starting left behind: its exit status and last output."""
-        parts = []
-        if self._dead and self.proc is not None:
-            try:
-                code = await asyncio.wait_for(self.proc.wait(), 2)
-            except (asyncio.TimeoutError, BackendError):
-                code = None
-            if code is not None:
-                parts.append(f"killed by signal {-code}" if code < 0 else f"exit code {code}")
-        text = bytes(self._early).decode("utf-8", "replace").strip()
-        if text:
-            parts.append("it printed: " + text[-600:])
-        return "; ".join(parts)
+    async def _why_exited(self, exc: BackendError) -> BackendError:
+        """The shell ended before its ready marker: the cause, when the backend knows it (its exit
+        code or signal, what it printed, the backend's own reason: a pids limit, out of memory, the
+        engine gone)."""
+        proc = self.proc
+        if proc is None:
+            return exc
+        try:
+            code = await asyncio.wait_for(proc.wait(), 5)
+        except BackendError as err:  # the backend says why (e.g. RESOURCE_EXHAUSTED naming pids_limit)
+            return BackendError(f"{EXITED_WHILE_STARTING}: {err.message}", err.kind)
+        except asyncio.TimeoutError:
+            return exc
+        parts = [f"exit code {code}" if code >= 0 else f"killed by signal {-code}"]
+        said = bytes(self._start_output).decode(errors="replace").strip()
+        if said:
+            parts.append(f"it said: {said[-300:]}")
+        try:
+            extra = await asyncio.wait_for(proc.why_exited(code), 5)
+        except (asyncio.TimeoutError, BackendError):
+            extra = ""
+        if extra:
+            parts.append(extra)
+        return BackendError(f"{EXITED_WHILE_STARTING} ({'; '.join(parts)})", exc.kind)
 
     async def _pump(self, stream, scanner: MarkerScanner, name: str) -> None:
         """Read one stream until EOF, routing output to the running command."""
@@ -620,8 +646,8 @@ class PersistentShell(ShellBase):
                         running = self._running
                         if running is not None and not running.stream_done(name):
                             await running.channel.put_data((name, item))
-                        elif running is None:
-                            self._keep_early(item)
+                        elif running is None and len(self._start_output) < 1024:
+                            self._start_output += item[:1024]
                     else:
                         self._on_marker(name, item)
         except BackendError as exc:
@@ -644,8 +670,8 @@ class PersistentShell(ShellBase):
                         if not running.channel.put_now((name, item)):
                             stream.pause()
                             running.channel.when_space(stream.resume)
-                    elif running is None:
-                        self._keep_early(item)
+                    elif running is None and len(self._start_output) < 1024:
+                        self._start_output += item[:1024]
                 else:
                     self._on_marker(name, item)
 
@@ -679,7 +705,7 @@ class PersistentShell(ShellBase):
         if running is not None and error is None and running.stream_done(name):
             return  # this stream already ended the command; its EOF adds nothing
         if self._ready is not None and not self._ready.done():
-            self._ready.set_exception(error or BackendError("the task's shell exited while starting", ErrorKind.UNAVAILABLE))
+            self._ready.set_exception(error or BackendError(EXITED_WHILE_STARTING, ErrorKind.UNAVAILABLE))
         if running is not None:
             running.channel.put_control(("eof", error))
 
@@ -879,19 +905,39 @@ class PersistentShell(ShellBase):
         if self.proc is None:
             return
         if not self._dead and self._running is None:
+            # A backend that can tell the tree is gone spares the kill walk: there, give bash (and
+            # its reaper) longer to end by themselves, as a busy machine may need.
+            cheap = type(self.proc).tree_gone is not Process.tree_gone
             try:
                 await self.proc.close_stdin()
-                await asyncio.wait_for(self._wait_dead(), 0.5)
+                await asyncio.wait_for(self._wait_dead(), 5.0 if cheap else 0.5)
             except (asyncio.TimeoutError, BackendError):
                 pass
         if not self._dead:
             await self._kill_tree(term_first=True)
-        else:
+        elif not await self._tree_gone(5.0):  # the reaper may be ending what the shell left (`cmd &`)
             await self._signal(signal.SIGKILL)  # what the shell left in its session (`cmd &`)
         await self._discard()
 
+    async def _tree_gone(self, wait: float = 0.5) -> bool:
+        """The backend knows nothing of the shell's spawn is left (``Process.tree_gone``), waiting
+        up to ``wait`` s for it to say so: then no kill walk is needed (one walk reads every process
+        of the sandbox: with 1,000 tasks in one container, closing them all would take minutes)."""
+        proc = self.proc
+        if proc is None:
+            return True
+        if type(proc).tree_gone is Process.tree_gone:
+            return False
+        if proc.tree_gone():
+            return True
+        try:
+            await asyncio.wait_for(asyncio.shield(proc.wait()), wait)
+        except (asyncio.TimeoutError, BackendError):
+            return False
+        return proc.tree_gone()
+
     async def _discard(self) -> None:
-        if self.proc is not None:
+        if self.proc is not None and not await self._tree_gone():
             # Nothing of a shell we stop using may keep running unsupervised (a command that
             # printed a fake exit marker, or what the shell left behind).
             await self._signal(signal.SIGKILL)

@@ -104,6 +104,7 @@ class TaskManager:
         self.state_dir = state_dir / "shells"
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.reaped = 0
+        self.pools: dict[str, ShellPool] = {}
         # The fleet (executor.placement): this daemon serves only the slots it owns.
         self.member = member
         self._owners = slot_table(members) if members else ()
@@ -159,6 +160,11 @@ class TaskManager:
                 if task.sandbox is None:
                     task.sandbox = await task.backend.sandbox(task.id)
                 env = self.command_env(task)
+                if not task.saved_state:
+                    shell = await self._from_pool(task, env)
+                    if shell is not None:
+                        task.shell = shell
+                        return shell
                 caps = task.backend.capabilities
                 cls = PersistentShell if (caps.persistent_shell and caps.stdin) else OneShotShell
                 shell = cls(task.sandbox, env, cwd=task.sandbox.root, state=task.saved_state,
@@ -178,6 +184,38 @@ class TaskManager:
                 raise from_backend(task.backend_name, exc) from exc
             task.shell = shell
             return shell
+
+    def pool(self, backend_name: str) -> ShellPool | None:
+        """The backend's pool of pre-started shells (created on first use), or None without one."""
+        pool = self.pools.get(backend_name)
+        if pool is None:
+            backend = self.backends[backend_name]
+            caps = backend.capabilities
+            size = backend.warm_shells() if caps.persistent_shell and caps.stdin else 0
+            if size <= 0:
+                return None
+            pool = self.pools[backend_name] = ShellPool(
+                backend, size, env={**self.env_base.get(backend_name, {}), "EXECUTOR_TASK_ID": ""},
+                kill_grace=self.kill_grace)
+        return pool
+
+    async def _from_pool(self, task: Task, env: dict[str, str]) -> PersistentShell | None:
+        """A pre-started shell made the task's own (its directory, its environment), or None (no
+        pool, none ready, or the handoff failed: the caller starts a shell as usual)."""
+        pool = self.pool(task.backend_name)
+        if pool is None:
+            return None
+        shell = pool.take()
+        if shell is None:
+            return None
+        try:
+            await pool.hand_over(shell, task.sandbox, env)
+        except BackendError as exc:
+            log.warning("task %s: a pre-started shell could not be handed over (%s); starting a new one",
+                        task.id, exc.message)
+            asyncio.ensure_future(shell.terminate())
+            return None
+        return shell
 
     def command_env(self, task: Task) -> dict[str, str]:
         """The clean environment a task's commands start from: never the daemon's own."""
@@ -230,6 +268,7 @@ class TaskManager:
         to the backend's recovery at the next start."""
         loop = asyncio.get_running_loop()
         end = loop.time() + budget
+        pools = [asyncio.ensure_future(pool.close()) for pool in self.pools.values()]
         saves = []
         for task in list(self.tasks.values()):
             if task.shell is None:
@@ -240,7 +279,7 @@ class TaskManager:
                 saves.append(asyncio.ensure_future(self.save_state(task)))
         await _within(saves, budget / 2)
         ends = [asyncio.ensure_future(self._end_shell(t)) for t in self.tasks.values() if t.shell is not None]
-        await _within(ends, max(0.1, end - loop.time()))
+        await _within(ends + pools, max(0.1, end - loop.time()))
 
     async def _end_shell(self, task: Task) -> None:
         if task.shell is not None:
@@ -250,6 +289,90 @@ class TaskManager:
         now = time.time()
         return [t.id for t in self.tasks.values()
                 if not t.busy and t.id not in busy_ids and now - t.last_used > idle_seconds]
+
+
+class ShellPool:
+    """Pre-started shells of one backend, for new tasks (``Backend.warm_shells``).
+
+    Each shell starts in the backend's neutral ``pool_sandbox`` with the environment every task
+    shares (no task's id, directory or $HOME). ``take`` gives one to exactly one task, never back:
+    ``hand_over`` makes it enter the task's directory (made if missing) and swaps in the task's
+    environment, unsetting what is not the task's, in one command through the shell's own
+    protocol, before the task's first command. Nothing ran in it before, so nothing can leak from
+    one task to another. Taking one starts a refill in the background."""
+
+    RETRY_SECONDS = 2.0
+
+    def __init__(self, backend: Backend, size: int, *, env: dict[str, str], kill_grace: float) -> None:
+        self.backend = backend
+        self.size = size
+        self._extra_env = env
+        self.kill_grace = kill_grace
+        self.ready: list[PersistentShell] = []
+        self._filling: asyncio.Task | None = None
+        self.closed = False
+        self.started = 0  # shells started for the pool
+        self.handed = 0  # shells handed to tasks
+        self.last_error = ""
+
+    def take(self) -> PersistentShell | None:
+        shell = None
+        while self.ready:
+            candidate = self.ready.pop(0)
+            if candidate.alive:
+                shell = candidate
+                break
+            asyncio.ensure_future(candidate.terminate())
+        self.refill()
+        return shell
+
+    def refill(self) -> None:
+        if not self.closed and (self._filling is None or self._filling.done()):
+            self._filling = asyncio.ensure_future(self._fill())
+
+    async def wait_full(self, timeout: float = 30.0) -> None:
+        """Until the pool holds ``size`` shells (tests, benchmarks)."""
+        self.refill()
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while len([s for s in self.ready if s.alive]) < self.size and loop.time() < end:
+            if self._filling is None or self._filling.done():
+                self.refill()
+            await asyncio.sleep(0.01)
+
+    async def _fill(self) -> None:
+        failures = 0
+        while not self.closed and len(self.ready) < self.size:
+            try:
+                sandbox = await self.backend.pool_sandbox()
+                env = {**self.backend.base_env(sandbox), **self._extra_env}
+                shell = PersistentShell(sandbox, env, cwd=sandbox.root, kill_grace=self.kill_grace)
+                await shell.start()
+            except BackendError as exc:
+                self.last_error = exc.message
+                failures += 1
+                log.info("backend %s: a warm shell did not start (%s)", self.backend.name, exc.message)
+                if failures >= 3:
+                    return  # the next take() tries again
+                await asyncio.sleep(self.RETRY_SECONDS)
+                continue
+            self.started += 1
+            if self.closed:
+                await shell.terminate()
+                return
+            self.ready.append(shell)
+
+    async def hand_over(self, shell: PersistentShell, sandbox: Sandbox, env: dict[str, str]) -> None:
+        """Make ``shell`` the task's: its directory (``sandbox.root``) and exactly ``env``."""
+        await shell.hand_over(sandbox, env)
+        self.handed += 1
+
+    async def close(self) -> None:
+        self.closed = True
+        if self._filling is not None:
+            self._filling.cancel()
+        shells, self.ready = self.ready, []
+        await asyncio.gather(*(s.terminate() for s in shells), return_exceptions=True)
 
 
 async def _within(futures: list[asyncio.Future], seconds: float) -> None:
@@ -264,4 +387,4 @@ async def _within(futures: list[asyncio.Future], seconds: float) -> None:
             fut.exception()
 
 
-__all__ = ["Task", "TaskManager", "check_task_id", "resolve_inside", "TASK_ID", "CoreError"]
+__all__ = ["Task", "TaskManager", "ShellPool", "check_task_id", "resolve_inside", "TASK_ID", "CoreError"]

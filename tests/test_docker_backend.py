@@ -570,18 +570,30 @@ async def test_invalid_task_id(shared):
     assert info.value.kind is ErrorKind.INVALID_ARGUMENT
 
 
-async def test_user_cannot_stop_the_container(make_backend):
+@pytest.mark.parametrize("spawner", [True, False], ids=["spawner", "exec-per-process"])
+async def test_user_cannot_stop_the_container(make_backend, spawner):
     """`kill -9 -1` as the sandbox user ends its own processes, not the container."""
-    backend = make_backend()
+    backend = make_backend(spawner=spawner)
     sb = await backend.sandbox("killall")
     cid = sb.container.id
     sleeper = await sb.spawn(["bash", "-c", "echo up; exec sleep 300"], cwd=sb.root, env=ENV)
     await read_until(sleeper.stdout, b"up\n")
-    # bash's kill -1 spares bash itself, not its reaper (same user): that exec reports the
-    # reaper's SIGKILL, and the output still arrives.
-    code, out, _ = await run(sb, "kill -9 -1; echo survived")
-    assert (code, out) == (-signal.SIGKILL, "survived\n")
-    assert await asyncio.wait_for(sleeper.wait(), 10) == -signal.SIGKILL
+    if spawner:
+        # The spawner runs as the sandbox user too: it dies, and the processes it started are
+        # reported lost with that reason (never as a normal exit).
+        with pytest.raises(BackendError) as info:
+            await run(sb, "kill -9 -1; echo survived")
+        assert info.value.kind is ErrorKind.LOST and "spawner" in info.value.message
+        assert "kill -9 -1" in info.value.message
+        with pytest.raises(BackendError) as info:
+            await asyncio.wait_for(sleeper.wait(), 10)
+        assert info.value.kind is ErrorKind.LOST
+    else:
+        # bash's kill -1 spares bash itself, not its reaper (same user): that exec reports the
+        # reaper's SIGKILL, and the output still arrives.
+        code, out, _ = await run(sb, "kill -9 -1; echo survived")
+        assert (code, out) == (-signal.SIGKILL, "survived\n")
+        assert await asyncio.wait_for(sleeper.wait(), 10) == -signal.SIGKILL
     state = await _container_call(backend, lambda api: api.inspect_container(cid)["State"])
     assert state["Running"]
     assert await run(sb, "echo fine") == (0, "fine\n", "")
@@ -648,9 +660,9 @@ async def test_remove_on_close_keeps_the_files(make_backend, tmp_path):
 
 
 async def test_a_task_beyond_the_pids_limit_is_refused_naming_it(make_backend):
-    # pids_limit 14 holds (14 - 3 - 5) // 2 = 3 tasks: each needs its shell and the shell's reaper,
-    # the container 3, and one start in flight 5 for a moment.
-    backend = make_backend(pids_limit=14, max_parallel_starts=1)
+    # pids_limit 15 holds (15 - 4 - 5) // 2 = 3 tasks: each needs its shell and the shell's reaper,
+    # the container 4 (with the spawner), and one start in flight 5 for a moment.
+    backend = make_backend(pids_limit=15, max_parallel_starts=1, warm_shells=0)
     shells = []
     for i in range(3):
         sb = await backend.sandbox(f"fit{i}")
@@ -661,7 +673,7 @@ async def test_a_task_beyond_the_pids_limit_is_refused_naming_it(make_backend):
     with pytest.raises(BackendError) as err:
         await backend.sandbox("one-too-many")
     assert err.value.kind is ErrorKind.RESOURCE_EXHAUSTED
-    assert "pids_limit 14" in err.value.message and "3 task(s)" in err.value.message, err.value.message
+    assert "pids_limit 15" in err.value.message and "3 task(s)" in err.value.message, err.value.message
     assert "3 are open" in err.value.message, err.value.message
     # a task already admitted is attached again; a released one makes room
     assert (await backend.sandbox("fit0")).root == shells[0][0].root
