@@ -31,7 +31,6 @@ import contextlib
 import logging
 import os
 import re
-import secrets
 import shlex
 import uuid
 import zlib
@@ -42,6 +41,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import SecretStr, model_validator
 
+from ._shared.registry import SessionRegistry
+from ._shared.retry import once, retrying
 from .base import (
     KILL_SESSION_ONLY,
     KILL_TREE_SCRIPT,
@@ -180,28 +181,15 @@ _CALL_TIMEOUT = 30.0
 
 async def _retrying(action: str, make: Callable[[], Awaitable[T]], *, attempts: int = 2,
                     key_hint: str = "", timeout: float | None = None) -> T:
-    """Run an idempotent call (bounded by ``timeout``), retrying with backoff while the API is
-    unavailable."""
-    delay = 0.2
-    for attempt in range(attempts):
-        try:
-            return await asyncio.wait_for(make(), timeout or _CALL_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001 - translated below
-            err = _translate(exc, action, key_hint=key_hint)
-            if err.kind is not ErrorKind.UNAVAILABLE or attempt == attempts - 1:
-                raise err from exc
-        await asyncio.sleep(delay)
-        delay *= 2
-    raise AssertionError("unreachable")
+    """An idempotent call (bounded by ``timeout``), repeated under the shared rule (``_shared.retry``)."""
+    return await retrying(make, translate=lambda exc: _translate(exc, action, key_hint=key_hint), idempotent=True,
+                          attempts=attempts, timeout=timeout or _CALL_TIMEOUT)
 
 
 async def _once(action: str, aw: Awaitable[T], key_hint: str = "", timeout: float | None = None) -> T:
-    """Run a call that is not safe to retry (it may have happened), translating its errors;
-    bounded by ``timeout`` (None: the SDK's own limits, for long transfers)."""
-    try:
-        return await (asyncio.wait_for(aw, timeout) if timeout else aw)
-    except Exception as exc:  # noqa: BLE001 - translated
-        raise _translate(exc, action, key_hint=key_hint) from exc
+    """A call that is not safe to repeat (it may have happened), its errors translated; bounded by
+    ``timeout`` (None: the SDK's own limits, for long transfers)."""
+    return await once(aw, translate=lambda exc: _translate(exc, action, key_hint=key_hint), timeout=timeout)
 
 
 # ---------------------------------------------------------------------------
@@ -362,6 +350,8 @@ class DaytonaProcess(Process):
         queues = {"stdout": self.stdout, "stderr": self.stderr}
         try:
             while True:
+                await self.stdout.room()  # bounded: the socket is not read while a reader is behind
+                await self.stderr.room()
                 msg = await self._ws.receive()
                 if msg.type in (aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT):
                     data = msg.data if isinstance(msg.data, bytes) else msg.data.encode()
@@ -666,7 +656,7 @@ class DaytonaSandbox(Sandbox):
         """A process of ours runs as session ``pid``: on disk, so a restarted daemon ends it."""
         remote = self._backend.cached(self._key)
         if remote is not None:
-            self._backend.registry.add(remote.sandbox.id, pid)
+            self._backend.registry.remember(pid, scope=remote.sandbox.id)
 
     def forget_session(self, session_id: str | None, pid: int | None) -> None:
         """The process is over: forget its pid, delete its toolbox session in the background."""
@@ -674,7 +664,7 @@ class DaytonaSandbox(Sandbox):
         if remote is None:
             return
         if pid is not None:
-            self._backend.registry.discard(remote.sandbox.id, pid)
+            self._backend.registry.forget(pid, scope=remote.sandbox.id)
         if session_id is not None:
             self._backend.background(remote.sandbox.process.delete_session(session_id))
 
@@ -737,46 +727,6 @@ def kill_sessions_command(pids: Sequence[int], sig: int) -> str:
     return shlex.join(["/bin/sh", "-c", script])
 
 
-class PidRegistry:
-    """Session ids of our processes per sandbox, on disk (``<state>/pids/<sandbox id>``), so a
-    daemon restarted after a crash can end what the old one left running in its sandboxes."""
-
-    def __init__(self, directory: Path) -> None:
-        self.dir = directory
-        self._pids: dict[str, set[int]] = {}
-
-    def _path(self, sandbox_id: str) -> Path:
-        return self.dir / re.sub(r"[^A-Za-z0-9_.-]", "_", sandbox_id)
-
-    def load(self, sandbox_id: str) -> set[int]:
-        try:
-            text = self._path(sandbox_id).read_text()
-        except FileNotFoundError:
-            return set()
-        return {int(x) for x in text.split() if x.isdigit()}
-
-    def add(self, sandbox_id: str, pid: int) -> None:
-        self._pids.setdefault(sandbox_id, set()).add(pid)
-        self._save(sandbox_id)
-
-    def discard(self, sandbox_id: str, pid: int) -> None:
-        pids = self._pids.get(sandbox_id)
-        if pids is not None and pid in pids:
-            pids.discard(pid)
-            self._save(sandbox_id)
-
-    def clear(self, sandbox_id: str) -> None:
-        self._pids.pop(sandbox_id, None)
-        self._path(sandbox_id).unlink(missing_ok=True)
-
-    def _save(self, sandbox_id: str) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        path = self._path(sandbox_id)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text("".join(f"{p}\n" for p in sorted(self._pids.get(sandbox_id, ()))))
-        os.replace(tmp, path)
-
-
 async def _open_log_socket(remote: Any, session_id: str, cmd_id: str) -> Any:
     """The command's log websocket, raw.
 
@@ -807,10 +757,9 @@ class DaytonaBackend(Backend):
         self._remotes: dict[str, _Remote] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._tasks: set[asyncio.Future[Any]] = set()
-        self._daemon_id = ""
         self.adopted = 0
         self.orphans_ended = 0
-        self.registry = PidRegistry(state_dir / "pids")
+        self.registry = SessionRegistry(state_dir / "pids")
         #: key -> (generation, note) about the sandbox's life (vanished and recreated, restarted).
         self._notices: dict[str, tuple[int, str]] = {}
         self._notice_seq = 0
@@ -862,18 +811,6 @@ class DaytonaBackend(Backend):
         return policy
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def _daemon_label(self) -> str:
-        """A stable id of this daemon (its state dir), so a restarted daemon finds its sandboxes."""
-        if not self._daemon_id:
-            path = self.state_dir / "daemon-id"
-            try:
-                self._daemon_id = path.read_text().strip()
-            except FileNotFoundError:
-                self.state_dir.mkdir(parents=True, exist_ok=True)
-                self._daemon_id = secrets.token_hex(8)
-                path.write_text(self._daemon_id)
-        return self._daemon_id
-
     def _client_or_raise(self) -> Any:
         if self._client is None:
             key = self._api_key()
@@ -888,10 +825,9 @@ class DaytonaBackend(Backend):
         return self._client
 
     async def start(self) -> None:
-        self._daemon_label()
         try:
             self._client_or_raise()
-            found = await self._list({"executor.daemon": self._daemon_label(), "executor.backend": self.name})
+            found = await self._list({"executor.daemon": self.instance_id, "executor.backend": self.name})
             self.adopted = len(found)
         except BackendError as err:
             log.warning("daytona backend %s: %s", self.name, err.message)
@@ -900,7 +836,7 @@ class DaytonaBackend(Backend):
         try:
             self._client_or_raise()
             found = await asyncio.wait_for(
-                self._list({"executor.daemon": self._daemon_label(), "executor.backend": self.name}),
+                self._list({"executor.daemon": self.instance_id, "executor.backend": self.name}),
                 self.options.request_timeout)
         except asyncio.TimeoutError:
             return Health(False, f"daytona: the API at {self.api_url} did not answer in "
@@ -933,7 +869,7 @@ class DaytonaBackend(Backend):
 
     # -- sandboxes ---------------------------------------------------------------------------
     def _labels(self, key: str, task_id: str) -> dict[str, str]:
-        labels = {**self.options.labels, "executor.daemon": self._daemon_label(), "executor.backend": self.name}
+        labels = {**self.options.labels, "executor.daemon": self.instance_id, "executor.backend": self.name}
         if key == "daemon":
             labels["executor.scope"] = "daemon"
         else:
@@ -993,7 +929,7 @@ class DaytonaBackend(Backend):
         Started if Daytona stopped it. Its processes from before are ended: the sessions whose
         ids the registry kept are killed (SIGKILL, whole session), and the left toolbox
         sessions deleted."""
-        left = self.registry.load(sandbox.id)
+        left = set(self.registry.load(sandbox.id))
         if _state(sandbox) in _STOPPED_STATES:
             await _once(f"starting sandbox {sandbox.id}", sandbox.start(timeout=self.options.create_timeout))
             self.registry.clear(sandbox.id)  # a stopped sandbox ran nothing

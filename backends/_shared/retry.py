@@ -57,7 +57,10 @@ async def retrying(call: Callable[[], Awaitable[T]], *, translate: Callable[[Bas
         except Exception as exc:  # noqa: BLE001 - classified, then translated
             failure = classify(exc) if classify is not None else transient_if_unavailable(translate(exc))
             if attempt >= attempts or not may_repeat(failure, idempotent=idempotent):
-                raise translate(exc) from exc
+                err = translate(exc)
+                if err is exc:
+                    raise
+                raise err from exc
             pause = delay * (1 + random.random()) if jitter else delay
             if on_retry is not None:
                 on_retry(exc, pause)
@@ -72,7 +75,10 @@ async def once(call: Awaitable[T], *, translate: Callable[[BaseException], Backe
     try:
         return await (asyncio.wait_for(call, timeout) if timeout else call)
     except Exception as exc:  # noqa: BLE001 - translated
-        raise translate(exc) from exc
+        err = translate(exc)
+        if err is exc:
+            raise
+        raise err from exc
 
 
 __all__ = ["Failure", "may_repeat", "retrying", "once", "transient_if_unavailable"]

@@ -82,8 +82,8 @@ class ByteQueue:
             self._size += len(data)
             self._wake_reader()
 
-    def feed_eof(self) -> None:
-        self.feed_error(None)
+    def feed_eof(self, error: BaseException | None = None) -> None:
+        self.feed_error(error)
 
     def feed_error(self, exc: BaseException | None) -> None:
         """The end of the stream: the reader gets the buffered data, then ``exc`` raised (or EOF)."""
