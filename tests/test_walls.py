@@ -23,9 +23,10 @@ PACKAGES = {"executor": ROOT / "executor", "executor.backends": ROOT / "backends
 def _modules() -> dict[str, Path]:
     found = {}
     for package, directory in PACKAGES.items():
-        for path in sorted(directory.glob("*.py")):
-            name = package if path.stem == "__init__" else f"{package}.{path.stem}"
-            found[name] = path
+        for path in sorted(directory.rglob("*.py")):  # subpackages too (backends.ssh, backends._shared)
+            parts = path.relative_to(directory).with_suffix("").parts
+            parts = parts[:-1] if parts[-1] == "__init__" else parts
+            found[".".join((package, *parts))] = path
     return found
 
 
