@@ -33,12 +33,12 @@ from __future__ import annotations
 import abc
 import asyncio
 import enum
-import functools
 import io
 import posixpath
 import shlex
 import tarfile
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -521,6 +521,9 @@ class Sandbox(abc.ABC):
         return None
 
 
+_IDENTITY_LOCK = threading.Lock()
+
+
 class Backend(abc.ABC):
     """One configured place where commands run."""
 
@@ -535,12 +538,19 @@ class Backend(abc.ABC):
         self.state_dir = state_dir  # a directory of this backend's own under the daemon's state dir
         self.hidden_paths: list[str] = []  # see hide()
 
-    @functools.cached_property
+    _instance_id: str | None = None
+
+    @property
     def instance_id(self) -> str:
         """This daemon's id for this backend, kept in ``state_dir`` (``_shared.identity``): what the
         backend makes outside the daemon carries it, so a restarted daemon finds its own again and
-        two daemons sharing an account never touch each other's."""
-        return identity.instance_id(self.state_dir)
+        two daemons sharing an account never touch each other's. Read (or made) on first use, once,
+        whichever thread asks first."""
+        if self._instance_id is None:
+            with _IDENTITY_LOCK:
+                if self._instance_id is None:
+                    self._instance_id = identity.instance_id(self.state_dir)
+        return self._instance_id
 
     @property
     @abc.abstractmethod
