@@ -47,6 +47,19 @@ class PushStream(ByteStream, Protocol):
     def detach(self) -> None: ...
 
 
+def take(chunks: collections.deque[bytes]) -> bytes:
+    """The first of the waiting chunks, joined with the next ones while under ``READ_SIZE`` (fewer,
+    larger reads for the consumer); ``chunks`` must not be empty."""
+    data = chunks.popleft()
+    if chunks and len(data) < READ_SIZE:
+        parts, size = [data], len(data)
+        while chunks and size < READ_SIZE:
+            parts.append(chunks.popleft())
+            size += len(parts[-1])
+        data = b"".join(parts)
+    return data
+
+
 class ByteQueue:
     """A ``ByteStream`` fed by a producer (``feed``, ``feed_eof``, ``feed_error``), bounded by ``limit``.
 
@@ -114,13 +127,7 @@ class ByteQueue:
                 await self._waiter
             finally:
                 self._waiter = None
-        data = self._chunks.popleft()
-        if self._chunks and len(data) < READ_SIZE:
-            parts, size = [data], len(data)
-            while self._chunks and size + len(self._chunks[0]) <= READ_SIZE:
-                parts.append(self._chunks.popleft())
-                size += len(parts[-1])
-            data = b"".join(parts)
+        data = take(self._chunks)
         self._size -= len(data)
         if not self.full:
             self._wake_producer()
@@ -143,4 +150,4 @@ class ByteQueue:
             self._room.set_result(None)
 
 
-__all__ = ["ByteStream", "PushStream", "ByteQueue", "STREAM_LIMIT", "READ_SIZE"]
+__all__ = ["ByteStream", "PushStream", "ByteQueue", "STREAM_LIMIT", "READ_SIZE", "take"]
