@@ -837,7 +837,7 @@ async def _read_spool(spool: Any, size: int = 1 << 20) -> AsyncIterator[bytes]:
         yield data
 
 
-async def read_all(stream: Any) -> bytes:
+async def read_all(stream: ByteStream | None) -> bytes:
     """A stream's bytes to EOF (None reads as empty)."""
     if stream is None:
         return b""
