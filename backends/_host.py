@@ -5,7 +5,6 @@ non-blocking pty master reader."""
 from __future__ import annotations
 
 import asyncio
-import collections
 import dataclasses
 import errno
 import fcntl
@@ -13,14 +12,14 @@ import os
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 
-from ._shared.streams import READ_SIZE, take
+from ._shared.streams import READ_SIZE, ChunkBuffer
 from .base import REAPER_NAME, BackendError, ByteQueue, ErrorKind
 
 F_SETPIPE_SZ = 1031
 PIPE_SIZE = 1 << 20
 
 
-class PipeReader:
+class PipeReader(ChunkBuffer):
     """A ``PushStream`` (``_shared.streams``): the daemon's end of a child's stdout or stderr pipe, read by the event loop as data arrives.
 
     Two ways to consume it: ``await read()`` (a chunk, b"" at EOF), or ``subscribe(on_data, on_eof)``,
@@ -32,15 +31,11 @@ class PipeReader:
     process that inherited the pipe never blocks on it; the fd is closed at EOF."""
 
     def __init__(self, fd: int, limit: int = 1 << 20) -> None:
+        super().__init__()
         os.set_blocking(fd, False)
         self._fd = fd
         self._loop = asyncio.get_running_loop()
         self._limit = limit
-        self._chunks: collections.deque[bytes] = collections.deque()
-        self._size = 0
-        self._error: BaseException | None = None
-        self._eof = False
-        self._waiter: asyncio.Future | None = None
         self._on_data: Callable[[bytes], None] | None = None
         self._on_eof: Callable[[BaseException | None], None] | None = None
         self._paused = False  # by the subscriber
@@ -76,7 +71,7 @@ class PipeReader:
         else:
             self._chunks.append(data)
             self._size += len(data)
-            self._wake()
+            self._wake_reader()
             if self._size >= self._limit:
                 self._watch()
 
@@ -86,29 +81,14 @@ class PipeReader:
         self._watch()
         os.close(self._fd)
         self._fd = -1
-        self._wake()
+        self._wake_reader()
         if self._on_eof is not None and not self._discard:
             on_eof, self._on_data, self._on_eof = self._on_eof, None, None
             on_eof(error)
 
-    def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
-
     # -- pull
     async def read(self) -> bytes:
-        while not self._chunks:
-            if self._eof:
-                if self._error is not None:
-                    raise self._error
-                return b""
-            self._waiter = self._loop.create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        data = take(self._chunks)
-        self._size -= len(data)
+        data = await self._next()
         self._watch()
         return data
 

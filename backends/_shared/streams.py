@@ -60,21 +60,54 @@ def take(chunks: collections.deque[bytes]) -> bytes:
     return data
 
 
-class ByteQueue:
-    """A ``ByteStream`` fed by a producer (``feed``, ``feed_eof``, ``feed_error``), bounded by ``limit``.
+class ChunkBuffer:
+    """What a buffered stream's reader side is, whatever feeds it (``ByteQueue``, ``_host.PipeReader``):
+    chunks waiting, then the end (EOF, or the error the reader gets), and one reader's wait."""
 
-    ``feed`` never drops data: the bound is kept by the producer, which waits for ``room()`` (or,
-    fed by callbacks, stops its source while ``full`` and resumes it from ``on_read``)."""
-
-    def __init__(self, limit: int = STREAM_LIMIT, on_read: Callable[[], None] | None = None) -> None:
-        self.limit = limit
-        self._on_read = on_read
+    def __init__(self) -> None:
         self._chunks: collections.deque[bytes] = collections.deque()
         self._size = 0
         self._eof = False
         self._error: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiter: asyncio.Future[None] | None = None  # the reader, waiting for data
+
+    async def _next(self) -> bytes:
+        """The next data (joined up to ``READ_SIZE``), b"" at the end; raises the end's error."""
+        while not self._chunks:
+            if self._eof:
+                if self._error is not None:
+                    raise self._error
+                return b""
+            self._waiter = self._new_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        data = take(self._chunks)
+        self._size -= len(data)
+        return data
+
+    def _new_future(self) -> asyncio.Future[None]:
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        return self._loop.create_future()
+
+    def _wake_reader(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+
+class ByteQueue(ChunkBuffer):
+    """A ``ByteStream`` fed by a producer (``feed``, ``feed_eof``, ``feed_error``), bounded by ``limit``.
+
+    ``feed`` never drops data: the bound is kept by the producer, which waits for ``room()`` (or,
+    fed by callbacks, stops its source while ``full`` and resumes it from ``on_read``)."""
+
+    def __init__(self, limit: int = STREAM_LIMIT, on_read: Callable[[], None] | None = None) -> None:
+        super().__init__()
+        self.limit = limit
+        self._on_read = on_read
         self._room: asyncio.Future[None] | None = None  # the producer, waiting for room
 
     def __len__(self) -> int:
@@ -117,37 +150,18 @@ class ByteQueue:
 
     # -- the reader
     async def read(self) -> bytes:
-        while not self._chunks:
-            if self._eof:
-                if self._error is not None:
-                    raise self._error
-                return b""
-            self._waiter = self._new_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        data = take(self._chunks)
-        self._size -= len(data)
-        if not self.full:
-            self._wake_producer()
-        if self._on_read is not None:
-            self._on_read()
+        data = await self._next()
+        if data:  # (at the end there is nothing to make room for)
+            if not self.full:
+                self._wake_producer()
+            if self._on_read is not None:
+                self._on_read()
         return data
 
     # -- internals
-    def _new_future(self) -> asyncio.Future[None]:
-        if self._loop is None:
-            self._loop = asyncio.get_running_loop()
-        return self._loop.create_future()
-
-    def _wake_reader(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
-
     def _wake_producer(self) -> None:
         if self._room is not None and not self._room.done():
             self._room.set_result(None)
 
 
-__all__ = ["ByteStream", "PushStream", "ByteQueue", "STREAM_LIMIT", "READ_SIZE", "take"]
+__all__ = ["ByteStream", "PushStream", "ChunkBuffer", "ByteQueue", "STREAM_LIMIT", "READ_SIZE", "take"]
