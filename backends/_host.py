@@ -5,7 +5,6 @@ non-blocking pty master reader."""
 from __future__ import annotations
 
 import asyncio
-import collections
 import dataclasses
 import errno
 import fcntl
@@ -13,15 +12,15 @@ import os
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 
+from ._shared.streams import READ_SIZE, ChunkBuffer
 from .base import REAPER_NAME, BackendError, ByteQueue, ErrorKind
 
 F_SETPIPE_SZ = 1031
-READ_SIZE = 1 << 18
 PIPE_SIZE = 1 << 20
 
 
-class PipeReader:
-    """The daemon's end of a child's stdout or stderr pipe, read by the event loop as data arrives.
+class PipeReader(ChunkBuffer):
+    """A ``PushStream`` (``_shared.streams``): the daemon's end of a child's stdout or stderr pipe, read by the event loop as data arrives.
 
     Two ways to consume it: ``await read()`` (a chunk, b"" at EOF), or ``subscribe(on_data, on_eof)``,
     which hands each chunk to ``on_data`` from the loop's readiness callback, with no task in
@@ -32,15 +31,11 @@ class PipeReader:
     process that inherited the pipe never blocks on it; the fd is closed at EOF."""
 
     def __init__(self, fd: int, limit: int = 1 << 20) -> None:
+        super().__init__()
         os.set_blocking(fd, False)
         self._fd = fd
         self._loop = asyncio.get_running_loop()
         self._limit = limit
-        self._chunks: collections.deque[bytes] = collections.deque()
-        self._size = 0
-        self._error: BaseException | None = None
-        self._eof = False
-        self._waiter: asyncio.Future | None = None
         self._on_data: Callable[[bytes], None] | None = None
         self._on_eof: Callable[[BaseException | None], None] | None = None
         self._paused = False  # by the subscriber
@@ -76,7 +71,7 @@ class PipeReader:
         else:
             self._chunks.append(data)
             self._size += len(data)
-            self._wake()
+            self._wake_reader()
             if self._size >= self._limit:
                 self._watch()
 
@@ -86,35 +81,14 @@ class PipeReader:
         self._watch()
         os.close(self._fd)
         self._fd = -1
-        self._wake()
+        self._wake_reader()
         if self._on_eof is not None and not self._discard:
             on_eof, self._on_data, self._on_eof = self._on_eof, None, None
             on_eof(error)
 
-    def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
-
     # -- pull
     async def read(self) -> bytes:
-        while not self._chunks:
-            if self._eof:
-                if self._error is not None:
-                    raise self._error
-                return b""
-            self._waiter = self._loop.create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        data = self._chunks.popleft()
-        if self._chunks and len(data) < READ_SIZE:
-            parts, size = [data], len(data)
-            while self._chunks and size < READ_SIZE:
-                parts.append(self._chunks.popleft())
-                size += len(parts[-1])
-            data = b"".join(parts)
-        self._size -= len(data)
+        data = await self._next()
         self._watch()
         return data
 
@@ -178,14 +152,17 @@ async def spawn_piped(argv: Sequence[str], *, cwd: str | None, env: Mapping[str,
 
 
 class PtyReader:
-    """Reads a pty master without blocking the loop; EIO (the slave side closed) is EOF."""
+    """Reads a pty master without blocking the loop; EIO (the slave side closed) is EOF. Bounded
+    like a pipe: past the queue's limit the master is not read (the program blocks on its
+    terminal) until the reader catches up."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
-        self._q = ByteQueue()
+        self._q = ByteQueue(on_read=self._caught_up)
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(fd, self._on_readable)
         self._open = True
+        self._reading = True
 
     def _on_readable(self) -> None:
         try:
@@ -194,16 +171,26 @@ class PtyReader:
             if exc.errno in (errno.EAGAIN, errno.EINTR):
                 return
             data = b""
-        if data:
-            self._q.feed(data)
-        else:
+        if not data:
             self.stop()
+            return
+        self._q.feed(data)
+        if self._q.full and self._reading:
+            self._reading = False
+            self._loop.remove_reader(self._fd)
+
+    def _caught_up(self) -> None:
+        if self._open and not self._reading and not self._q.full:
+            self._reading = True
+            self._loop.add_reader(self._fd, self._on_readable)
 
     def stop(self) -> None:
         """Stop reading (at EOF, or when the process is detached); readers then see EOF."""
         if self._open:
             self._open = False
-            self._loop.remove_reader(self._fd)
+            if self._reading:
+                self._reading = False
+                self._loop.remove_reader(self._fd)
         self._q.feed_eof()
 
     async def read(self) -> bytes:

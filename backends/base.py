@@ -38,12 +38,16 @@ import posixpath
 import shlex
 import tarfile
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
+
+from ._shared import identity
+from ._shared.streams import ByteQueue, ByteStream, PushStream
 
 __all__ = [
     "Backend",
@@ -55,6 +59,8 @@ __all__ = [
     "Sandbox",
     "Process",
     "ByteQueue",
+    "ByteStream",
+    "PushStream",
     "Options",
     "KILL_SESSION_SCRIPT",
     "RESOLVE_SCRIPT",
@@ -65,6 +71,9 @@ __all__ = [
     "KILL_TREE_FUNCTION",
     "KILL_TREE_SCRIPT",
     "REAPER_NAME",
+    "REAPER_GRACE",
+    "REAPER_PY",
+    "REAPER_SH",
     "REAPER_START_FAILED",
     "REAPER_START_FAILED_LINE",
     "reaper_argv",
@@ -136,52 +145,16 @@ class Options(BaseModel):
     env_passthrough: list[str] = []
 
 
-class ByteQueue:
-    """An async byte stream fed by a producer: ``read()`` returns b"" at EOF.
-
-    Backends whose SDK delivers output by callback or in frames use it to expose
-    ``Process.stdout`` / ``Process.stderr``.
-    """
-
-    def __init__(self) -> None:
-        self._q: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue()
-        self._eof = False
-
-    def feed(self, data: bytes) -> None:
-        if data and not self._eof:
-            self._q.put_nowait(bytes(data))
-
-    def feed_eof(self) -> None:
-        if not self._eof:
-            self._eof = True
-            self._q.put_nowait(None)
-
-    def feed_error(self, exc: BaseException) -> None:
-        if not self._eof:
-            self._eof = True
-            self._q.put_nowait(exc)
-
-    async def read(self) -> bytes:
-        item = await self._q.get()
-        if item is None:
-            self._q.put_nowait(None)  # stay at EOF for later readers
-            return b""
-        if isinstance(item, BaseException):
-            self._q.put_nowait(item)
-            raise item
-        return item
-
-
 class Process(abc.ABC):
     """A process started by ``Sandbox.spawn``: the leader of its own session."""
 
     #: stdout, or the terminal stream under a pty. ``await stdout.read()`` returns
     #: a chunk, or b"" at EOF; it raises BackendError(kind=LOST) if the transport dies.
-    #: A stream may also push its chunks (``subscribe(on_data, on_eof)``, ``pause()``,
-    #: ``resume()``, as ``_host.PipeReader`` does); the shell layer then uses that.
-    stdout: Any
+    #: A stream may also be a ``PushStream`` (``subscribe(on_data, on_eof)``, ``pause()``,
+    #: ``resume()``, as ``_host.PipeReader`` is); the shell layer then uses that shape.
+    stdout: ByteStream
     #: stderr, or None under a pty.
-    stderr: Any
+    stderr: ByteStream | None
     #: The handle the core passes to ``Sandbox.signal_session`` for this process, when the pid
     #: the process reports for itself (``$$``) does not name it alone in its sandbox: a backend
     #: that starts each spawn in a pid namespace of its own (local's ``isolation: sandbox``,
@@ -548,6 +521,9 @@ class Sandbox(abc.ABC):
         return None
 
 
+_IDENTITY_LOCK = threading.Lock()
+
+
 class Backend(abc.ABC):
     """One configured place where commands run."""
 
@@ -561,6 +537,20 @@ class Backend(abc.ABC):
         self.options = options
         self.state_dir = state_dir  # a directory of this backend's own under the daemon's state dir
         self.hidden_paths: list[str] = []  # see hide()
+
+    _instance_id: str | None = None
+
+    @property
+    def instance_id(self) -> str:
+        """This daemon's id for this backend, kept in ``state_dir`` (``_shared.identity``): what the
+        backend makes outside the daemon carries it, so a restarted daemon finds its own again and
+        two daemons sharing an account never touch each other's. Read (or made) on first use, once,
+        whichever thread asks first."""
+        if self._instance_id is None:
+            with _IDENTITY_LOCK:
+                if self._instance_id is None:
+                    self._instance_id = identity.instance_id(self.state_dir)
+        return self._instance_id
 
     @property
     @abc.abstractmethod
@@ -622,219 +612,11 @@ class Backend(abc.ABC):
 # Helpers for backends
 # ---------------------------------------------------------------------------
 
-#: The name (``comm``, /proc/PID/stat field 2) the reaper gives itself, so a kill walk can tell it
-#: from the command it anchors.
-REAPER_NAME = "executor-reaper"
-
-#: The reaper: ``python3 -I -S -c REAPER_PY MODE ARGV...`` (MODE: ``pipe`` or ``pty``).
-#:
-#: A ``setsid`` leaves a process group and a session, never its ancestry: the reaper marks itself
-#: a child subreaper (PR_SET_CHILD_SUBREAPER), so every process the command starts stays its
-#: descendant even when its parent dies (a double fork re-parents to the reaper, not to init).
-#: It forks the command as the leader of a new session (``$$`` = session id, as the Sandbox
-#: contract says; under ``pty`` with the terminal as controlling tty), hands its own stdio to
-#: /dev/null (EOF on the command's pipes is unchanged), reaps orphans, and when the command ends,
-#: TERMs whatever the command left behind, KILLs it after ``REAPER_GRACE`` seconds, and exits
-#: as the command did (code, or the same signal). It keeps the command's zombie until then, so
-#: a kill walk always finds the reaper from the command's pid and the pid cannot be reused.
-#: It ignores HUP/INT/TERM/QUIT (it is the anchor of the tree; the command gets them at their
-#: defaults); SIGKILL from the command's own user can still end it (see docs/security.md).
-REAPER_GRACE = 3.0
-#: The reaper's exit code when it could not fork the command, with ``REAPER_START_FAILED_LINE``
-#: (then the strerror) as the first bytes on stderr: together they tell a start failure from a
-#: command that exits 125.
-REAPER_START_FAILED = 125
-REAPER_START_FAILED_LINE = b"executor-reaper: cannot start the command: fork: "
-REAPER_PY = r"""
-import ctypes, fcntl, os, signal, sys, termios, time
-mode, argv = sys.argv[1], sys.argv[2:]
-libc = ctypes.CDLL(None, use_errno=True)
-if libc.prctl(36, 1, 0, 0, 0) != 0:
-    os.write(2, b"executor: cannot become a child subreaper (prctl PR_SET_CHILD_SUBREAPER)\n")
-    os._exit(126)
-libc.prctl(15, b"%(name)s", 0, 0, 0)
-HANDLED = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGQUIT)
-for s in HANDLED:
-    signal.signal(s, signal.SIG_IGN)
-if mode == "pty":
-    try:
-        fcntl.ioctl(0, termios.TIOCNOTTY)  # a session leader holding the terminal lets it go
-    except OSError:
-        pass
-try:
-    pid = os.fork()
-except OSError as exc:  # EAGAIN: the pids limit; the backend names it (REAPER_START_FAILED)
-    os.write(2, ("%(name)s: cannot start the command: fork: %%s\n" %% exc.strerror).encode())
-    os._exit(%(failed)s)
-if pid == 0:
-    try:
-        os.setsid()
-        if mode == "pty":
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-        for s in HANDLED + (signal.SIGPIPE, signal.SIGXFSZ):
-            signal.signal(s, signal.SIG_DFL)
-        with open("/proc/self/environ", "rb") as f:  # exactly as given: Python may add LC_CTYPE
-            env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
-        os.execvpe(argv[0], argv, env)
-    except OSError as exc:
-        os.write(2, ("executor: cannot run %%r: %%s\n" %% (argv[0], exc.strerror)).encode())
-    os._exit(127)
-null = os.open("/dev/null", os.O_RDWR)
-for fd in (0, 1, 2):
-    os.dup2(null, fd)
-me = os.getpid()
-while True:
-    done = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)
-    if done is None or done.si_pid == pid:
-        break
-    os.waitpid(done.si_pid, 0)
-
-def rest():
-    kids, parent = set(), {}
-    for e in os.listdir("/proc"):
-        if e.isdigit():
-            try:
-                with open("/proc/%%s/stat" %% e, "rb") as f:
-                    raw = f.read()
-                parent[int(e)] = int(raw[raw.rfind(b")") + 2:].split()[1])
-            except (OSError, ValueError, IndexError):
-                pass
-    tree, grew = {me}, True
-    while grew:
-        grew = False
-        for p, pp in parent.items():
-            if pp in tree and p not in tree:
-                tree.add(p)
-                grew = True
-    for p, pp in parent.items():
-        if pp == me and p != pid:
-            kids.add(p)
-    return tree - {me, pid}, kids
-
-def reap(kids):
-    for k in kids:
-        try:
-            os.waitpid(k, os.WNOHANG)
-        except ChildProcessError:
-            pass
-
-left, kids = rest()
-deadline = time.monotonic() + %(grace)s
-sig = signal.SIGTERM
-while left:
-    for p in left:
-        try:
-            os.kill(p, sig)
-        except OSError:
-            pass
-    time.sleep(0.02)
-    reap(kids)
-    left, kids = rest()
-    if time.monotonic() > deadline:
-        sig = signal.SIGKILL
-_, status = os.waitpid(pid, 0)
-if os.WIFSIGNALED(status):
-    import resource
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if os.WTERMSIG(status) != signal.SIGKILL:
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, [os.WTERMSIG(status)])
-    os.kill(me, os.WTERMSIG(status))
-os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
-""" % {"name": REAPER_NAME, "grace": REAPER_GRACE, "failed": REAPER_START_FAILED}
-
-#: Runs the reaper with the sandbox's own python3 (``/bin/sh -c REAPER_SH executor-reaper
-#: REAPER_PY MODE ARGV...``); where there is none, falls back to ``setsid`` (session only: a
-#: ``setsid`` in the command escapes the kill; the backend's policy says so).
-REAPER_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3")
-REAPER_SH = r"""py=$1; mode=$2; shift 2
-for p in PYTHONS; do
-  [ -x "$p" ] && exec "$p" -I -S -c "$py" "$mode" "$@"
-done
-read -r s </proc/$$/stat; s=${s##*) }; sid=${s#* * * }; sid=${sid%% *}
-[ "$sid" = $$ ] && exec "$@"  # already a session leader (a container engine's exec)
-if [ "$mode" = pty ]; then exec setsid -c "$@"; fi
-exec setsid "$@"
-""".replace("PYTHONS", " ".join(REAPER_PYTHONS))
-
-
-#: What ``Backend.policy()["kill"]`` says: how far a timeout, cancel or CloseTask reaches.
-KILL_SUBREAPER = "subreaper tree (setsid, nohup and double forks die too)"
-KILL_SUBREAPER_IF_PYTHON = ("subreaper tree where the sandbox has python3 (setsid, nohup and double forks die "
-                            "too); else session only (setsid escapes)")
-KILL_SESSION_ONLY = "session only (setsid escapes)"
-
-
-def reaper_argv(argv: Sequence[str], *, pty: bool = False, python: str | None = None) -> list[str]:
-    """``argv`` under the reaper: it runs as the leader of a new session, and every process it
-    starts (even after ``setsid`` or a double fork) stays in the reaper's tree, which
-    ``signal_session`` signals. ``python``: a known interpreter (the daemon's own, for host
-    backends); else the sandbox's python3 is looked up, with ``setsid`` as the fallback."""
-    mode = "pty" if pty else "pipe"
-    if python is not None:
-        return [python, "-I", "-S", "-c", REAPER_PY, mode, *argv]
-    return ["/bin/sh", "-c", REAPER_SH, REAPER_NAME, REAPER_PY, mode, *argv]
-
-
-#: A POSIX sh function (builtins only: no process per /proc entry; reads /proc, so Linux):
-#: ``_extree PID SIG`` delivers SIG to the whole tree that the spawn of PID started:
-#:
-#: * the anchor: the reaper that started PID (its parent, or PID itself), whose descendants are
-#:   everything the command started, ``setsid``, ``nohup`` and double forks included; without a
-#:   reaper, PID itself;
-#: * signalled: PID's process group first, in one kill(2) (a shell forking as the signal lands
-#:   sees its child signalled too), then every descendant of the anchor and every member of
-#:   PID's session, except the reaper itself and the shell running the walk;
-#: * /proc is walked again until a pass finds nothing new (a child forked during a walk is caught
-#:   by the next; it is a descendant of the reaper even if its parent already died), at most 20
-#:   passes. Each process gets the signal once.
-KILL_TREE_FUNCTION = r"""
-_extree() {
-  _p=$1; _g=$2; _me=$$; _root=$_p; _c=
-  if { read -r _s <"/proc/$_p/stat"; } 2>/dev/null; then
-    _c=${_s#*(}; _c=${_c%)*}; _s=${_s##*) }; set -- $_s
-    if [ "$_c" != executor-reaper ] && { read -r _s <"/proc/$2/stat"; } 2>/dev/null; then
-      _c=${_s#*(}; _c=${_c%)*}; [ "$_c" = executor-reaper ] && _root=${_s%% *}
-    fi
-  fi
-  [ "$_c" = executor-reaper ] && [ "$_root" = "$_p" ] || kill "-$_g" "-$_p" 2>/dev/null
-  _seen=" $_me "; [ "$_c" = executor-reaper ] && _seen=" $_root $_me "  # never the reaper
-  _pass=0
-  while [ "$_pass" -lt 20 ]; do
-    _pass=$((_pass + 1)); _all=""; _tree=" $_root "
-    for _d in /proc/[0-9]*; do
-      _q=${_d#/proc/}
-      { read -r _s <"$_d/stat"; } 2>/dev/null || continue
-      _s=${_s##*) }; set -- $_s
-      if [ "$4" = "$_p" ]; then _tree="$_tree$_q "; else _all="$_all $_q:$2"; fi
-    done
-    _grew=1
-    while [ "$_grew" = 1 ]; do
-      _grew=0; _left=""
-      for _e in $_all; do
-        case $_tree in
-          *" ${_e#*:} "*) _tree="$_tree${_e%:*} "; _grew=1 ;;
-          *) _left="$_left $_e" ;;
-        esac
-      done
-      _all=$_left
-    done
-    _new=0
-    for _q in $_tree; do
-      case $_seen in *" $_q "*) continue ;; esac
-      kill "-$_g" "$_q" 2>/dev/null
-      _seen="$_seen$_q "; _new=1
-    done
-    [ "$_new" = 0 ] && break
-  done
-}
-"""
-
-#: ``sh -c KILL_TREE_SCRIPT executor-kill PID SIG``: the tree of PID's spawn gets SIG.
-KILL_TREE_SCRIPT = KILL_TREE_FUNCTION + '_extree "$1" "$2"\nexit 0\n'
-
-#: The former name (it signalled only the session); kept for callers outside the backends.
-KILL_SESSION_SCRIPT = KILL_TREE_SCRIPT
+from ._shared.kill import (  # noqa: E402 - re-exported: the names backends and tests import
+    KILL_SESSION_ONLY, KILL_SESSION_SCRIPT, KILL_SUBREAPER, KILL_SUBREAPER_IF_PYTHON, KILL_TREE_FUNCTION,
+    KILL_TREE_SCRIPT, REAPER_GRACE, REAPER_NAME, REAPER_PY, REAPER_PYTHONS, REAPER_SH, REAPER_START_FAILED,
+    REAPER_START_FAILED_LINE, reaper_argv,
+)
 
 
 #: Resolves paths on the sandbox's own filesystem, as the kernel would, with POSIX sh built-ins
@@ -1055,7 +837,7 @@ async def _read_spool(spool: Any, size: int = 1 << 20) -> AsyncIterator[bytes]:
         yield data
 
 
-async def read_all(stream: Any) -> bytes:
+async def read_all(stream: ByteStream | None) -> bytes:
     """A stream's bytes to EOF (None reads as empty)."""
     if stream is None:
         return b""

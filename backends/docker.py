@@ -41,7 +41,6 @@ import socket
 import tarfile
 import threading
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
@@ -1481,7 +1480,6 @@ class DockerBackend(Backend):
     def __init__(self, name: str, options: DockerOptions, *, state_dir: Path) -> None:
         super().__init__(name, options, state_dir=state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.instance_id = self._instance_id()
         self.config_hash = hashlib.sha256(
             json.dumps([CONTAINER_RECIPE, options.model_dump(exclude={"env_passthrough", "api_timeout", "max_parallel_starts", "spawner",
                                                                        "warm_shells",
@@ -1502,15 +1500,6 @@ class DockerBackend(Backend):
         self.orphans_ended = 0
 
     # identity and small persistent state ---------------------------------
-    def _instance_id(self) -> str:
-        path = self.state_dir / "instance-id"
-        try:
-            return path.read_text().strip()
-        except FileNotFoundError:
-            value = uuid.uuid4().hex
-            path.write_text(value + "\n")
-            return value
-
     def remembered(self, scope: str) -> str | None:
         try:
             return json.loads((self.state_dir / "containers.json").read_text()).get(scope)

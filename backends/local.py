@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 from ._host import PipeReader, PtyReader, proc_table, signal_tree, spawn_piped
+from ._shared.registry import SessionRegistry
 from pydantic import model_validator
 
 from .base import (
@@ -332,36 +333,28 @@ class _PtyProcess(Process):
             os.close(self._master)
 
 
-class _PidRegistry:
-    """Session leaders this backend started, on disk, so that a restarted daemon
-    can end what a crashed one left running (never leaving orphans)."""
+class _PidRegistry(SessionRegistry):
+    """Session leaders this backend started (``_shared.registry``, with their start times), so that
+    a restarted daemon can end what a crashed one left running (never leaving orphans)."""
 
     def __init__(self, directory: Path) -> None:
-        self.dir = directory
+        super().__init__(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
 
-    def remember(self, pid: int) -> None:
+    def remember(self, pid: int, start: str = "", scope: str = "") -> None:
         fields = _proc_stat(pid)
-        start = fields[19] if fields else "0"
-        (self.dir / str(pid)).write_text(start)
-
-    def forget(self, pid: int) -> None:
-        try:
-            (self.dir / str(pid)).unlink()
-        except FileNotFoundError:
-            pass
+        super().remember(pid, fields[19] if fields else "0", scope)
 
     def leftovers(self) -> list[int]:
+        """The remembered leaders still running as themselves (same start time, still session
+        leaders); the others are forgotten."""
         alive = []
-        for entry in self.dir.iterdir():
-            if not entry.name.isdigit():
-                continue
-            pid = int(entry.name)
+        for pid, start in self.load().items():
             fields = _proc_stat(pid)
-            if fields is not None and fields[19] == entry.read_text().strip() and fields[3] == str(pid):
+            if fields is not None and fields[19] == start and fields[3] == str(pid):
                 alive.append(pid)
             else:
-                entry.unlink(missing_ok=True)
+                self.forget(pid)
         return alive
 
 

@@ -38,6 +38,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import SecretStr, model_validator
 
+from ._shared.kill import CLEANUP_KEEP_SCRIPT
+from ._shared.retry import retrying
 from .base import (
     Backend,
     BackendError,
@@ -49,7 +51,6 @@ from .base import (
     Process,
     PtySize,
     KILL_SESSION_ONLY,
-    KILL_TREE_SCRIPT,
     Sandbox,
     drain,
 )
@@ -75,7 +76,7 @@ T = TypeVar("T")
 
 #: The prologue registers each session it starts in a directory of the sandbox: one file
 #: per spawn, named by a random tag, holding "PID STARTTIME TTY". A restarted daemon ends
-#: the sessions a previous one left (``_CLEANUP_SCRIPT``); ``resize`` finds a pty there.
+#: the sessions a previous one left (``_shared.kill.CLEANUP_KEEP_SCRIPT``, the whole tree of each); ``resize`` finds a pty there.
 #: It lives next to the task directories (``<root>/.executor-sessions``).
 _REGISTRY = ".executor-sessions"
 
@@ -110,26 +111,6 @@ if leader; then
 fi
 [ "$f" = - ] || { me > "$f.w" && mv -f "$f.w" "$f"; } 2>/dev/null
 exec setsid "$@"
-"""
-
-#: Ends every session registered in $1 (a registry directory) by an earlier daemon's
-#: spawns, checked by start time so a recycled pid is never hit, then forgets them.
-_CLEANUP_SCRIPT = r"""
-cd -- "$1" 2>/dev/null || exit 0
-for f in *; do
-  [ -f "$f" ] || continue
-  read -r sid start rest < "$f"
-  rm -f "$f"
-  { read -r s < "/proc/$sid/stat"; } 2>/dev/null || continue
-  s=${s##*) }; set -- $s
-  [ "${20}" = "$start" ] || continue
-  for p in /proc/[0-9]*; do
-    { read -r s < "$p/stat"; } 2>/dev/null || continue
-    s=${s##*) }; set -- $s
-    [ "$4" = "$sid" ] && kill -9 "${p#/proc/}" 2>/dev/null
-  done
-done
-exit 0
 """
 
 #: Sets the window size of the pty of the spawn registered in $1: $2 rows, $3 columns.
@@ -260,18 +241,9 @@ async def _bounded(coro: Awaitable[T], seconds: float, what: str) -> T:
 
 
 async def _retrying(call: Callable[[], Awaitable[T]], what: str, *, attempts: int = 3) -> T:
-    """Retry an idempotent call (a lookup) with backoff while Modal is UNAVAILABLE."""
-    delay = 0.2
-    for attempt in range(attempts):
-        try:
-            return await call()
-        except Exception as exc:  # noqa: BLE001 - translated below
-            err = _error(exc, what)
-            if err.kind is not ErrorKind.UNAVAILABLE or attempt == attempts - 1:
-                raise err from exc
-        await asyncio.sleep(delay)
-        delay *= 3
-    raise AssertionError("unreachable")
+    """An idempotent call (a lookup), repeated under the shared rule (``_shared.retry``)."""
+    return await retrying(call, translate=lambda exc: _error(exc, what), idempotent=True, attempts=attempts,
+                          factor=3.0)
 
 
 # ---------------------------------------------------------------------------
@@ -301,6 +273,7 @@ class ModalProcess(Process):
         try:
             async for chunk in stream:
                 queue.feed(chunk)
+                await queue.room()  # bounded: the SDK's stream waits while the reader is behind
         except asyncio.CancelledError:
             queue.feed_eof()
             raise
@@ -471,11 +444,7 @@ class ModalSandbox(Sandbox):
         if self.box.dead is not None or self.box.generation != self._generation:
             return  # the sandbox that ran this session is gone, and the session with it
         self.box.record_signal(sig)
-        proc = await self.spawn(["/bin/sh", "-c", KILL_TREE_SCRIPT, "executor-kill", str(pid), str(sig)], cwd="/",
-                                env={"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"})
-        await proc.close_stdin()
-        await drain(proc)
-        await proc.wait()
+        await super().signal_session(pid, sig)
 
     async def release(self, remove_files: bool = False) -> None:
         await self._backend._release(self, remove_files)
@@ -488,7 +457,6 @@ class ModalBackend(Backend):
     def __init__(self, name: str, options: ModalOptions, *, state_dir: Path) -> None:
         super().__init__(name, options, state_dir=state_dir)
         self.options: ModalOptions = options
-        self._daemon_id: str | None = None
         self._client: Any = None
         self._client_lock = asyncio.Lock()
         self._app: Any = None
@@ -645,22 +613,10 @@ class ModalBackend(Backend):
 
     @property
     def daemon_id(self) -> str:
-        """This daemon's id, kept in its state directory: sandbox names carry it, so two
-        daemons sharing a Modal workspace never adopt (and clean up) each other's sandboxes,
-        while a restarted daemon finds its own again."""
-        if self._daemon_id is None:
-            path = self.state_dir / "daemon-id"
-            try:
-                self._daemon_id = path.read_text().strip()
-            except FileNotFoundError:
-                self._daemon_id = ""
-            if not re.fullmatch(r"[0-9a-f]{8}", self._daemon_id):
-                self._daemon_id = secrets.token_hex(4)
-                self.state_dir.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(".tmp")
-                tmp.write_text(self._daemon_id + "\n")
-                tmp.replace(path)
-        return self._daemon_id
+        """This daemon's id (``Backend.instance_id``): sandbox names carry it, so two daemons sharing a
+        Modal workspace never adopt (and clean up) each other's sandboxes, while a restarted daemon
+        finds its own again."""
+        return self.instance_id
 
     def _sandbox_name(self, key: str) -> str:
         """A valid, stable Modal object name (<= 64 of [A-Za-z0-9._-])."""
@@ -728,7 +684,7 @@ class ModalBackend(Backend):
         """A sandbox found by name was used by an earlier daemon: end the sessions it left
         (shells, background processes), as the local backend does with its pid registry."""
         try:
-            proc = await _bounded(sb.exec.aio("/bin/sh", "-c", _CLEANUP_SCRIPT, "cleanup",
+            proc = await _bounded(sb.exec.aio("/bin/sh", "-c", CLEANUP_KEEP_SCRIPT, "cleanup",
                                               f"{self.options.root.rstrip('/')}/{_REGISTRY}", text=False),
                                   self.options.request_timeout, "ending leftover processes")
             await _bounded(proc.wait.aio(), self.options.request_timeout, "ending leftover processes")

@@ -36,7 +36,6 @@ import hashlib
 import logging
 import os
 import re
-import secrets
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -46,6 +45,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import Field, SecretStr
 
+from ._shared.retry import Failure, retrying
 from .base import (
     KILL_SESSION_ONLY,
     KILL_TREE_SCRIPT,
@@ -266,6 +266,7 @@ class _VercelProcess(Process):
                     data = event.data.encode("utf-8", "replace")
                 queue.feed(data)
                 self._touch()
+                await queue.room()  # bounded: the log stream waits while the reader is behind
             for name, rest in pending.items():
                 if rest:
                     (self.stdout if name == "stdout" else self.stderr).feed(_unhex(rest))
@@ -382,6 +383,7 @@ class _VercelPty(Process):
             while True:
                 self.stdout.feed(await pty.stream.receive())
                 self._touch()
+                await self.stdout.room()
         except anyio.EndOfStream:
             self.stdout.feed_eof()
         except Exception as exc:
@@ -604,7 +606,6 @@ class VercelSandboxBackend(Backend):
         self._service: Any = None
         self._sandboxes: dict[str, VercelSandbox] = {}
         self._locks: dict[str, asyncio.Lock] = {}
-        self._daemon_id: str | None = None
         self.recovered: list[str] = []  # sandboxes of a previous daemon found by start()
         self._last_used: dict[str, float] = {}
         self._encoders: dict[str, str] = {}  # sandbox key -> perl/python3 path inside it
@@ -638,7 +639,7 @@ class VercelSandboxBackend(Backend):
             "region": o.region or "API default",
             "on_close": o.on_close,
             "kill": KILL_SESSION_ONLY,
-            "naming": f"{o.name_prefix}-{self._daemon_id or '<daemon id>'}-<task>, tagged executor-daemon/-task; "
+            "naming": f"{o.name_prefix}-{self.instance_id}-<task>, tagged executor-daemon/-task; "
                       "a restarted daemon re-attaches by name and stops leftover sessions at start",
             "output": ("byte-exact: hex lines from a perl/python3 encoder in the sandbox (the API carries text)"
                        if o.output == "exact" else
@@ -666,16 +667,8 @@ class VercelSandboxBackend(Backend):
         return _sdk().SandboxCredentials(token=token, team_id=team, project_id=project)
 
     def daemon_id(self) -> str:
-        """A short id of this daemon's state, kept on disk: sandbox names survive a restart."""
-        if self._daemon_id is None:
-            path = self.state_dir / "daemon-id"
-            try:
-                self._daemon_id = path.read_text().strip()
-            except FileNotFoundError:
-                self.state_dir.mkdir(parents=True, exist_ok=True)
-                self._daemon_id = secrets.token_hex(4)
-                path.write_text(self._daemon_id + "\n")
-        return self._daemon_id
+        """This daemon's id (``Backend.instance_id``): sandbox names carry it and survive a restart."""
+        return self.instance_id
 
     def _ensure_client(self) -> None:
         if self._client is not None:
@@ -711,26 +704,25 @@ class VercelSandboxBackend(Backend):
         when the request never left (connection refused) or was rejected (429). A sandbox that
         vanished (404) is recreated once, under the same name, when ``sandbox`` is given."""
         sdk = _sdk()
-        attempt = 0
-        recreated = False
-        while True:
-            attempt += 1
-            try:
-                return await op()
-            except Exception as exc:
-                if isinstance(exc, BackendError):
-                    raise
-                safe = (_is_connect_error(exc) or (isinstance(exc, sdk.SandboxApiError) and exc.status_code == 429)
-                        if retry_connect_only else _transient(exc))
-                if (sandbox is not None and not recreated and isinstance(exc, sdk.SandboxApiError)
-                        and exc.status_code == 404):
-                    recreated = True
-                    await self._recreate(sandbox)
-                    continue
-                if safe and attempt < self.opts.retries:
-                    await asyncio.sleep(0.2 * 2 ** (attempt - 1))
-                    continue
-                raise map_error(exc, doing, self.base_url) from exc
+
+        def classify(exc: BaseException) -> Failure:
+            if _is_connect_error(exc) or (isinstance(exc, sdk.SandboxApiError) and exc.status_code == 429):
+                return Failure.UNSENT  # never reached the API, or refused before anything ran
+            return Failure.TRANSIENT if _transient(exc) else Failure.FINAL
+
+        def translate(exc: BaseException) -> BackendError:
+            return map_error(exc, doing, self.base_url)
+
+        try:
+            return await retrying(op, translate=translate, classify=classify, idempotent=not retry_connect_only,
+                                  attempts=self.opts.retries)
+        except BackendError as err:
+            vanished = isinstance(err.__cause__, sdk.SandboxApiError) and err.__cause__.status_code == 404
+            if sandbox is None or not vanished:
+                raise
+        await self._recreate(sandbox)
+        return await retrying(op, translate=translate, classify=classify, idempotent=not retry_connect_only,
+                              attempts=self.opts.retries)
 
     async def _start_command(self, sandbox: VercelSandbox, command: str, args: list[str], *, cwd: str,
                              stdin: bool, doing: str) -> Any:
@@ -748,14 +740,13 @@ class VercelSandboxBackend(Backend):
 
         Stopping ends what the previous daemon left running (its shells) but keeps the files: the
         next use resumes the sandbox. Never raises for an unreachable API: ``health`` says so."""
-        self.daemon_id()
         if self.opts.idle_timeout and self._reaper is None:
             self._reaper = asyncio.ensure_future(self._reap_idle(self.opts.idle_timeout))
         try:
             self._ensure_client()
             sdk = _sdk()
-            query = sdk.SandboxQueryByName(name_prefix=f"{self.opts.name_prefix}-{self._daemon_id}-",
-                                           tag=sdk.TagFilter(key="executor-daemon", value=self._daemon_id))
+            query = sdk.SandboxQueryByName(name_prefix=f"{self.opts.name_prefix}-{self.instance_id}-",
+                                           tag=sdk.TagFilter(key="executor-daemon", value=self.instance_id))
             found = [sb async for sb in self._client.query_sandboxes(query=query)]
         except Exception as exc:
             log.warning("vercel_sandbox %s: could not list leftover sandboxes: %s", self.name,
@@ -837,16 +828,12 @@ class VercelSandboxBackend(Backend):
         def conflict_or_transient(exc: BaseException) -> bool:
             return _transient(exc) or (isinstance(exc, sdk.SandboxApiError) and exc.status_code == 409)
 
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                return await get_or_create()
-            except Exception as exc:
-                if conflict_or_transient(exc) and attempt < o.retries:
-                    await asyncio.sleep(0.2 * 2 ** (attempt - 1))
-                    continue
-                raise map_error(exc, f"creating sandbox {name} for task {task_id}", self.base_url) from exc
+        def classify(exc: BaseException) -> Failure:  # a name taken meanwhile (409): get it next time
+            return Failure.TRANSIENT if conflict_or_transient(exc) else Failure.FINAL
+
+        return await retrying(get_or_create, idempotent=True, classify=classify, attempts=o.retries,
+                              translate=lambda exc: map_error(exc, f"creating sandbox {name} for task {task_id}",
+                                                              self.base_url))
 
     async def _recreate(self, sandbox: VercelSandbox) -> None:
         """The sandbox vanished (deleted, expired): make a new one under the same name.

@@ -164,13 +164,6 @@ class StreamsConfig(_Model):
     http2_ping_seconds: float = Field(0.0, ge=0)
 
 
-class BackendEntry(_Model):
-    """One entry of ``backends:``; its options are validated by the backend's own model."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-    kind: str | None = None
-
-
 class Config(_Model):
     backend: str = "local"
     backends: dict[str, dict[str, Any]] = {"local": {"kind": "local"}}

@@ -7,7 +7,6 @@ key mismatch, apptainer missing, credentials missing, ...)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -119,4 +118,3 @@ def health(target: str, timeout: float = 5.0, as_json: bool = False) -> int:
     return 0 if resp.status == health_pb2.HealthCheckResponse.SERVING else 1
 
 
-_ = os

@@ -14,6 +14,25 @@ class Entry(enum.Enum):
     PTY = "pty"  # an interactive terminal stream
 
 
+class ExitStatus(enum.StrEnum):
+    """How a command ended (``Exit.status``). A ``str``: compares and serialises as its value."""
+
+    COMPLETED = "completed"  # it ran to its end (any exit code)
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"  # a cancel, a task close or the daemon's shutdown
+    DENIED = "denied"  # the gate (or an approver) refused it
+    BACKEND_ERROR = "backend_error"  # the backend failed under it
+
+
+class ProcessState(enum.StrEnum):
+    """Where a background process is in its life (``ProcessInfo.state``); a ``str`` too."""
+
+    RUNNING = "running"
+    EXITED = "exited"
+    KILLED = "killed"
+    LOST = "lost"
+
+
 @dataclass
 class Timings:
     gate: float = 0.0
@@ -27,7 +46,7 @@ class Timings:
 @dataclass
 class ExitInfo:
     exit_code: int
-    status: str  # completed | timed_out | cancelled | denied | backend_error
+    status: str  # an ExitStatus
     cwd: str = ""
     duration: float = 0.0
     stdout_bytes: int = 0

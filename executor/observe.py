@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 
 from executor.service import ExecRecord, Executor
 
@@ -140,4 +139,3 @@ class Metrics:
 
 
 __all__ = ["Metrics", "log_exec", "setup_logging", "JSONFormatter"]
-_ = time

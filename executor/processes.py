@@ -38,7 +38,7 @@ from executor.backends.base import BackendError, Process
 from executor.placement import with_task
 from executor.config import ProcessLimits
 from executor.errors import CoreError, exhausted, from_backend, invalid, not_found, precondition
-from executor.events import ApprovalNeeded, Entry, ExecRecord, ExitInfo
+from executor.events import ApprovalNeeded, Entry, ExecRecord, ExitInfo, ExitStatus, ProcessState
 from executor.output import OutputPipeline
 from executor.redact import Redactor
 from executor.tasks import Task, TaskManager
@@ -51,7 +51,7 @@ log = logging.getLogger("executor.processes")
 EXIT_DRAIN_SECONDS = 1.0  # output still read after the leader exited
 DEFAULT_READ_BYTES = 1 << 20
 
-RUNNING, EXITED, KILLED, LOST = "running", "exited", "killed", "lost"
+RUNNING, EXITED, KILLED, LOST = ProcessState.RUNNING, ProcessState.EXITED, ProcessState.KILLED, ProcessState.LOST
 
 
 # ---------------------------------------------------------------------------
@@ -368,7 +368,7 @@ class ManagedProcess:
         self.ended_at = time.time()
         self.done.set()
         self._notify()
-        status = {EXITED: "completed", KILLED: "cancelled"}.get(state, "backend_error")
+        status = {EXITED: ExitStatus.COMPLETED, KILLED: ExitStatus.CANCELLED}.get(state, ExitStatus.BACKEND_ERROR)
         info = ExitInfo(code, status, duration=time.monotonic() - self._t0, stdout_bytes=self.logs["stdout"].end,
                         stderr_bytes=self.logs["stderr"].end, message=message, rule=self.rule, backend=self.backend)
         self._publish(self.task_id, self.backend, info, self.gate, self.caller, Entry.START_PROCESS)

@@ -28,7 +28,7 @@ from executor import launch
 from executor.admission import DEFAULT_SIZE, Admission, Admitted, Caller, PtyOpenParams, Refused, pty_size
 from executor.backends.base import BackendError, Sandbox
 from executor.errors import from_backend
-from executor.events import ApprovalNeeded, Entry, ExecRecord, ExitInfo, Finished, Output, Timings
+from executor.events import ApprovalNeeded, Entry, ExecRecord, ExitInfo, ExitStatus, Finished, Output, Timings
 from executor.launch import Spawned
 from executor.output import OutputPipeline
 from executor.processes import EXIT_DRAIN_SECONDS, end_session, parse_signal
@@ -193,7 +193,7 @@ class PtySession:
         gate = ("approved" if auth.allowed else "denied") if auth.approval_id else ("allow" if auth.allowed else "deny")
         timings.gate = timings.approval = time.monotonic() - t0
         if isinstance(outcome, Refused):
-            info = ExitInfo(0, "denied", duration=time.monotonic() - t0, message=outcome.message,
+            info = ExitInfo(0, ExitStatus.DENIED, duration=time.monotonic() - t0, message=outcome.message,
                             rule=auth.verdict.rule, backend=backend_name, timings=timings)
             manager.publish(ExecRecord(req.task_id, backend_name, info, gate, self.caller.name, Entry.PTY))
             yield Finished(info)
@@ -226,11 +226,11 @@ class PtySession:
                 yield Output("stdout", tail)
             timings.run = time.monotonic() - r0
             task.touch()
-            status, message = "completed", ""
+            status, message = ExitStatus.COMPLETED, ""
             if term.error is not None:
-                status, message = "backend_error", f"backend {backend_name!r}: {term.error.message}"
+                status, message = ExitStatus.BACKEND_ERROR, f"backend {backend_name!r}: {term.error.message}"
             elif self.ended_by:
-                status, message = "cancelled", self.ended_by
+                status, message = ExitStatus.CANCELLED, self.ended_by
             finished = True
             info = ExitInfo(term.exit_code, status, cwd=task.cwd, duration=time.monotonic() - t0,
                             stdout_bytes=out.counts["stdout"], message=message, rule=auth.verdict.rule,
@@ -313,19 +313,19 @@ class PtyManager:
         try:
             if spec.stdin:
                 await term.proc.write(spec.stdin)
-            status = "completed"
+            status = ExitStatus.COMPLETED
             try:
                 async for data in term.output(deadline):
                     first_byte = first_byte or time.monotonic()
                     yield ("stdout", data)
             except TimeoutError:
-                status = "timed_out"
+                status = ExitStatus.TIMED_OUT
                 rest = await term.stop()
                 if rest:
                     yield ("stdout", rest)
             finished = True
             if term.error is not None:
-                yield CommandResult(0, task.cwd, "backend_error", term.error.message, first_byte)
+                yield CommandResult(0, task.cwd, ExitStatus.BACKEND_ERROR, term.error.message, first_byte)
             else:
                 yield CommandResult(term.exit_code, task.cwd, status, "", first_byte)
         finally:

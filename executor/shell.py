@@ -1,17 +1,14 @@
 """Shell sessions: a task's shell state (cwd, exported variables, functions, aliases)
 carried from one command to the next, on any backend.
 
-Two ways, chosen by the backend's capabilities:
-
-* ``PersistentShell``: one long-lived ``bash`` per task (the fast path). Each command
+``PersistentShell``: one long-lived ``bash`` per task (every backend feeds stdin to a long-lived
+process: the Backend contract). Each command
   is written to its stdin as an ANSI-C quoted string and ``eval``'d at top level, so
   ``cd``/``export``/functions persist and a syntax error cannot desynchronise the shell.
   After the command the shell prints an end marker (with that command's nonce) carrying
   the exit code and cwd on stdout, and a second marker on stderr: the command is done
   when both arrive. ``exit N`` and a TERM (timeout/cancel) go through an EXIT trap that
   also prints the shell's state, so the next shell restores it.
-* ``OneShotShell``: for backends that cannot feed stdin to a long-lived process, every
-  command is a fresh ``bash -c`` that restores the state, runs, and prints the new state.
 
 A command never reads the shell's control stream: its stdin is /dev/null or the bytes
 the request carried. Killing is done with ``Sandbox.signal_session`` on the shell's
@@ -22,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import os
 import re
 import secrets
 import signal
@@ -30,7 +26,8 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 
-from executor.backends.base import BackendError, ErrorKind, Process, Sandbox
+from executor.backends.base import BackendError, ByteStream, ErrorKind, Process, PushStream, Sandbox
+from executor.events import ExitStatus
 
 BASH = ["bash", "--noprofile", "--norc"]
 RS, US = b"\x1e", b"\x1f"
@@ -359,7 +356,7 @@ class MarkerScanner:
 class CommandResult:
     exit_code: int
     cwd: str
-    status: str = "completed"  # completed | timed_out | cancelled | backend_error
+    status: str = ExitStatus.COMPLETED  # an ExitStatus: completed | timed_out | cancelled | backend_error
     message: str = ""
     first_byte_at: float = 0.0
 
@@ -410,7 +407,7 @@ class ShellBase:
         """The state as a script that a fresh bash can eval."""
         return self.state
 
-    def interrupt(self, status: str = "cancelled", message: str = "") -> bool:
+    def interrupt(self, status: str = ExitStatus.CANCELLED, message: str = "") -> bool:
         """Stop the running command from outside (task closed, daemon draining)."""
         return False
 
@@ -556,7 +553,7 @@ class PersistentShell(ShellBase):
         for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
             scanner = MarkerScanner(self.ready_nonce, name == "stdout")
             self._scanners.append(scanner)
-            if hasattr(stream, "subscribe"):  # pushed to us (host pipes): no task between bash and the command
+            if isinstance(stream, PushStream):  # pushed to us (host pipes): no task between bash and the command
                 self._subscribe(stream, scanner, name)
             else:
                 self._readers.append(asyncio.create_task(self._pump(stream, scanner, name)))
@@ -633,7 +630,7 @@ class PersistentShell(ShellBase):
             parts.append(extra)
         return BackendError(f"{EXITED_WHILE_STARTING} ({'; '.join(parts)})", exc.kind)
 
-    async def _pump(self, stream, scanner: MarkerScanner, name: str) -> None:
+    async def _pump(self, stream: ByteStream, scanner: MarkerScanner, name: str) -> None:
         """Read one stream until EOF, routing output to the running command."""
         error: BaseException | None = None
         try:
@@ -657,7 +654,7 @@ class PersistentShell(ShellBase):
         finally:
             self._on_eof(name, error)
 
-    def _subscribe(self, stream, scanner: MarkerScanner, name: str) -> None:
+    def _subscribe(self, stream: PushStream, scanner: MarkerScanner, name: str) -> None:
         """What ``_pump`` does, from the stream's own callbacks: a stream that delivers chunks as they
         arrive (``subscribe``, ``pause``, ``resume``) hands the end marker to the waiting command in
         the same loop turn that read it."""
@@ -725,7 +722,7 @@ class PersistentShell(ShellBase):
         except BackendError as exc:
             if self._running is running:
                 self._running = None
-            yield CommandResult(0, self.cwd, "backend_error", f"could not send the command to the task's shell: {exc.message}")
+            yield CommandResult(0, self.cwd, ExitStatus.BACKEND_ERROR, f"could not send the command to the task's shell: {exc.message}")
             return
         follow = self._follow(running, deadline)
         try:
@@ -751,7 +748,7 @@ class PersistentShell(ShellBase):
             while ends < 2:
                 item = await running.channel.get(None if deadline is None else deadline - time.monotonic())
                 if item is None:
-                    interrupt = Interrupt("timed_out")
+                    interrupt = Interrupt(ExitStatus.TIMED_OUT)
                     break
                 kind, data = item
                 if kind == "interrupt":
@@ -761,7 +758,7 @@ class PersistentShell(ShellBase):
                     ends += 1
                     if data is not None:  # the transport failed
                         settled = True
-                        yield CommandResult(0, self.cwd, "backend_error", str(data))
+                        yield CommandResult(0, self.cwd, ExitStatus.BACKEND_ERROR, str(data))
                         return
                     continue
                 if kind == "marker":
@@ -783,9 +780,9 @@ class PersistentShell(ShellBase):
                 try:
                     code = await self._exit_code()
                 except BackendError as exc:
-                    yield CommandResult(0, self.cwd, "backend_error", exc.message, first_byte)
+                    yield CommandResult(0, self.cwd, ExitStatus.BACKEND_ERROR, exc.message, first_byte)
                     return
-                yield CommandResult(code, self.cwd, "completed",
+                yield CommandResult(code, self.cwd, ExitStatus.COMPLETED,
                                     "the task's shell exited; the next command starts a new one with the last saved state",
                                     first_byte)
                 return
@@ -795,7 +792,7 @@ class PersistentShell(ShellBase):
                 # command outlives its Exec.
                 await self._signal(signal.SIGKILL)
                 self._dead = True
-            yield CommandResult(running.done.rc, running.done.cwd, "completed", "", first_byte)
+            yield CommandResult(running.done.rc, running.done.cwd, ExitStatus.COMPLETED, "", first_byte)
         except (asyncio.CancelledError, GeneratorExit):
             # The caller went away mid-command: the RPC was cancelled (CancelledError), or the consumer
             # closed this stream (GeneratorExit from aclose). Kill the command's tree, then let it through.
@@ -807,7 +804,7 @@ class PersistentShell(ShellBase):
             if self._running is running:  # never clear a newer command's routing
                 self._running = None
 
-    def interrupt(self, status: str = "cancelled", message: str = "") -> bool:
+    def interrupt(self, status: str = ExitStatus.CANCELLED, message: str = "") -> bool:
         """Stop the running command from outside (task closed, daemon draining)."""
         running = self._running
         if running is None:
@@ -958,47 +955,6 @@ class PersistentShell(ShellBase):
         self._dead = True
 
 
-class OneShotShell(ShellBase):
-    """A fresh bash per command, for backends without stdin streaming; state carried here."""
-
-    _current: PersistentShell | None = None
-
-    def interrupt(self, status: str = "cancelled", message: str = "") -> bool:
-        return self._current.interrupt(status, message) if self._current is not None else False
-
-    @property
-    def alive(self) -> bool:
-        return True
-
-    async def run(self, spec: CommandSpec, *, deadline: float | None
-                  ) -> AsyncIterator[Event | CommandResult]:
-        nonce = self._next_nonce()
-        shell = PersistentShell(self.sandbox, self.env, cwd=self.cwd, state=self.state, kill_grace=self.kill_grace)
-        # argv is visible to `ps`: only the ready nonce is in it, and this shell ends by exiting
-        script = prelude(shell.ready_nonce) + shell._restore_script() + command_line(spec, nonce, final=True)
-        shell._attach(await self.sandbox.spawn([*BASH, "-c", script], cwd=self.sandbox.root, env=self.env))
-        running = _Running(nonce)
-        shell._running = running
-        self._current = shell
-        follow = None
-        try:
-            try:  # the pid, for signalling the session on timeout
-                shell.pid = shell._session(await asyncio.wait_for(asyncio.shield(shell._ready), 60))
-            except (asyncio.TimeoutError, BackendError):
-                shell.pid = 0
-            follow = shell._follow(running, deadline)
-            async for item in follow:
-                if isinstance(item, CommandResult):
-                    self.cwd = item.cwd or shell.cwd
-                    self.state = shell.state or self.state
-                yield item
-        finally:
-            if follow is not None:
-                await follow.aclose()
-            self._current = None
-            await shell._discard()
-
-
 # ---------------------------------------------------------------------------
 # Wrapped spawns: background processes and terminals, started with the task's state
 # ---------------------------------------------------------------------------
@@ -1064,11 +1020,9 @@ __all__ = [
     "CommandSpec",
     "CommandResult",
     "PersistentShell",
-    "OneShotShell",
     "ShellBase",
     "wrapped_script",
     "PidHandshake",
     "valid_env_name",
 ]
 
-_ = os  # keep import for type checkers of platform code

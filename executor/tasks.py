@@ -19,7 +19,7 @@ from pathlib import Path
 from executor.backends.base import Backend, BackendError, Sandbox
 from executor.errors import CoreError, exhausted, from_backend, invalid, precondition
 from executor.placement import SLOTS, slot_of, slot_table, task_of
-from executor.shell import OneShotShell, PersistentShell, ShellBase
+from executor.shell import PersistentShell, ShellBase
 
 log = logging.getLogger("executor.tasks")
 
@@ -165,21 +165,18 @@ class TaskManager:
                     if shell is not None:
                         task.shell = shell
                         return shell
-                caps = task.backend.capabilities
-                cls = PersistentShell if (caps.persistent_shell and caps.stdin) else OneShotShell
-                shell = cls(task.sandbox, env, cwd=task.sandbox.root, state=task.saved_state,
-                            kill_grace=self.kill_grace)
-                if isinstance(shell, PersistentShell):
-                    try:
-                        await shell.start()
-                    except BackendError as exc:
-                        # KNOWN ISSUE (docs: not yet understood): under a full parallel test run a
-                        # local-sandbox shell sometimes dies while starting. One more start, logged.
-                        log.warning("task %s: the shell did not start (%s); starting it once more", task.id,
-                                    exc.message)
-                        shell = cls(task.sandbox, env, cwd=task.sandbox.root, state=task.saved_state,
-                                    kill_grace=self.kill_grace)
-                        await shell.start()
+                shell = PersistentShell(task.sandbox, env, cwd=task.sandbox.root, state=task.saved_state,
+                                        kill_grace=self.kill_grace)
+                try:
+                    await shell.start()
+                except BackendError as exc:
+                    # KNOWN ISSUE (docs: not yet understood): under a full parallel test run a
+                    # local-sandbox shell sometimes dies while starting. One more start, logged.
+                    log.warning("task %s: the shell did not start (%s); starting it once more", task.id,
+                                exc.message)
+                    shell = PersistentShell(task.sandbox, env, cwd=task.sandbox.root, state=task.saved_state,
+                                            kill_grace=self.kill_grace)
+                    await shell.start()
             except BackendError as exc:
                 raise from_backend(task.backend_name, exc) from exc
             task.shell = shell

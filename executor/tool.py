@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -308,4 +307,3 @@ def check_terminal(*, target: str | None = None, token: str | None = None, backe
 __all__ = ["TOOLS", "TERMINAL_SCHEMA", "PROCESS_SCHEMA", "handle_terminal", "handle_process", "shared_client",
            "close_clients",
            "handle_terminal_async", "handle_process_async", "check_terminal", "HeadTail"]
-_ = time

@@ -73,12 +73,12 @@ async def test_closing_the_stream_mid_command_kills_it(tmp_path):
     import time
 
     from executor.backends.local import LocalBackend, LocalOptions
-    from executor.shell import CommandResult, CommandSpec, OneShotShell, PersistentShell
+    from executor.shell import CommandResult, CommandSpec, PersistentShell
 
     backend = LocalBackend("local", LocalOptions(), state_dir=tmp_path / "backends" / "local")
     await backend.start()
     sandbox = await backend.sandbox("closing")
-    for cls in (PersistentShell, OneShotShell):
+    for cls in (PersistentShell,):
         marker = f"closing-marker-{cls.__name__}"
         shell = cls(sandbox, backend.base_env(sandbox), cwd=sandbox.root)
         stream = shell.run(CommandSpec(f"echo go; exec -a {marker} sleep 300"), deadline=None)

@@ -23,9 +23,12 @@ PACKAGES = {"executor": ROOT / "executor", "executor.backends": ROOT / "backends
 def _modules() -> dict[str, Path]:
     found = {}
     for package, directory in PACKAGES.items():
-        for path in sorted(directory.glob("*.py")):
-            name = package if path.stem == "__init__" else f"{package}.{path.stem}"
-            found[name] = path
+        # The backends' subpackages too (ssh, daytona, _shared). (Reading approval's subpackages as well
+        # finds an import cycle in approval.tools: remote -> handoff -> remote; left to the gate's owners.)
+        for path in sorted(directory.rglob("*.py") if package == "executor.backends" else directory.glob("*.py")):
+            parts = path.relative_to(directory).with_suffix("").parts
+            parts = parts[:-1] if parts[-1] == "__init__" else parts
+            found[".".join((package, *parts))] = path
     return found
 
 

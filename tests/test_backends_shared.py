@@ -1,0 +1,137 @@
+"""The backends' shared machinery (backends/_shared): streams, identity, retry rule, registry, cleanup."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from executor.backends._shared import identity, kill
+from executor.backends._shared.registry import SessionRegistry
+from executor.backends._shared.retry import Failure, may_repeat, once, retrying
+from executor.backends._shared.streams import ByteQueue, ByteStream, PushStream
+from executor.backends.base import BackendError, ErrorKind
+
+
+async def test_byte_queue_is_bounded_and_keeps_order():
+    q = ByteQueue(limit=10)
+    assert isinstance(q, ByteStream) and not isinstance(q, PushStream)
+    q.feed(b"0123456789")
+    assert q.full
+    room = asyncio.ensure_future(q.room())
+    await asyncio.sleep(0)
+    assert not room.done()  # the producer waits while the reader is behind
+    assert await q.read() == b"0123456789"
+    await asyncio.wait_for(room, 1)
+    q.feed(b"ab")
+    q.feed(b"cd")
+    q.feed_eof(BackendError("gone", ErrorKind.LOST))
+    assert await q.read() == b"abcd"  # what was fed before the end is read first
+    with pytest.raises(BackendError):
+        await q.read()
+
+
+async def test_byte_queue_on_read_hook():
+    calls = []
+    q = ByteQueue(on_read=lambda: calls.append(len(q)))
+    q.feed(b"x")
+    await q.read()
+    q.feed_eof()
+    assert await q.read() == b""
+    assert calls == [0]
+
+
+def test_instance_id_one_file_one_length_and_old_files_kept(tmp_path):
+    new = identity.instance_id(tmp_path / "a")
+    assert len(new) == identity.ID_LENGTH and (tmp_path / "a" / "instance-id").read_text().strip() == new
+    assert identity.instance_id(tmp_path / "a") == new
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "daemon-id").write_text("0badcafe\n")  # modal's / vercel's (8 hex digits)
+    assert identity.instance_id(tmp_path / "b") == "0badcafe"
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "instance-id").write_text("f" * 32 + "\n")  # docker's uuid
+    assert identity.instance_id(tmp_path / "c") == "f" * 32
+
+
+def test_the_one_repeat_rule():
+    assert may_repeat(Failure.UNSENT, idempotent=False)
+    assert may_repeat(Failure.TRANSIENT, idempotent=True)
+    assert not may_repeat(Failure.TRANSIENT, idempotent=False)
+    assert not may_repeat(Failure.FINAL, idempotent=True)
+
+
+async def test_retrying_repeats_only_what_is_safe():
+    def translate(exc):
+        return BackendError(str(exc), ErrorKind.UNAVAILABLE if isinstance(exc, ConnectionError) else ErrorKind.INTERNAL)
+
+    calls = []
+
+    async def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise ConnectionError("down")
+        return "ok"
+
+    assert await retrying(flaky, translate=translate, idempotent=True, delay=0) == "ok" and len(calls) == 3
+    calls.clear()
+    with pytest.raises(BackendError) as info:
+        await retrying(flaky, translate=translate, idempotent=False, delay=0)
+    assert len(calls) == 1 and info.value.kind is ErrorKind.UNAVAILABLE  # an effect is never repeated
+    calls.clear()
+    assert await retrying(flaky, translate=translate, idempotent=False, delay=0,
+                          classify=lambda exc: Failure.UNSENT) == "ok"  # unless it never left
+    calls.clear()
+    with pytest.raises(BackendError):
+        await once(flaky(), translate=translate)
+
+
+def test_session_registry_scopes_and_old_one_file_scopes(tmp_path):
+    reg = SessionRegistry(tmp_path / "pids")
+    reg.remember(12, "345")
+    reg.remember(7, scope="sb/1")
+    assert reg.load() == {12: "345"}
+    assert reg.load("sb/1") == {7: ""}
+    reg.forget(12)
+    assert reg.load() == {}
+    (tmp_path / "pids" / "old").write_text("3\n4\n")  # an older daytona's file of pids
+    assert reg.load("old") == {3: "", 4: ""}
+    reg.remember(5, scope="old")
+    assert reg.load("old") == {3: "", 4: "", 5: ""}
+    reg.clear("old")
+    assert reg.load("old") == {}
+
+
+def _start_time(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[19]
+
+
+def test_cleanup_script_reads_both_registry_formats_and_kills_trees(tmp_path):
+    """ssh's files (named by the pid, holding the start time) and modal's ("PID START TTY") are both
+    ended, with what they started; a stale entry (wrong start time) is left alone."""
+    procs = [subprocess.Popen(["sh", "-c", "sleep 300 & sleep 300; wait"], start_new_session=True) for _ in range(3)]
+    try:
+        time.sleep(0.3)
+        reg = tmp_path / "reg"
+        reg.mkdir()
+        a, b, c = procs
+        (reg / str(a.pid)).write_text(_start_time(a.pid) + "\n")
+        (reg / "tag1").write_text(f"{b.pid} {_start_time(b.pid)} -\n")
+        (reg / str(c.pid)).write_text("1\n")  # a recycled pid: not ours
+        out = subprocess.run(["sh", "-c", "set -- \"$1\"\n" + kill.CLEANUP_SCRIPT, "cleanup", str(reg)],
+                             capture_output=True, text=True, timeout=30)
+        assert out.stdout.strip() == "2"
+        assert a.wait(10) == -signal.SIGKILL and b.wait(10) == -signal.SIGKILL
+        assert c.poll() is None
+        assert not reg.exists()  # CLEANUP_SCRIPT removes the emptied dirs (CLEANUP_KEEP_SCRIPT keeps them)
+    finally:
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
