@@ -23,9 +23,10 @@ PACKAGES = {"executor": ROOT / "executor", "executor.backends": ROOT / "backends
 def _modules() -> dict[str, Path]:
     found = {}
     for package, directory in PACKAGES.items():
-        # The backends' subpackages too (ssh, daytona, _shared). (Reading approval's subpackages as well
-        # finds an import cycle in approval.tools: remote -> handoff -> remote; left to the gate's owners.)
-        for path in sorted(directory.rglob("*.py") if package == "executor.backends" else directory.glob("*.py")):
+        # Subpackages too (backends' ssh, daytona, _shared; approval's tools); executor's integrations
+        # are their own entry.
+        subpackages = package in ("executor.backends", "executor.approval")
+        for path in sorted(directory.rglob("*.py") if subpackages else directory.glob("*.py")):
             parts = path.relative_to(directory).with_suffix("").parts
             parts = parts[:-1] if parts[-1] == "__init__" else parts
             found[".".join((package, *parts))] = path

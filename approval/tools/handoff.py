@@ -20,6 +20,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..parser import UNKNOWN, Cmd, Kinds
+from ..makefiles import makefile_recipes
 from .base import Ctx, Examples, _opt_value, also
 from .git import git_subcommand
 from .remote import _stdin_texts, judge_script
@@ -324,47 +325,6 @@ def _fed(cmd: Cmd) -> bool:
     return bool(cmd.upstream) or cmd.stdin_text is not None or any(op == "<" for op, _ in cmd.redirects)
 
 
-_MAKE_VAR = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)\s*(?::{1,3}|\?|\+|!)?=\s*(.*)$")
-_MAKE_REF = re.compile(r"\$[({]([A-Za-z_][A-Za-z0-9_.-]*)[)}]")
-
-
-def _makefile_recipes(text: str) -> list[str]:
-    """The shell lines a makefile can run: recipe lines (tab-indented or after ``target: ;``) and
-    ``$(shell …)``, with the makefile's own simple variables put in (``$(RM) $(BUILD)``), ``$$`` as
-    ``$`` and automatic variables (``$@``, ``$<``…) as a plain word."""
-    text = text.replace("\\\n", " ")
-    variables = {"RM": "rm -f", "MAKE": "make", "CC": "cc", "CXX": "c++", "SHELL": "/bin/sh"}
-    for line in text.split("\n"):
-        m = _MAKE_VAR.match(line)
-        if m and not line.startswith("\t"):
-            variables[m.group(1)] = m.group(2).strip()
-
-    def expand(s: str) -> str:
-        for _ in range(4):
-            new = _MAKE_REF.sub(lambda m: variables.get(m.group(1), "$" + m.group(1)), s)
-            if new == s:
-                break
-            s = new
-        s = re.sub(r"\$[@<^?*%+|]|\$[({][@<^?*%][DF]?[)}]", "target", s)
-        return s.replace("$$", "$")
-
-    return [expand(r) for r in _makefile_lines(text)]
-
-
-def _makefile_lines(text: str) -> list[str]:
-    out: list[str] = []
-    for line in text.split("\n"):
-        if line.startswith("\t"):
-            out.append(line[1:].lstrip("@-+ "))
-            continue
-        m = re.match(r"^[^:=#\t][^:=#]*::?[^=;]*;(.*)$", line)
-        if m:
-            out.append(m.group(1).lstrip("@-+ "))
-        for sm in re.finditer(r"\$\((?:shell)\s+([^)]*)\)", line):
-            out.append(sm.group(1))
-    return [r for r in out if r.strip()]
-
-
 @also("make", "gmake", "bmake", "pmake", "remake")
 def _h_make_stdin(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """make runs the recipes of a makefile: the one on disk (``-f f``, or the directory's
@@ -390,7 +350,7 @@ def _h_make_stdin(d: Detector, name: str, args: list[str], kinds: list[Kinds], c
     if not texts and _fed(cmd):
         _hidden(d, ctx, cmd, "make reads a makefile from stdin the gate cannot see.")
     for text in texts:
-        for recipe in _makefile_recipes(text):
+        for recipe in makefile_recipes(text):
             _run(d, ctx, cmd, recipe, "make runs a recipe the gate cannot read.")
 
 

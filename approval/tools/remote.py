@@ -23,6 +23,7 @@ from ..commands import (
     unwrap,
 )
 from ..parser import UNKNOWN, Cmd, Kinds, echo_output
+from ..makefiles import makefile_recipes
 from ..paths import delete_class
 from .base import HANDLERS, Ctx, Examples, handles
 from .clusters import _fed_by_listing
@@ -234,9 +235,8 @@ def judge_text(d: Detector, lang: str, text: str, cmd: Cmd, ctx: Ctx) -> None:
             if m:
                 d.payload(ctx, m.group(1).replace("%", "\n", 1).split("\n")[0], frozenset(), cmd.text)
     elif lang == "make":
-        from .handoff import _makefile_recipes  # handoff builds on this module
 
-        for recipe in _makefile_recipes(text):
+        for recipe in makefile_recipes(text):
             d.payload(ctx, recipe, frozenset(), cmd.text)
     elif lang.startswith("npm:"):
         import json
