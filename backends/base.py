@@ -737,7 +737,7 @@ def _describe(got: Resolved, root: str = "") -> str:
     if got.loop:
         return "too many levels of symbolic links"
     prefix = root.rstrip("/") + "/"
-    hops = [f"{l[len(prefix):] if root and l.startswith(prefix) else l} -> {t}" for l, t in got.links]
+    hops = [f"{link[len(prefix):] if root and link.startswith(prefix) else link} -> {t}" for link, t in got.links]
     if not hops:
         return f"it resolves to {got.path}"
     if len(hops) > 4:

@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import executor_exec, fleet, floors, gate_rpc, hermes, report, scale
-from bench.common import QUICK, RESULTS, Row, machine_info, say, skipped
+from bench import executor_exec, fleet, floors, gate_rpc, hermes, report, scale  # noqa: E402 (after sys.path)
+from bench.common import QUICK, RESULTS, Row, machine_info, say, skipped  # noqa: E402
 
 CLOUD = ("modal", "daytona", "vercel_sandbox")
 IMAGE = "executor-sandbox:latest"

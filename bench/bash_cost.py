@@ -9,7 +9,11 @@ Reference (bash 5.2.15, N=300, `\\eval ':' </dev/null` plus the framing): 7fc3d9
 per command; the framing with per-command trap/option resets 798 kIr; the lean framing 312 kIr.
 bash copies a function's body on every call: keep the helpers short, rare paths in other functions.
 """
-import os, re, subprocess, sys, tempfile
+import os
+import re
+import subprocess
+import sys
+import tempfile
 N = int(os.environ.get("N", 300))
 def ir(setup, snippet):
     script = setup + f"\nfor ((__i=0;__i<{N};__i++)); do {snippet}\ndone >/dev/null 2>&1\ntrap - EXIT\n"
@@ -19,10 +23,11 @@ def ir(setup, snippet):
     r = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "bash", "--noprofile", "--norc", f.name],
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd="/tmp", text=True)
     m = re.search(r"Collected : (\d+)", r.stderr)
-    os.unlink(out); os.unlink(f.name)
+    os.unlink(out)
+    os.unlink(f.name)
     return int(m[1])
 if __name__ == "__main__":
     setup = open(sys.argv[1]).read()
     base = ir(setup, ":")
-    for s in [l for l in open(sys.argv[2]).read().split("\n---\n") if l.strip()]:
+    for s in [part for part in open(sys.argv[2]).read().split("\n---\n") if part.strip()]:
         print(f"{(ir(setup, s) - base) / N / 1000:8.1f} kIr  {s.strip()[:110]}", flush=True)

@@ -380,7 +380,7 @@ def _tree_memory_kb(pid: int) -> tuple[int, int, int]:
         except OSError:
             continue
         children.setdefault(int(fields[1]), []).append(int(entry))
-        rss[int(entry)] = next((int(l.split()[1]) for l in status.splitlines() if l.startswith("VmRSS:")), 0)
+        rss[int(entry)] = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
     todo, total, count = [pid], 0, -1
     while todo:
         p = todo.pop()

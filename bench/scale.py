@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import importlib
 import json
-import signal
 import subprocess
 import sys
 import time

@@ -161,7 +161,7 @@ def nginx_config(members: dict[str, str], *, listen: str = "50051", timeout: flo
         "    # A task's calls must reach its owner and nowhere else: no retry onto another member, and",
         "    # no member is ever marked failed (max_fails=0), so nothing is re-homed. A stopped owner",
         "    # answers 502, which gRPC clients see as UNAVAILABLE.",
-        f"    grpc_next_upstream off;",
+        "    grpc_next_upstream off;",
         "    # Quiet calls (a long command, an approval wait, an idle terminal) outlive these only with",
         "    # the daemons' streams.heartbeat_seconds below them; keep them above limits.max_timeout_seconds.",
         f"    grpc_read_timeout {t};", f"    grpc_send_timeout {t};", f"    client_body_timeout {t};",
