@@ -428,11 +428,19 @@ class Sandbox(abc.ABC):
 
         The default runs ``tar -c`` inside the sandbox; backends override this, not ``get_archive``."""
         parent, _, name = path.rstrip("/").rpartition("/")
-        proc = await self.spawn_helper(
-            ["/bin/sh", "-c", 'cd -- "$1" && exec tar -c -f - -- "$2"', "get", parent or "/", name or "."],
-            cwd=self.root,
-            env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
-        )
+
+        def failed(code: int, message: str) -> BackendError:
+            return BackendError(f"reading {path} failed: {message or f'tar exited {code}'}",
+                                ErrorKind.NOT_FOUND if "No such file" in message else ErrorKind.FAILED_PRECONDITION)
+
+        async for chunk in self._helper_output(
+                ["/bin/sh", "-c", 'cd -- "$1" && exec tar -c -f - -- "$2"', "get", parent or "/", name or "."],
+                self.root, failed):
+            yield chunk
+
+    async def _helper_output(self, argv: list[str], cwd: str, failed) -> AsyncIterator[bytes]:
+        """A helper's stdout, streamed; when it exits non-zero, ``failed(code, its stderr)`` is raised."""
+        proc = await self.spawn_helper(argv, cwd=cwd, env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
         await proc.close_stdin()
         err = asyncio.ensure_future(read_all(proc.stderr)) if proc.stderr is not None else None
         while True:
@@ -442,9 +450,7 @@ class Sandbox(abc.ABC):
             yield chunk
         code = await proc.wait()
         if code != 0:
-            message = (await err).decode(errors="replace").strip() if err is not None else ""
-            raise BackendError(f"reading {path} failed: {message or f'tar exited {code}'}",
-                               ErrorKind.NOT_FOUND if "No such file" in message else ErrorKind.FAILED_PRECONDITION)
+            raise failed(code, (await err).decode(errors="replace").strip() if err is not None else "")
 
     # single files ---------------------------------------------------------------
     async def read_file(self, path: str) -> AsyncIterator[bytes]:
@@ -460,19 +466,9 @@ class Sandbox(abc.ABC):
         """The bytes of ``path`` (already resolved and checked). The default runs ``cat`` inside the
         sandbox; refuses a directory or a special file, and a path that became a link since it was
         resolved (a command racing the call)."""
-        proc = await self.spawn_helper(["/bin/sh", "-c", _READ_FILE_SCRIPT, "executor-read", path], cwd="/",
-                                       env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
-        await proc.close_stdin()
-        err = asyncio.ensure_future(read_all(proc.stderr)) if proc.stderr is not None else None
-        while True:
-            chunk = await proc.stdout.read()
-            if not chunk:
-                break
+        async for chunk in self._helper_output(["/bin/sh", "-c", _READ_FILE_SCRIPT, "executor-read", path], "/",
+                                               lambda code, message: _file_error(path, "reading", code, message)):
             yield chunk
-        code = await proc.wait()
-        if code != 0:
-            message = (await err).decode(errors="replace").strip() if err is not None else ""
-            raise _file_error(path, "reading", code, message)
 
     async def write_file(self, path: str, data: AsyncIterator[bytes], *, mode: int = 0,
                          make_parents: bool = False) -> tuple[str, int]:
