@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import fcntl
+import logging
 import os
 import shutil
 import signal
@@ -42,9 +43,12 @@ from .base import (
     KILL_SUBREAPER,
     Resolved,
     Sandbox,
+    read_all,
     reaper_argv,
     resolve_with,
 )
+
+log = logging.getLogger(__name__)
 
 
 class LocalOptions(Options):
@@ -122,7 +126,7 @@ def _depth(path: str) -> int:
 
 def sandbox_argv(argv: Sequence[str], *, bwrap: str, task_dir: str, cwd: str, pty: bool, setsid: str,
                  network: str, read_only: Sequence[str] | None, writable: Sequence[str],
-                 hidden: Sequence[tuple[str, bool]]) -> list[str]:
+                 hidden: Sequence[tuple[str, bool]], block_fd: int | None = None) -> list[str]:
     """``argv`` under bubblewrap, as one task's spawn.
 
     Mounts are applied shallow paths first, so a deeper one wins whatever kind it is: the hidden
@@ -150,6 +154,8 @@ def sandbox_argv(argv: Sequence[str], *, bwrap: str, task_dir: str, cwd: str, pt
         head.append("--unshare-net")
     if not pty:
         head.append("--new-session")
+    if block_fd is not None:
+        head += ["--block-fd", str(block_fd)]
     for _, _, op in ops:
         head += op
     head += ["--chdir", cwd, "--"]
@@ -249,6 +255,54 @@ def signal_namespace(spawn: _Sandboxed, sig: int, *, passes: int = 20) -> int:
         except (ProcessLookupError, PermissionError):
             pass
     return len(seen)
+
+
+SETUP_ATTEMPTS = 4
+
+
+def _blocked_on(pid: int, fd: int) -> bool:
+    """Whether ``pid`` sleeps reading pipe ``fd``: bubblewrap's --block-fd wait, reached only once
+    every mount of the sandbox is in place."""
+    try:
+        with open(f"/proc/{pid}/syscall") as f:
+            fields = f.read().split()
+        with open(f"/proc/{pid}/wchan") as f:
+            wchan = f.read()
+    except OSError:
+        return False
+    return len(fields) > 1 and fields[0] in ("0", "63") and fields[1] == hex(fd) and "pipe_read" in wchan
+
+
+async def _setup_done(outer: int, fd: int, returncode: Callable[[], int | None], timeout: float = 30) -> bool:
+    """True once the sandbox's pid 1 waits on ``fd`` (its setup done); False when bubblewrap ended
+    before that (its setup failed: nothing of the command ran). After ``timeout``, True: the
+    caller's own start timeout then judges a sandbox that never came up."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    delay = 0.0002
+    while loop.time() < deadline:
+        if returncode() is not None:
+            return False
+        try:
+            with open(f"/proc/{outer}/task/{outer}/children") as f:
+                children = [int(c) for c in f.read().split()]
+        except OSError:
+            children = []
+        if any(_blocked_on(child, fd) for child in children):
+            return True
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.005)
+    return True
+
+
+async def _said(process: Process) -> str:
+    """What a spawn that failed before its command printed (bubblewrap's error), briefly."""
+    try:
+        data = await asyncio.wait_for(read_all(process.stderr if process.stderr is not None else process.stdout), 2)
+    except (asyncio.TimeoutError, BackendError):
+        data = b""
+    await process.detach()
+    return data.decode(errors="replace").strip()[-300:]
 
 
 class _PipeProcess(Process):
@@ -373,22 +427,57 @@ class LocalSandbox(Sandbox):
         pty: PtySize | None = None,
     ) -> Process:
         backend = self._backend
-        registry = backend.registry
-        sandboxed = backend.options.isolation == "sandbox"
         # isolation none: the reaper (the daemon's own python) starts argv as a session leader and
         # keeps everything argv starts in its tree, so signal_session reaches a `setsid` too.
         # sandbox: the spawn's pid namespace does that; signal_session gets bubblewrap's pid.
-        if sandboxed:
-            full = backend.sandbox_argv(argv, task_dir=self.root, cwd=cwd, pty=pty is not None)
-        else:
-            full = reaper_argv(argv, pty=pty is not None, python=sys.executable)
+        if backend.options.isolation != "sandbox":
+            process, _ = await self._start(reaper_argv(argv, pty=pty is not None, python=sys.executable),
+                                           cwd=cwd, env=env, pty=pty, sandboxed=False)
+            return process
+        # bubblewrap's setup (a recursive read-only bind of / and a remount of every mount below it)
+        # fails at times when the host's mounts change under it (a container starting or stopping:
+        # "Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags"). Its command
+        # waits on a pipe (--block-fd) until the setup is seen done: a setup that failed ran
+        # nothing, so it is set up again; the command is started exactly once.
+        for attempt in range(SETUP_ATTEMPTS):
+            go_read, go_write = os.pipe2(os.O_CLOEXEC)
+            try:
+                full = backend.sandbox_argv(argv, task_dir=self.root, cwd=cwd, pty=pty is not None,
+                                            block_fd=go_read)
+                process, returncode = await self._start(full, cwd=cwd, env=env, pty=pty, sandboxed=True,
+                                                        pass_fds=(go_read,))
+            except BaseException:
+                os.close(go_write)
+                raise
+            finally:
+                os.close(go_read)
+            try:
+                ready = await _setup_done(process.pid, go_read, returncode)
+                if ready or attempt == SETUP_ATTEMPTS - 1:
+                    if ready:
+                        os.write(go_write, b"g")  # the command may start
+                    return process  # or bubblewrap's own error, on its stderr, for the caller
+            finally:
+                os.close(go_write)
+            said = await _said(process)
+            log.warning("local sandbox: bubblewrap's setup failed before the command started (%s); setting up "
+                        "again (attempt %d of %d)", said or f"exit code {returncode()}", attempt + 2, SETUP_ATTEMPTS)
+        raise AssertionError("unreachable")
+
+    async def _start(self, full: list[str], *, cwd: str, env: Mapping[str, str], pty: PtySize | None,
+                     sandboxed: bool, pass_fds: tuple[int, ...] = ()) -> tuple[Process, Callable[[], int | None]]:
+        """Start ``full`` with pipes or a terminal; the process and how to read its exit code."""
+        backend = self._backend
+        registry = backend.registry
         try:
             if pty is None:
-                proc, stdout, stderr = await spawn_piped(full, cwd=cwd, env=env, start_new_session=True)
+                proc, stdout, stderr = await spawn_piped(full, cwd=cwd, env=env, start_new_session=True,
+                                                         pass_fds=pass_fds)
                 registry.remember(proc.pid)
                 if sandboxed:
                     backend.track(_Sandboxed(proc.pid, lambda: proc.returncode is None))
-                return _PipeProcess(proc, stdout, stderr, registry, proc.pid if sandboxed else None)
+                return (_PipeProcess(proc, stdout, stderr, registry, proc.pid if sandboxed else None),
+                        lambda: proc.returncode)
             master, slave = os.openpty()
             fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", pty.rows, pty.cols, 0, 0))
             os.set_blocking(master, False)
@@ -407,15 +496,19 @@ class LocalSandbox(Sandbox):
                     stdout=slave,
                     stderr=slave,
                     close_fds=True,
+                    pass_fds=pass_fds,
                 )
+            except BaseException:
+                os.close(master)
+                raise
             finally:
                 os.close(slave)
             registry.remember(popen.pid)
             if sandboxed:
                 backend.track(_Sandboxed(popen.pid, lambda: popen.poll() is None))
-            return _PtyProcess(popen, master, registry, popen.pid if sandboxed else None)
+            return _PtyProcess(popen, master, registry, popen.pid if sandboxed else None), popen.poll
         except FileNotFoundError as exc:
-            raise BackendError(f"cannot start {argv[0]!r}: {exc.strerror}: {exc.filename}", ErrorKind.NOT_FOUND) from exc
+            raise BackendError(f"cannot start {full[0]!r}: {exc.strerror}: {exc.filename}", ErrorKind.NOT_FOUND) from exc
         except OSError as exc:
             kind = ErrorKind.RESOURCE_EXHAUSTED if exc.errno in (errno.EAGAIN, errno.ENOMEM, errno.EMFILE) else ErrorKind.FAILED_PRECONDITION
             raise BackendError(f"cannot start a process: {exc}", kind) from exc
@@ -569,7 +662,8 @@ class LocalBackend(Backend):
                 return True
             parent = os.path.dirname(parent)
 
-    def sandbox_argv(self, argv: Sequence[str], *, task_dir: str, cwd: str, pty: bool) -> list[str]:
+    def sandbox_argv(self, argv: Sequence[str], *, task_dir: str, cwd: str, pty: bool,
+                     block_fd: int | None = None) -> list[str]:
         o = self.options
         # Another user: setpriv switches before bubblewrap starts (not Popen's user=, which forks
         # the threaded daemon instead of vfork: gRPC's fork handlers then kill the child at times).
@@ -577,7 +671,7 @@ class LocalBackend(Backend):
                                                   "--clear-groups", "--"]
         return prefix + sandbox_argv(argv, bwrap=o.bwrap, task_dir=task_dir, cwd=cwd, pty=pty, setsid=self.setsid,
                             network=o.network, read_only=o.read_only_paths, writable=o.writable_paths,
-                            hidden=self.hidden())
+                            hidden=self.hidden(), block_fd=block_fd)
 
     async def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)

@@ -167,16 +167,7 @@ class TaskManager:
                         return shell
                 shell = PersistentShell(task.sandbox, env, cwd=task.sandbox.root, state=task.saved_state,
                                         kill_grace=self.kill_grace)
-                try:
-                    await shell.start()
-                except BackendError as exc:
-                    # KNOWN ISSUE (docs: not yet understood): under a full parallel test run a
-                    # local-sandbox shell sometimes dies while starting. One more start, logged.
-                    log.warning("task %s: the shell did not start (%s); starting it once more", task.id,
-                                exc.message)
-                    shell = PersistentShell(task.sandbox, env, cwd=task.sandbox.root, state=task.saved_state,
-                                            kill_grace=self.kill_grace)
-                    await shell.start()
+                await shell.start()
             except BackendError as exc:
                 raise from_backend(task.backend_name, exc) from exc
             task.shell = shell

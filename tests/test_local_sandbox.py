@@ -205,3 +205,59 @@ def test_uid_runs_commands_as_another_user():
     finally:
         d.kill()
         shutil.rmtree(base, ignore_errors=True)
+
+
+FLAKY_BWRAP = """#!/bin/sh
+# bubblewrap whose setup fails the first FAILS times, as when the host's mounts change under it
+n=$(cat "$0.count" 2>/dev/null || echo 0)
+echo $((n+1)) > "$0.count"
+if [ "$n" -lt {fails} ]; then
+  echo "bwrap: Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags: remount: Invalid argument" >&2
+  exit 1
+fi
+exec {bwrap} "$@"
+"""
+
+
+def _flaky_bwrap(tmp_path: Path, fails: int) -> str:
+    path = tmp_path / "flaky-bwrap"
+    path.write_text(FLAKY_BWRAP.format(fails=fails, bwrap=shutil.which("bwrap")))
+    path.chmod(0o755)
+    return str(path)
+
+
+async def _run_once(tmp_path: Path, bwrap: str, command: str) -> tuple[bytes, bytes, int, Path]:
+    """The command's output and exit code, and the task directory it ran in (/tmp is the sandbox's own)."""
+    from executor.backends.base import read_all
+    from executor.backends.local import LocalBackend, LocalOptions
+
+    backend = LocalBackend("local", LocalOptions(bwrap=bwrap), state_dir=tmp_path / "state" / "backends" / "local")
+    await backend.start()
+    sandbox = await backend.sandbox("setup")
+    proc = await sandbox.spawn(["/bin/sh", "-c", command], cwd=sandbox.root, env={"PATH": "/usr/bin:/bin"})
+    return await read_all(proc.stdout), await read_all(proc.stderr), await proc.wait(), Path(sandbox.root)
+
+
+async def test_a_failed_sandbox_setup_is_set_up_again_and_the_command_runs_once(tmp_path):
+    """bubblewrap's setup can fail when the host's mounts change under it (a container starting or
+    stopping on the same host): nothing of the command ran, so the spawn sets up again. The
+    command starts exactly once."""
+    out, err, code, root = await _run_once(tmp_path, _flaky_bwrap(tmp_path, 2), "echo ran >> runs; echo hi")
+    assert (out, err, code) == (b"hi\n", b"", 0)
+    assert (root / "runs").read_text() == "ran\n"
+    assert (tmp_path / "flaky-bwrap.count").read_text().strip() == "3"
+
+
+async def test_a_command_that_fails_like_bubblewrap_is_not_run_again(tmp_path):
+    """Only a setup that failed before the command was released is repeated: a command that exits 1
+    at once saying "bwrap: …" ran, and is not run again."""
+    out, err, code, root = await _run_once(tmp_path, shutil.which("bwrap"),
+                                           "echo ran >> runs; echo 'bwrap: Can not bind mount' >&2; exit 1")
+    assert (err, code) == (b"bwrap: Can not bind mount\n", 1)
+    assert (root / "runs").read_text() == "ran\n"
+
+
+async def test_a_setup_that_keeps_failing_says_bubblewraps_reason(tmp_path):
+    out, err, code, _ = await _run_once(tmp_path, _flaky_bwrap(tmp_path, 99), "echo never")
+    assert out == b"" and code == 1 and b"Unable to apply mount flags" in err
+    assert (tmp_path / "flaky-bwrap.count").read_text().strip() == "4"
