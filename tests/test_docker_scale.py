@@ -34,16 +34,7 @@ def engine() -> None:
 
 
 def _remove_ours(backend: DockerBackend) -> None:
-    import docker
-
-    api = docker.APIClient(version="auto")
-    try:
-        for c in api.containers(all=True, filters={"label": f"io.executor.daemon={backend.instance_id}"}):
-            api.remove_container(c["Id"], force=True)
-        for v in api.volumes(filters={"label": f"io.executor.daemon={backend.instance_id}"}).get("Volumes") or []:
-            api.remove_volume(v["Name"], force=True)
-    finally:
-        api.close()
+    infra.remove_daemons(backend.instance_id)
 
 
 @pytest.fixture

@@ -55,6 +55,20 @@ def sweep(purpose: str, older_than: float = 900.0) -> None:
         api.close()
 
 
+def remove_daemons(instance_id: str) -> None:
+    """Remove the containers and volumes of one backend instance (a test's, when it ends)."""
+    import docker
+
+    api = docker.APIClient(version="auto")
+    try:
+        for c in api.containers(all=True, filters={"label": f"io.executor.daemon={instance_id}"}):
+            api.remove_container(c["Id"], force=True)
+        for v in api.volumes(filters={"label": f"io.executor.daemon={instance_id}"}).get("Volumes") or []:
+            api.remove_volume(v["Name"], force=True)
+    finally:
+        api.close()
+
+
 def provision() -> dict:
     """Options for ``backends.docker`` against the local engine, with the default hardening."""
     engine()
