@@ -260,23 +260,34 @@ def signal_namespace(spawn: _Sandboxed, sig: int, *, passes: int = 20) -> int:
 SETUP_ATTEMPTS = 4
 
 
-def _blocked_on(pid: int, fd: int) -> bool:
+_OBSERVABLE = os.path.exists("/proc/self/syscall")  # kernels without it: spawns are released at once
+
+
+def _blocked_on(pid: int, fd: int) -> bool | None:
     """Whether ``pid`` sleeps reading pipe ``fd``: bubblewrap's --block-fd wait, reached only once
-    every mount of the sandbox is in place."""
+    every mount of the sandbox is in place. None when this cannot be seen (no permission to read the
+    process's /proc/PID/syscall: an unprivileged daemon whose sandbox is not dumpable)."""
     try:
         with open(f"/proc/{pid}/syscall") as f:
             fields = f.read().split()
         with open(f"/proc/{pid}/wchan") as f:
-            wchan = f.read()
+            wchan = f.read().strip()
+    except PermissionError:
+        return None
     except OSError:
-        return False
-    return len(fields) > 1 and fields[0] in ("0", "63") and fields[1] == hex(fd) and "pipe_read" in wchan
+        return False  # gone, or not started yet
+    # read(2) is syscall 0 on x86_64, 63 on arm64; wchan is "0" where kernel symbols are hidden
+    return (len(fields) > 1 and fields[0] in ("0", "63") and fields[1] == hex(fd)
+            and ("pipe_read" in wchan or wchan in ("", "0")))
 
 
 async def _setup_done(outer: int, fd: int, returncode: Callable[[], int | None], timeout: float = 30) -> bool:
     """True once the sandbox's pid 1 waits on ``fd`` (its setup done); False when bubblewrap ended
-    before that (its setup failed: nothing of the command ran). After ``timeout``, True: the
-    caller's own start timeout then judges a sandbox that never came up."""
+    before that (its setup failed: nothing of the command ran). True at once where the wait cannot
+    be seen (the command then starts as soon as bubblewrap is done, without a second setup), and
+    after ``timeout`` (the caller's own start timeout then judges a sandbox that never came up)."""
+    if not _OBSERVABLE:
+        return True
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     delay = 0.0002
@@ -288,8 +299,10 @@ async def _setup_done(outer: int, fd: int, returncode: Callable[[], int | None],
                 children = [int(c) for c in f.read().split()]
         except OSError:
             children = []
-        if any(_blocked_on(child, fd) for child in children):
-            return True
+        for child in children:
+            seen = _blocked_on(child, fd)
+            if seen is None or seen:
+                return True
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.005)
     return True
