@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -27,7 +26,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench import executor_exec, fleet, floors, gate_rpc, hermes, report, scale  # noqa: E402 (after sys.path)
-from bench.common import QUICK, RESULTS, Row, machine_info, say, skipped  # noqa: E402
+from bench.common import QUICK, RESULTS, Row, machine_info, say, skipped, sweep_docker  # noqa: E402
 
 CLOUD = ("modal", "daytona", "vercel_sandbox")
 IMAGE = "executor-sandbox:latest"
@@ -83,18 +82,6 @@ def guarded(rows: list[Row], what: str, system: str, backend: str, fn: Callable[
     except Exception as exc:  # noqa: BLE001 - recorded, not swallowed
         say(f"    {what} FAILED: {type(exc).__name__}: {exc}")
         rows.append(skipped(system, backend, what, f"{type(exc).__name__}: {str(exc)[:400]}"))
-
-
-def sweep_bench_containers() -> None:
-    """The docker backend keeps its container after the daemon stops (by design); the bench's is removed."""
-    ids = subprocess.run(["docker", "ps", "-aq", "--filter", f"label={floors.BENCH_LABEL}"],
-                         capture_output=True, text=True).stdout.split()
-    if ids:
-        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
-    vols = subprocess.run(["docker", "volume", "ls", "-q", "--filter", f"label={floors.BENCH_LABEL}"],
-                          capture_output=True, text=True).stdout.split()
-    if vols:
-        subprocess.run(["docker", "volume", "rm", *vols], capture_output=True)
 
 
 def floor_and_hermes(rows: list[Row], s: Settings, kind: str, hermes_python: Path | None) -> None:
@@ -161,7 +148,7 @@ def per_backend(rows: list[Row], s: Settings) -> None:
         finally:
             daemon.stop(timeout=180)
             if kind == "docker":
-                sweep_bench_containers()
+                sweep_docker(floors.BENCH_LABEL)
     if hermes_python:
         rows.append(skipped("hermes-agent", "singularity", "exec_true_p50_ms",
                             "not run: the brief compares hermes on local, docker and ssh only"))

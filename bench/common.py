@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
+import subprocess
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -106,3 +107,16 @@ def machine_info() -> dict[str, Any]:
 def summarize(rows: Iterable[Row]) -> str:
     return "\n".join(f"  {r.system:12} {r.backend:28} {r.metric:26} {r.value!s:>10} {r.unit:5} n={r.n} {r.note}"
                      for r in rows)
+
+
+def sweep_docker(label: str) -> None:
+    """Remove the containers and volumes labelled ``label`` (``KEY`` or ``KEY=VALUE``): the docker
+    backend keeps its container after the daemon stops (by design); the bench's are removed."""
+    ids = subprocess.run(["docker", "ps", "-aq", "--filter", f"label={label}"],
+                         capture_output=True, text=True).stdout.split()
+    if ids:
+        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
+    vols = subprocess.run(["docker", "volume", "ls", "-q", "--filter", f"label={label}"],
+                          capture_output=True, text=True).stdout.split()
+    if vols:
+        subprocess.run(["docker", "volume", "rm", *vols], capture_output=True)

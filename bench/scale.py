@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import importlib
 import json
-import subprocess
 import sys
 import time
 import uuid
@@ -42,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import QUICK, RESULTS, Row, load1, machine_info, percentile, say, skipped  # noqa: E402
+from bench.common import QUICK, RESULTS, Row, load1, machine_info, percentile, say, skipped, sweep_docker  # noqa: E402
 from executor.client import AsyncClient, ExecutorError  # noqa: E402
 from executor.v1 import executor_pb2 as pb  # noqa: E402
 from tests.daemon import DaemonProcess  # noqa: E402
@@ -93,17 +92,6 @@ def stop(daemon: DaemonProcess) -> float:
     finally:
         daemon.kill()
     return time.monotonic() - t0
-
-
-def sweep_docker() -> None:
-    ids = subprocess.run(["docker", "ps", "-aq", "--filter", f"label={BENCH_LABEL}=scale"],
-                         capture_output=True, text=True).stdout.split()
-    if ids:
-        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
-    vols = subprocess.run(["docker", "volume", "ls", "-q", "--filter", f"label={BENCH_LABEL}=scale"],
-                          capture_output=True, text=True).stdout.split()
-    if vols:
-        subprocess.run(["docker", "volume", "rm", *vols], capture_output=True)
 
 
 # -- measurements ------------------------------------------------------------------------------
@@ -248,7 +236,7 @@ def with_daemon(kind: str, options: dict[str, Any], tasks: int, fn: Any) -> list
             stop(daemon)
         finally:
             if kind == "docker":
-                sweep_docker()
+                sweep_docker(f"{BENCH_LABEL}=scale")
 
 
 def cold_rows(kind: str, label: str, options: dict[str, Any], n: int) -> list[Row]:
@@ -290,7 +278,7 @@ def shutdown_rows(kind: str, label: str, options: dict[str, Any], n: int) -> lis
     finally:
         daemon.kill()
         if kind == "docker":
-            sweep_docker()
+            sweep_docker(f"{BENCH_LABEL}=scale")
     return [Row("executor", label, f"shutdown_{n}_tasks_s", round(took, 2), "s", n,
                 f"SIGTERM -> exit with {n} tasks, each with a live shell; {note_errors(errors)} opening them")]
 
