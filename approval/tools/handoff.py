@@ -88,13 +88,15 @@ _SED_ADDR = r"(?:\d+(?:~\d+)?|\$|/(?:[^/\\\n]|\\.)*/[IM]*|\\(.)(?:(?!\1).)*\1)?"
 # ``e command`` takes the rest of the line (like a/i/c): ``;`` belongs to the command
 _SED_E_CMD = re.compile(r"(?:^|[;\n{}])\s*" + _SED_ADDR + r"(?:\s*,\s*" + _SED_ADDR + r")?\s*!?\s*e(?=$|[\s;}])([^\n]*)")
 
+_SED_S_CMD = re.compile(r"(?:^|[;\n{}])\s*" + _SED_ADDR + r"(?:\s*,\s*" + _SED_ADDR + r")?\s*!?\s*s(.)")
+
 
 def _sed_substitutions(script: str) -> list[tuple[str, str, str]]:
     """(regex, replacement, flags) of every ``s`` command, with any delimiter."""
     out = []
     i = 0
     while True:
-        m = re.compile(r"(?:^|[;\n{}])\s*" + _SED_ADDR + r"(?:\s*,\s*" + _SED_ADDR + r")?\s*!?\s*s(.)").search(script, i)
+        m = _SED_S_CMD.search(script, i)
         if not m:
             return out
         delim = m.group(m.lastindex or 0)
