@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -110,12 +111,40 @@ def _start_time(pid: int) -> str:
         return f.read().rsplit(")", 1)[1].split()[19]
 
 
+def _children_when_started(pid: int) -> list[int]:
+    """``sh -c 'sleep & sleep; wait'``'s two children, once it has forked both."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            kids = [int(k) for k in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        except OSError:
+            kids = []
+        if len(kids) == 2:
+            return kids
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} did not start its two children within 10 s")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_gone(pid: int) -> None:
+    deadline = time.monotonic() + 10
+    while _alive(pid):
+        assert time.monotonic() < deadline, f"process {pid} outlived the cleanup"
+        time.sleep(0.01)
+
+
 def test_cleanup_script_reads_both_registry_formats_and_kills_trees(tmp_path):
     """ssh's files (named by the pid, holding the start time) and modal's ("PID START TTY") are both
     ended, with what they started; a stale entry (wrong start time) is left alone."""
     procs = [subprocess.Popen(["sh", "-c", "sleep 300 & sleep 300; wait"], start_new_session=True) for _ in range(3)]
     try:
-        time.sleep(0.3)
+        kids = {p.pid: _children_when_started(p.pid) for p in procs}
         reg = tmp_path / "reg"
         reg.mkdir()
         a, b, c = procs
@@ -126,7 +155,9 @@ def test_cleanup_script_reads_both_registry_formats_and_kills_trees(tmp_path):
                              capture_output=True, text=True, timeout=30)
         assert out.stdout.strip() == "2"
         assert a.wait(10) == -signal.SIGKILL and b.wait(10) == -signal.SIGKILL
-        assert c.poll() is None
+        for pid in kids[a.pid] + kids[b.pid]:  # the trees, not only their leaders
+            _wait_gone(pid)
+        assert c.poll() is None and all(_alive(pid) for pid in kids[c.pid])
         assert not reg.exists()  # CLEANUP_SCRIPT removes the emptied dirs (CLEANUP_KEEP_SCRIPT keeps them)
     finally:
         for p in procs:
