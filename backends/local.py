@@ -308,6 +308,13 @@ async def _setup_done(outer: int, fd: int, returncode: Callable[[], int | None],
     return True
 
 
+def _kill_quietly(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 async def _said(process: Process) -> str:
     """What a spawn that failed before its command printed (bubblewrap's error), briefly."""
     try:
@@ -470,6 +477,11 @@ class LocalSandbox(Sandbox):
                     if ready:
                         os.write(go_write, b"g")  # the command may start
                     return process  # or bubblewrap's own error, on its stderr, for the caller
+            except BaseException:
+                # Cancelled (or failed) while waiting: the pipe's end, once closed, would release a
+                # command nobody holds. bubblewrap goes first (--die-with-parent takes its pid 1).
+                _kill_quietly(process.pid)
+                raise
             finally:
                 os.close(go_write)
             said = await _said(process)

@@ -261,3 +261,26 @@ async def test_a_setup_that_keeps_failing_says_bubblewraps_reason(tmp_path):
     out, err, code, _ = await _run_once(tmp_path, _flaky_bwrap(tmp_path, 99), "echo never")
     assert out == b"" and code == 1 and b"Unable to apply mount flags" in err
     assert (tmp_path / "flaky-bwrap.count").read_text().strip() == "4"
+
+
+async def test_a_spawn_cancelled_during_the_setup_never_runs_its_command(tmp_path):
+    """Cancelling a spawn while bubblewrap sets up (a caller gone, a shutdown) ends the sandbox:
+    the command it would have run is never released."""
+    import asyncio
+
+    from executor.backends.local import LocalBackend, LocalOptions
+
+    slow = tmp_path / "slow-bwrap"
+    slow.write_text(f"#!/bin/sh\nsleep 1\nexec {shutil.which('bwrap')} \"$@\"\n")
+    slow.chmod(0o755)
+    backend = LocalBackend("local", LocalOptions(bwrap=str(slow)), state_dir=tmp_path / "state" / "backends" / "local")
+    await backend.start()
+    sandbox = await backend.sandbox("cancelled")
+    spawn = asyncio.ensure_future(sandbox.spawn(["/bin/sh", "-c", "echo ran > ran"], cwd=sandbox.root,
+                                                env={"PATH": "/usr/bin:/bin"}))
+    await asyncio.sleep(0.3)  # inside the slow setup (1 s): the cancel lands while the spawn waits
+    spawn.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await spawn
+    await asyncio.sleep(2)  # past the slow setup: a released command would have written by now
+    assert not (Path(sandbox.root) / "ran").exists()
