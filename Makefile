@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STATE_DIR ?= $(HOME)/.local/state/executor
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: venv serve test test-unit bench proto proto-check clean
+.PHONY: venv serve test test-unit typecheck bench proto proto-check clean
 
 # The virtualenv, with executor installed editable and every extra the tests use.
 $(VENV)/.installed: pyproject.toml
@@ -44,6 +44,10 @@ test: venv test-infra
 
 test-unit: venv
 	$(PY) -m pytest -q -ra -m 'not slow' $(PYTEST_ARGS)
+
+# mypy, strict on executor/, approval/ and the Backend contract (also run by tests/test_types.py).
+typecheck: venv
+	$(PY) scripts/typecheck.py
 
 bench: venv bench-infra
 	$(PY) -m bench $(BENCH_ARGS)
