@@ -7,7 +7,13 @@ import asyncio
 import os
 import shlex
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from executor.client import ExecutorError
+    from executor.v1 import executor_pb2 as pb
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -153,23 +159,23 @@ def _exec_pty(args: argparse.Namespace, command: str) -> int:
     from executor.client import Client
     from executor.v1 import executor_pb2 as pb
 
-    inputs: queue.Queue = queue.Queue()
+    inputs: queue.Queue[pb.PtyInput | None] = queue.Queue()
     cols, rows = shutil.get_terminal_size()
     inputs.put(pb.PtyInput(open=pb.PtyOpen(task_id=args.task, command=command, backend=args.backend,
                                            size=pb.PtySize(rows=rows, cols=cols), workdir=args.workdir)))
 
-    def requests():
+    def requests() -> Iterator[pb.PtyInput]:
         while True:
             item = inputs.get()
             if item is None:
                 return
             yield item
 
-    def on_resize(*_):
+    def on_resize(*_: object) -> None:
         c, r = shutil.get_terminal_size()
         inputs.put(pb.PtyInput(resize=pb.PtySize(rows=r, cols=c)))
 
-    def pump_stdin():
+    def pump_stdin() -> None:
         fd = sys.stdin.fileno()
         while True:
             try:
@@ -207,7 +213,7 @@ def _exec_pty(args: argparse.Namespace, command: str) -> int:
     return code
 
 
-def _explain(exc, target: str | None) -> str:
+def _explain(exc: ExecutorError, target: str | None) -> str:
     """The error's message; when no daemon answers, also how to start one."""
     from executor.client import Unavailable
 
@@ -218,7 +224,7 @@ def _explain(exc, target: str | None) -> str:
     return message
 
 
-def _exit_code(e) -> int:
+def _exit_code(e: pb.Exit) -> int:
     """The command's exit code as a shell would see it; 124 timeout, 126 denied, 125 other failures."""
     from executor.v1 import executor_pb2 as pb
 
@@ -391,8 +397,9 @@ def main(argv: list[str] | None = None) -> int:
     from executor.client import ExecutorError
 
     args = build_parser().parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func  # every subcommand sets one
     try:
-        return args.func(args)
+        return func(args)
     except ExecutorError as exc:
         print(_explain(exc, getattr(args, "target", None)), file=sys.stderr)
         return 3

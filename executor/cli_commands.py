@@ -5,6 +5,7 @@ unavailable backend); 2 bad usage; 3 the daemon refused or failed the call (its 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -31,21 +32,21 @@ def table(rows: list[list[Any]], headers: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _out(args, data: Any, text: str) -> None:
+def _out(args: argparse.Namespace, data: Any, text: str) -> None:
     print(json.dumps(data, indent=2, default=str) if args.json else text)
 
 
-def _proc_dict(p) -> dict:
+def _proc_dict(p: pb.ProcessInfo) -> dict[str, Any]:
     return {"process_id": p.process_id, "task_id": p.task_id, "command": p.command,
             "state": PROCESS_STATES.get(p.state), "exit_code": p.exit_code, "signal": p.signal,
             "started_at": p.started_at, "ended_at": p.ended_at}
 
 
-def client(args) -> Client:
+def client(args: argparse.Namespace) -> Client:
     return Client(args.target or None, token=args.token, deadline=args.deadline)
 
 
-def cmd_ps(args) -> int:
+def cmd_ps(args: argparse.Namespace) -> int:
     with client(args) as c:
         procs = [_proc_dict(p) for p in c.list_processes(args.task or "").processes]
     rows = [[p["process_id"], p["task_id"], p["state"], p["exit_code"] if p["state"] != "running" else "",
@@ -54,7 +55,7 @@ def cmd_ps(args) -> int:
     return 0
 
 
-def cmd_logs(args) -> int:
+def cmd_logs(args: argparse.Namespace) -> int:
     with client(args) as c:
         if args.follow:
             for chunk in c.follow_output(args.process_id, offset=args.offset, stream=args.stream):
@@ -74,14 +75,14 @@ def cmd_logs(args) -> int:
     return 0
 
 
-def cmd_kill(args) -> int:
+def cmd_kill(args: argparse.Namespace) -> int:
     with client(args) as c:
         p = c.signal_process(args.process_id, args.signal)
     _out(args, _proc_dict(p), f"{p.process_id}: {PROCESS_STATES.get(p.state)}")
     return 0
 
 
-def cmd_tasks(args) -> int:
+def cmd_tasks(args: argparse.Namespace) -> int:
     with client(args) as c:
         resp = c.list_tasks()
     tasks = [{"task_id": t.task_id, "backend": t.backend, "cwd": t.cwd, "busy": t.busy,
@@ -94,7 +95,7 @@ def cmd_tasks(args) -> int:
     return 0
 
 
-def cmd_close(args) -> int:
+def cmd_close(args: argparse.Namespace) -> int:
     with client(args) as c:
         r = c.close_task(args.task_id, remove_files=args.remove_files)
     _out(args, {"existed": r.existed, "processes_ended": r.processes_ended},
@@ -102,7 +103,7 @@ def cmd_close(args) -> int:
     return 0
 
 
-def cmd_backends(args) -> int:
+def cmd_backends(args: argparse.Namespace) -> int:
     with client(args) as c:
         resp = c.list_backends()
     data = []
@@ -120,7 +121,7 @@ def cmd_backends(args) -> int:
     return 0 if all(b["available"] for b in data) else 1
 
 
-def cmd_check(args) -> int:
+def cmd_check(args: argparse.Namespace) -> int:
     with client(args) as c:
         v = c.check_command(args.command, task_id=args.task or "", backend=args.backend)
     decision = GATE.get(v.decision, "unknown")
@@ -142,7 +143,7 @@ def _fleet_members(spec: str) -> dict[str, str]:
     return out
 
 
-def cmd_fleet_approvals(args) -> int:
+def cmd_fleet_approvals(args: argparse.Namespace) -> int:
     """Every fleet member's pending approvals; decisions go to the owner, `always` to every member."""
     from executor.fleet import FleetApprovals
 
@@ -176,7 +177,7 @@ def cmd_fleet_approvals(args) -> int:
     return 0
 
 
-def cmd_fleet_approve(args) -> int:
+def cmd_fleet_approve(args: argparse.Namespace) -> int:
     from executor.fleet import FleetApprovals
 
     with FleetApprovals(_fleet_members(args.fleet), token=args.token, deadline=args.deadline) as fa:
@@ -190,7 +191,7 @@ def cmd_fleet_approve(args) -> int:
     return 0 if all(v in ("stored", "already held") for v in r.shared.values()) else 1
 
 
-def cmd_fleet_proxy_config(args) -> int:
+def cmd_fleet_proxy_config(args: argparse.Namespace) -> int:
     from executor import placement
 
     members = _fleet_members(args.members)
@@ -202,7 +203,7 @@ def cmd_fleet_proxy_config(args) -> int:
     return 0
 
 
-def cmd_fleet_owner(args) -> int:
+def cmd_fleet_owner(args: argparse.Namespace) -> int:
     from executor import placement
 
     members = _fleet_members(args.members)
@@ -212,7 +213,7 @@ def cmd_fleet_owner(args) -> int:
     return 0
 
 
-def cmd_approvals(args) -> int:
+def cmd_approvals(args: argparse.Namespace) -> int:
     """Watch pending approvals live; with a terminal, ask for each decision."""
     if args.fleet:
         return cmd_fleet_approvals(args)
@@ -243,7 +244,7 @@ def cmd_approvals(args) -> int:
     return 0
 
 
-def cmd_approve(args) -> int:
+def cmd_approve(args: argparse.Namespace) -> int:
     if args.fleet:
         return cmd_fleet_approve(args)
     with client(args) as c:
@@ -252,7 +253,8 @@ def cmd_approve(args) -> int:
     return 0
 
 
-def add_commands(sub, common) -> None:
+def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+                 common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("ps", parents=[common], help="list background processes")
     p.add_argument("--task", help="only this task's")
     p.set_defaults(func=cmd_ps)

@@ -24,16 +24,16 @@ import asyncio
 import enum
 import os
 import signal as _signal
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol, TypedDict, TypeVar, Unpack
 
 import grpc
 import grpc.experimental
 
+from executor.client_stubs import AsyncStub, Stub, async_stub, stub
 from executor.routing import RoutingInterceptor, aio_interceptors
 from executor.v1 import executor_pb2 as pb
-from executor.v1 import executor_pb2_grpc as pb_grpc
 
 # -- errors -------------------------------------------------------------------------------
 
@@ -58,7 +58,7 @@ class DeadlineExceeded(ExecutorError): ...
 class Cancelled(ExecutorError): ...
 
 
-_ERRORS = {
+_ERRORS: dict[grpc.StatusCode | None, type[ExecutorError]] = {
     grpc.StatusCode.UNAVAILABLE: Unavailable,
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
     grpc.StatusCode.NOT_FOUND: NotFound,
@@ -107,7 +107,10 @@ class ProcessState(enum.IntEnum):
         return self.name.lower()
 
 
-def _enum(cls, value: int):
+_E = TypeVar("_E", ExitStatus, ProcessState)
+
+
+def _enum(cls: type[_E], value: int) -> _E:
     try:
         return cls(value)
     except ValueError:
@@ -274,6 +277,18 @@ class _NoDeadline(float):
 _NO_DEADLINE = _NoDeadline(0)
 
 
+class ExecOptions(TypedDict, total=False):
+    """A command's options besides its timeout (``exec_request``'s keywords; ``run``/``exec`` pass them on)."""
+
+    workdir: str
+    env: Mapping[str, str] | None
+    stdin: bytes
+    backend: str
+    pty: bool
+    idempotency_key: str
+    merge_stderr: bool
+
+
 def exec_request(task_id: str, command: str, *, timeout: float = 0.0, workdir: str = "",
                  env: Mapping[str, str] | None = None, stdin: bytes = b"", backend: str = "", pty: bool = False,
                  idempotency_key: str = "", merge_stderr: bool = False) -> pb.ExecRequest:
@@ -282,9 +297,9 @@ def exec_request(task_id: str, command: str, *, timeout: float = 0.0, workdir: s
                           idempotency_key=idempotency_key, merge_stderr=merge_stderr)
 
 
-def decision_value(decision: str | int) -> int:
-    if isinstance(decision, int):
-        return decision
+def decision_value(decision: str | int) -> pb.ApprovalDecision:
+    if isinstance(decision, int):  # sent as given (proto3 enums are open): the daemon judges an unknown one
+        return decision  # type: ignore[return-value]  # the generated .pyi makes the open enum an int subclass
     try:
         return DECISIONS[decision.lower()]
     except KeyError:
@@ -322,6 +337,34 @@ def _file_chunks(task_id: str, path: str, data: bytes | str | Iterable[bytes], b
             yield pb.WriteFileChunk(data=block[i:i + (1 << 20)])
 
 
+# -- calls (both clients) -------------------------------------------------------------------
+
+_Q = TypeVar("_Q")
+_R = TypeVar("_R")
+_Q_contra = TypeVar("_Q_contra", contravariant=True)
+_R_co = TypeVar("_R_co", covariant=True)
+_Metadata = tuple[tuple[str, str], ...]
+
+
+class _Method(Protocol[_Q_contra, _R_co]):
+    """A stub's method as the clients call it: the request (or the requests' iterator), a deadline, metadata."""
+
+    def __call__(self, request: _Q_contra, /, *, timeout: float | None = ...,
+                 metadata: _Metadata | None = ...) -> _R_co: ...
+
+
+class _Stream(Protocol[_R_co]):
+    """A blocking server-stream call: its messages, and cancelling it."""
+
+    def __iter__(self) -> Iterator[_R_co]: ...
+    def cancel(self) -> object: ...
+
+
+class _AsyncStream(Protocol[_R_co]):
+    def __aiter__(self) -> AsyncIterator[_R_co]: ...
+    def cancel(self) -> bool: ...
+
+
 # -- the synchronous client ----------------------------------------------------------------
 
 
@@ -331,32 +374,32 @@ class Client:
     def __init__(self, target: str | None = None, *, token: str | None = None,
                  credentials: grpc.ChannelCredentials | None = None, deadline: float | None = None) -> None:
         self.target = target or default_target()
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._metadata: _Metadata = (("authorization", f"Bearer {token}"),) if token else ()
         if credentials is not None:
             self.channel = grpc.secure_channel(self.target, credentials, options=SYNC_CHANNEL_OPTIONS)
         else:
             self.channel = grpc.insecure_channel(self.target, options=SYNC_CHANNEL_OPTIONS)
         self.channel = grpc.intercept_channel(self.channel, RoutingInterceptor())  # x-executor-task (fleets)
-        self.stub = pb_grpc.ExecutorStub(self.channel)
+        self.stub: Stub = stub(self.channel)
         self.deadline = deadline
 
     def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
         self.channel.close()
 
-    def _call(self, method, request, timeout: float | None = None):
+    def _call(self, method: _Method[_Q, _R], request: _Q, timeout: float | None = None) -> _R:
         timeout = None if timeout is _NO_DEADLINE else (timeout or self.deadline)
         try:
             return method(request, metadata=self._metadata, timeout=timeout)
         except grpc.RpcError as exc:
             raise error_from(exc) from None
 
-    def _stream(self, method, request, timeout: float | None = None) -> Iterator[Any]:
+    def _stream(self, method: _Method[_Q, _Stream[_R]], request: _Q, timeout: float | None = None) -> Iterator[_R]:
         call = method(request, metadata=self._metadata, timeout=timeout)
         try:
             yield from call
@@ -367,7 +410,7 @@ class Client:
 
     # commands
     def exec(self, task_id: str, command: str, *, timeout: float = 0.0, rpc_timeout: float | None = None,
-             **kwargs) -> Iterator[pb.ExecEvent]:
+             **kwargs: Unpack[ExecOptions]) -> Iterator[pb.ExecEvent]:
         """Yields ExecEvents: started, stdout/stderr chunks, approval_required, and last the exit.
         Closing the iterator early cancels the call, which kills the command in the backend.
         ``collect(client.exec(...))`` gives the ``ExecResult`` with all of the output."""
@@ -375,7 +418,7 @@ class Client:
                             command_deadline(timeout, rpc_timeout))
 
     def run(self, task_id: str, command: str, *, timeout: float = 0.0, rpc_timeout: float | None = None,
-            **kwargs) -> ExecResult:
+            **kwargs: Unpack[ExecOptions]) -> ExecResult:
         """The buffered form: head and tail of each stream, exact byte counts, how it ended."""
         return ExecResult.from_proto(self._call(
             self.stub.Run, exec_request(task_id, command, timeout=timeout, **kwargs),
@@ -480,33 +523,34 @@ class AsyncClient:
     def __init__(self, target: str | None = None, *, token: str | None = None,
                  credentials: grpc.ChannelCredentials | None = None, deadline: float | None = None) -> None:
         self.target = target or default_target()
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._metadata: _Metadata = (("authorization", f"Bearer {token}"),) if token else ()
         if credentials is not None:
             self.channel = grpc.aio.secure_channel(self.target, credentials, options=_CHANNEL_OPTIONS,
                                                    interceptors=aio_interceptors())
         else:  # the interceptors add x-executor-task (fleets: executor.routing)
             self.channel = grpc.aio.insecure_channel(self.target, options=_CHANNEL_OPTIONS,
                                                      interceptors=aio_interceptors())
-        self.stub = pb_grpc.ExecutorStub(self.channel)
+        self.stub: AsyncStub = async_stub(self.channel)
         self.deadline = deadline
 
     async def __aenter__(self) -> "AsyncClient":
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def close(self) -> None:
-        await self.channel.close()
+        await self.channel.close(None)  # no grace: what close() does
 
-    async def _call(self, method, request, timeout: float | None = None):
+    async def _call(self, method: _Method[_Q, Awaitable[_R]], request: _Q, timeout: float | None = None) -> _R:
         timeout = None if timeout is _NO_DEADLINE else (timeout or self.deadline)
         try:
             return await method(request, metadata=self._metadata, timeout=timeout)
         except grpc.RpcError as exc:
             raise error_from(exc) from None
 
-    async def _stream(self, method, request, timeout: float | None = None) -> AsyncIterator[Any]:
+    async def _stream(self, method: _Method[_Q, _AsyncStream[_R]], request: _Q,
+                      timeout: float | None = None) -> AsyncIterator[_R]:
         call = method(request, metadata=self._metadata, timeout=timeout)
         try:
             async for item in call:
@@ -523,12 +567,12 @@ class AsyncClient:
             call.cancel()
 
     def exec(self, task_id: str, command: str, *, timeout: float = 0.0, rpc_timeout: float | None = None,
-             **kwargs) -> AsyncIterator[pb.ExecEvent]:
+             **kwargs: Unpack[ExecOptions]) -> AsyncIterator[pb.ExecEvent]:
         return self._stream(self.stub.Exec, exec_request(task_id, command, timeout=timeout, **kwargs),
                             command_deadline(timeout, rpc_timeout))
 
     async def run(self, task_id: str, command: str, *, timeout: float = 0.0, rpc_timeout: float | None = None,
-                  **kwargs) -> ExecResult:
+                  **kwargs: Unpack[ExecOptions]) -> ExecResult:
         return ExecResult.from_proto(await self._call(
             self.stub.Run, exec_request(task_id, command, timeout=timeout, **kwargs),
             command_deadline(timeout, rpc_timeout) or _NO_DEADLINE))
@@ -546,7 +590,8 @@ class AsyncClient:
         return await self._call(self.stub.CheckCommand, pb.CheckCommandRequest(command=command, task_id=task_id,
                                                                                backend=backend))
 
-    async def resolve_approval(self, approval_id: str, decision: str | int, reason: str = ""):
+    async def resolve_approval(self, approval_id: str, decision: str | int,
+                               reason: str = "") -> pb.ResolveApprovalResponse:
         return await self._call(self.stub.ResolveApproval, pb.ResolveApprovalRequest(
             approval_id=approval_id, decision=decision_value(decision), reason=reason))
 
@@ -571,7 +616,8 @@ class AsyncClient:
     async def get_process(self, process_id: str) -> pb.ProcessInfo:
         return await self._call(self.stub.GetProcess, pb.GetProcessRequest(process_id=process_id))
 
-    async def read_output(self, process_id: str, offset: int = 0, max_bytes: int = 0, stream: str = ""):
+    async def read_output(self, process_id: str, offset: int = 0, max_bytes: int = 0,
+                          stream: str = "") -> pb.ReadProcessOutputResponse:
         return await self._call(self.stub.ReadProcessOutput, pb.ReadProcessOutputRequest(
             process_id=process_id, offset=offset, max_bytes=max_bytes, stream=stream))
 
@@ -584,7 +630,7 @@ class AsyncClient:
                                 pb.WaitProcessRequest(process_id=process_id, timeout_seconds=timeout),
                                 (timeout + 30) if timeout else None)
 
-    async def write_stdin(self, process_id: str, data: bytes, close: bool = False):
+    async def write_stdin(self, process_id: str, data: bytes, close: bool = False) -> pb.WriteProcessStdinResponse:
         return await self._call(self.stub.WriteProcessStdin, pb.WriteProcessStdinRequest(
             process_id=process_id, data=data, close=close))
 
@@ -596,7 +642,8 @@ class AsyncClient:
             rpc_timeout: float | None = None) -> AsyncIterator[pb.PtyOutput]:
         """A terminal session: send ``PtyInput``s (first an ``open``; an iterable or an async
         iterable), receive ``PtyOutput``s. Leaving the loop cancels the call."""
-        return self._stream(self.stub.Pty, inputs if hasattr(inputs, "__aiter__") else iter(inputs), rpc_timeout)
+        requests = aiter(inputs) if isinstance(inputs, AsyncIterable) else iter(inputs)
+        return self._stream(self.stub.Pty, requests, rpc_timeout)
 
     async def put_archive(self, task_id: str, path: str, tar: bytes, backend: str = "") -> pb.PutArchiveResponse:
         return await self._call(self.stub.PutArchive, _chunks(task_id, path, tar, backend))
@@ -629,5 +676,5 @@ __all__ = [
     "Client", "AsyncClient", "ExecResult", "ExitStatus", "ProcessState", "CommandFailed", "collect",
     "collect_async", "command_deadline", "DEADLINE_MARGIN", "ExecutorError", "Unavailable", "InvalidArgument", "NotFound", "Unauthenticated",
     "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "DeadlineExceeded", "Cancelled",
-    "default_target", "exec_request", "STATUS_NAMES", "PROCESS_STATES", "DECISIONS",
+    "default_target", "exec_request", "ExecOptions", "STATUS_NAMES", "PROCESS_STATES", "DECISIONS",
 ]

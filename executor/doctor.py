@@ -14,10 +14,14 @@ from pathlib import Path
 from executor.config import Config, ConfigError, default_state_dir, load_config
 
 
-async def _check_backends(config: Config, state_dir: Path) -> list[tuple[str, str, bool, str, dict, str]]:
+# name, kind, available, reason, policy, startup notice
+_Row = tuple[str, str, bool, str, dict[str, str], str]
+
+
+async def _check_backends(config: Config, state_dir: Path) -> list[_Row]:
     from executor.backends import backend_class
 
-    rows = []
+    rows: list[_Row] = []
     for name, (kind, options) in config.backend_options().items():
         bdir = state_dir / "backends" / name
         bdir.mkdir(parents=True, exist_ok=True)
@@ -42,7 +46,8 @@ async def _check_backends(config: Config, state_dir: Path) -> list[tuple[str, st
 def run(config_path: str | None, state_dir: str | None, as_json: bool = False) -> int:
     problems = 0
     lines: list[str] = []
-    results: dict = {"config": None, "state_dir": None, "backends": []}
+    backends: list[dict[str, object]] = []
+    results: dict[str, object] = {"config": None, "state_dir": None, "backends": backends}
     try:
         config = load_config(config_path)
         results["config"] = "ok"
@@ -68,7 +73,7 @@ def run(config_path: str | None, state_dir: str | None, as_json: bool = False) -
     with tempfile.TemporaryDirectory(prefix="executor-doctor-") as scratch:
         rows = asyncio.run(_check_backends(config, Path(scratch)))
     for name, kind, ok, reason, policy, notice in rows:
-        results["backends"].append({"name": name, "kind": kind, "available": ok, "reason": reason,
+        backends.append({"name": name, "kind": kind, "available": ok, "reason": reason,
                                     "policy": policy, "notice": notice})
         if ok:
             lines.append(f"ok    backend {name} ({kind}){' — ' + reason if reason else ''}")

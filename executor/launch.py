@@ -39,11 +39,10 @@ async def resolve_workdir(task: Task, workdir: str) -> str | None:
     if not workdir:
         return None
     inside = resolve_inside(task.root, workdir, "workdir")  # a first check on the string
-    resolve = getattr(task.sandbox, "resolve_path", None)
-    if resolve is None:
+    if task.sandbox is None:
         return inside
     try:
-        return await resolve(workdir, what="workdir")
+        return await task.sandbox.resolve_path(workdir, what="workdir")
     except BackendError as exc:
         if exc.kind is ErrorKind.INVALID_ARGUMENT:
             raise CoreError("INVALID_ARGUMENT", exc.message) from exc
@@ -110,6 +109,7 @@ async def spawn(admitted: Admitted, task: Task, tasks: TaskManager, *, env: Mapp
         extra = {"TERM": PTY_TERM, **extra}
     script = wrapped_script(state, req.command or None, cwd=task.cwd, env=extra, workdir=workdir,
                             merge_stderr=req.merge_stderr, interactive=not req.command)
+    assert task.sandbox is not None, "a task's sandbox comes with its shell (TaskManager.ensure_shell)"
     proc = await task.sandbox.spawn([*BASH, script], cwd=task.root, env=tasks.command_env(task), pty=size)
     first = bytearray()
     try:

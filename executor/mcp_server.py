@@ -20,9 +20,13 @@ import copy
 import json
 import secrets
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from executor.tool import PROCESS_SCHEMA, TERMINAL_SCHEMA, handle_process_async, handle_terminal_async
+
+if TYPE_CHECKING:  # the SDK is imported when a server is built
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.lowlevel import Server
 
 INSTRUCTIONS = (
     "Run shell commands in a sandboxed task with the `terminal` tool; state (cwd, variables) persists "
@@ -38,7 +42,7 @@ MAX_SESSIONS = 10_000  # session -> task ids remembered by one HTTP server
 
 def input_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """The MCP inputSchema of one of `executor.tool`'s functions: its parameters verbatim, plus `task_id`."""
-    params = copy.deepcopy(schema["function"]["parameters"])
+    params: dict[str, Any] = copy.deepcopy(schema["function"]["parameters"])
     params["properties"]["task_id"] = dict(TASK_ID_PROPERTY)
     return params
 
@@ -60,7 +64,7 @@ class _Tasks:
         self.process_task = f"mcp-{secrets.token_hex(6)}"  # stdio: the process is the session
         self.by_session: OrderedDict[str, str] = OrderedDict()
 
-    def for_call(self, ctx: Any, arguments: dict) -> str:
+    def for_call(self, ctx: ServerRequestContext, arguments: dict[str, Any]) -> str:
         if arguments.get("task_id"):
             return str(arguments["task_id"])
         if self.pinned:
@@ -79,7 +83,8 @@ class _Tasks:
         return task
 
 
-def build_server(*, target: str | None, token: str | None, task_id: str | None = None, backend: str = ""):
+def build_server(*, target: str | None, token: str | None, task_id: str | None = None,
+                 backend: str = "") -> Server:
     import jsonschema
     import mcp.types as types
     from mcp.server.lowlevel import Server
@@ -91,20 +96,22 @@ def build_server(*, target: str | None, token: str | None, task_id: str | None =
              for name, s in schemas.items()]
     tasks = _Tasks(task_id)
 
-    def result(payload: dict) -> types.CallToolResult:
+    def result(payload: dict[str, Any]) -> types.CallToolResult:
         return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(payload))],
                                     structured_content=payload, is_error="error" in payload)
 
-    async def list_tools(ctx, params) -> types.ListToolsResult:
+    async def list_tools(ctx: ServerRequestContext,
+                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
 
-    async def call_tool(ctx, params) -> types.CallToolResult:
+    async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
         name, arguments = params.name, dict(params.arguments or {})
         if name not in validators:
             return result({"error": f"unknown tool {name!r}: the tools are {', '.join(validators)}"})
         problems = sorted(validators[name].iter_errors(arguments), key=lambda e: list(e.path))
         if problems:
-            where = lambda e: "/".join(map(str, e.path)) or "arguments"  # noqa: E731
+            def where(e: jsonschema.ValidationError) -> str:
+                return "/".join(map(str, e.path)) or "arguments"
             return result({"error": "bad arguments: " + "; ".join(f"{where(e)}: {e.message}" for e in problems)})
         task = tasks.for_call(ctx, arguments)
         arguments.pop("task_id", None)

@@ -7,8 +7,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from typing import TYPE_CHECKING
 
-from executor.service import ExecRecord, Executor
+from executor.events import ExecRecord
+from executor.service import Executor
+
+if TYPE_CHECKING:  # prometheus_client is imported when metrics are on
+    from prometheus_client import Counter, Histogram
 
 log = logging.getLogger("executor.exec")
 
@@ -82,18 +87,17 @@ class Metrics:
         procs.set_function(self._running_processes)
         self.available = Gauge("executor_backend_available", "1 when the backend is available", ["backend"],
                                registry=self.registry)
-        self._per_backend: dict = {}
-        self._counters: dict = {}
+        # backend -> (total, one per stage, stdout bytes, stderr bytes)
+        self._per_backend: dict[str, tuple[Histogram, list[Histogram], Counter, Counter]] = {}
+        self._counters: dict[tuple[str, str, str], tuple[Counter, Counter]] = {}  # (backend, status, gate)
         core.listeners.append(self.observe)
-        self._refresh: asyncio.Task | None = None
+        self._refresh: asyncio.Task[None] | None = None
 
     def _running_processes(self) -> float:
         procs = self.core.processes
-        if procs is None:
-            return 0
         return sum(procs.running_count(t) for t in list(self.core.tasks.tasks))
 
-    def _children(self, backend: str):
+    def _children(self, backend: str) -> tuple[Histogram, list[Histogram], Counter, Counter]:
         """The labelled series of one backend, looked up once (labels() is costly per command)."""
         found = self._per_backend.get(backend)
         if found is None:

@@ -18,11 +18,13 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from executor.client import PROCESS_STATES, STATUS_NAMES, Client, ExecutorError, default_target
 from executor.headtail import HeadTail
+from executor.v1 import executor_pb2 as pb
 
 MAX_OUTPUT = 20_000  # characters of output shown to the model: head and tail
 
@@ -82,7 +84,7 @@ def _error(message: str, **extra: Any) -> str:
     return json.dumps({"error": message, **extra})
 
 
-def _args(args: Any) -> dict:
+def _args(args: Any) -> dict[str, Any]:
     if isinstance(args, str):
         args = json.loads(args) if args.strip() else {}
     if not isinstance(args, dict):
@@ -99,15 +101,17 @@ class _Parked:
 
     done: threading.Event = field(default_factory=threading.Event)
     result: str = ""
-    approval: dict = field(default_factory=dict)
+    approval: dict[str, str] = field(default_factory=dict)
 
 
-_parked: dict[tuple, _Parked] = {}
+# (target, task, command, workdir as the model gave it, pty): the same call again finds its parked command
+_ParkKey = tuple[str | None, str, str, object, bool]
+_parked: dict[_ParkKey, _Parked] = {}
 _parked_lock = threading.Lock()
 
 # One client (one channel) per daemon, token and deadline, shared by every call of the handlers and
 # by the threads that follow parked commands: a channel is safe to use from many threads.
-_clients: dict[tuple, Client] = {}
+_clients: dict[tuple[str, str | None, float | None], Client] = {}
 _clients_lock = threading.Lock()
 
 
@@ -130,8 +134,8 @@ def close_clients() -> None:
         client.close()
 
 
-def _run_exec(client: Client, task_id: str, command: str, args: dict, backend: str,
-              on_approval) -> str:
+def _run_exec(client: Client, task_id: str, command: str, args: dict[str, Any], backend: str,
+              on_approval: Callable[[pb.ApprovalRequired], None]) -> str:
     """Runs a command through Exec; returns the tool's JSON result."""
     output = HeadTail(MAX_OUTPUT)
     exit_ = None
@@ -147,7 +151,7 @@ def _run_exec(client: Client, task_id: str, command: str, args: dict, backend: s
             exit_ = event.exit
     if exit_ is None:
         return _error("the daemon ended the command without a result")
-    result = {"output": output.text(), "exit_code": exit_.exit_code,
+    result: dict[str, str | int] = {"output": output.text(), "exit_code": exit_.exit_code,
               "status": STATUS_NAMES.get(exit_.status, "unknown"), "cwd": exit_.cwd}
     if output.total > len(output.head) + len(output.tail):
         result["output_bytes"] = output.total
@@ -186,9 +190,9 @@ def handle_terminal(args: Any, *, target: str | None = None, token: str | None =
         return _error(f"{type(exc).__name__}: {exc}")
 
 
-def _terminal_call(client: Client, target, token, task_id: str, command: str, args: dict, backend: str,
-                   wait_for_approval: bool) -> str:
-    key = (target, task_id, command, args.get("workdir") or "", bool(args.get("pty")))
+def _terminal_call(client: Client, target: str | None, token: str | None, task_id: str, command: str,
+                   args: dict[str, Any], backend: str, wait_for_approval: bool) -> str:
+    key: _ParkKey = (target, task_id, command, args.get("workdir") or "", bool(args.get("pty")))
     with _parked_lock:
         parked = _parked.get(key)
     if parked is not None:  # a command that waited for a human: its result, or still pending
@@ -204,7 +208,7 @@ def _terminal_call(client: Client, target, token, task_id: str, command: str, ar
     parked = _Parked()
     asked = threading.Event()
 
-    def on_approval(a) -> None:
+    def on_approval(a: pb.ApprovalRequired) -> None:
         parked.approval = {
             "approval_id": a.approval_id, "rule": a.rule, "reason": a.reason, "segment": a.segment,
             "how_to_resolve": (f"A person with the approve role must decide: `executor approvals` (interactive) or "
@@ -266,8 +270,8 @@ def handle_process(args: Any, *, target: str | None = None, token: str | None = 
         data = args.get("data") or ""
         if not isinstance(data, str):
             return _error("`data` must be a string")
-        r = c.write_stdin(pid, data.encode(), bool(args.get("close")))
-        return json.dumps({"bytes_written": r.bytes_written})
+        w = c.write_stdin(pid, data.encode(), bool(args.get("close")))
+        return json.dumps({"bytes_written": w.bytes_written})
     except ExecutorError as exc:
         return _error(exc.message, code=exc.code.name if exc.code else "UNKNOWN")
     except (ValueError, TypeError) as exc:
@@ -276,8 +280,8 @@ def handle_process(args: Any, *, target: str | None = None, token: str | None = 
         return _error(f"{type(exc).__name__}: {exc}")
 
 
-def _info(p) -> dict:
-    info = {"process_id": p.process_id, "command": p.command, "state": PROCESS_STATES.get(p.state),
+def _info(p: pb.ProcessInfo) -> dict[str, object]:
+    info: dict[str, object] = {"process_id": p.process_id, "command": p.command, "state": PROCESS_STATES.get(p.state),
             "started_at": p.started_at}
     if p.state != 1:
         info.update(exit_code=p.exit_code, signal=p.signal, ended_at=p.ended_at)

@@ -91,6 +91,20 @@ class DaemonProcess:
         return self.start()
 
 
+def agent_daemon(state_dir: Path, agent: str, human: str | None = None) -> DaemonProcess:
+    """A started daemon as the client and integration tests use it: the local backend, the gate asking
+    (20 s to decide) with a rule denying ``terraform apply``, an ``agent`` token with the exec role and,
+    when given, a ``human`` one with the approve role."""
+    tokens = [{"name": "agent", "token": agent, "roles": ["exec"]}]
+    if human:
+        tokens.append({"name": "human", "token": human, "roles": ["approve"]})
+    return DaemonProcess({"backend": "local", "backends": {"local": {"kind": "local"}},
+                          "approval": {"mode": "ask", "timeout_seconds": 20,
+                                       "rules": [{"action": "deny", "pattern": r"^terraform apply\b",
+                                                  "name": "no_apply", "reason": "Agents never apply terraform."}]},
+                          "auth": {"tokens": tokens}}, state_dir=state_dir).start()
+
+
 def count_processes(marker: str) -> int:
     """Processes on this host whose command line starts with ``marker`` (set with `exec -a`)."""
     out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout

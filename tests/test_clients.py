@@ -14,7 +14,7 @@ import pytest
 from executor.client import AsyncClient, Client, NotFound
 from executor.tool import TOOLS, check_terminal, handle_process, handle_terminal
 from executor.v1 import executor_pb2 as pb
-from tests.daemon import DaemonProcess
+from tests.daemon import DaemonProcess, agent_daemon
 
 AGENT = "agent-token-abcdef123"
 HUMAN = "human-token-abcdef123"
@@ -22,13 +22,7 @@ HUMAN = "human-token-abcdef123"
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
-    d = DaemonProcess({"backend": "local", "backends": {"local": {"kind": "local"}},
-                       "approval": {"mode": "ask", "timeout_seconds": 20,
-                                    "rules": [{"action": "deny", "pattern": r"^terraform apply\b", "name": "no_apply",
-                                               "reason": "Agents never apply terraform."}]},
-                       "auth": {"tokens": [{"name": "agent", "token": AGENT, "roles": ["exec"]},
-                                           {"name": "human", "token": HUMAN, "roles": ["approve"]}]}},
-                      state_dir=tmp_path_factory.mktemp("clients") / "state").start()
+    d = agent_daemon(tmp_path_factory.mktemp("clients") / "state", AGENT, HUMAN)
     yield d
     d.kill()
 
@@ -202,6 +196,25 @@ def test_async_pty_and_watch_approvals_cancel(daemon):
             await human.channel.close()  # the call ends CANCELLED: the iterator ends, no error
             with pytest.raises(StopAsyncIteration):
                 await waiter
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_async_pty_takes_an_async_iterable(daemon):
+    async def feed():
+        yield pb.PtyInput(open=pb.PtyOpen(task_id="apty-async", command="read line; echo got-$line",
+                                          size=pb.PtySize(rows=24, cols=80)))
+        yield pb.PtyInput(data=b"typed\n")
+
+    async def main():
+        async with AsyncClient(daemon.target, token=AGENT) as c:
+            out, exit_ = bytearray(), None
+            async for msg in c.pty(feed(), rpc_timeout=60):
+                if msg.WhichOneof("output") == "data":
+                    out += msg.data
+                elif msg.WhichOneof("output") == "exit":
+                    exit_ = msg.exit
+            assert b"got-typed" in out and exit_.exit_code == 0
 
     asyncio.run(asyncio.wait_for(main(), 60))
     with Client(daemon.target, token=HUMAN) as human:

@@ -17,12 +17,15 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from executor.tool import PROCESS_SCHEMA, TERMINAL_SCHEMA, handle_process_async, handle_terminal_async
 
+if TYPE_CHECKING:  # the SDK is imported when the tools are made
+    from agents import FunctionTool, RunContextWrapper
 
-def strict_parameters(parameters: dict) -> dict:
+
+def strict_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
     """A function schema in the form OpenAI's strict mode takes: all properties required, the
     optional ones nullable (the handlers read ``null`` as absent)."""
     schema = copy.deepcopy(parameters)
@@ -38,21 +41,23 @@ def strict_parameters(parameters: dict) -> dict:
     return schema
 
 
-def _without_nulls(raw: str) -> dict:
+def _without_nulls(raw: str) -> object:
+    """The arguments without their nulls (an object; anything else as it came, for the handler to refuse)."""
     args = json.loads(raw) if raw and raw.strip() else {}
     return {k: v for k, v in args.items() if v is not None} if isinstance(args, dict) else args
 
 
 def executor_tools(*, target: str | None = None, token: str | None = None,
-                   task_id: str | Callable[[Any], str] = "default", backend: str = "",
-                   wait_for_approval: bool = False, deadline: float | None = None, strict: bool = True) -> list:
+                   task_id: str | Callable[[RunContextWrapper[Any]], str] = "default", backend: str = "",
+                   wait_for_approval: bool = False, deadline: float | None = None,
+                   strict: bool = True) -> list[FunctionTool]:
     """``[terminal, process]`` as ``agents.FunctionTool``s bound to one daemon."""
     from agents import FunctionTool
 
-    def task_of(ctx) -> str:
+    def task_of(ctx: RunContextWrapper[Any]) -> str:
         return task_id(ctx) if callable(task_id) else task_id
 
-    async def terminal(ctx, raw: str) -> str:
+    async def terminal(ctx: RunContextWrapper[Any], raw: str) -> str:
         try:
             args = _without_nulls(raw)
         except ValueError as exc:
@@ -60,14 +65,14 @@ def executor_tools(*, target: str | None = None, token: str | None = None,
         return await handle_terminal_async(args, target=target, token=token, task_id=task_of(ctx), backend=backend,
                                            wait_for_approval=wait_for_approval, deadline=deadline)
 
-    async def process(ctx, raw: str) -> str:
+    async def process(ctx: RunContextWrapper[Any], raw: str) -> str:
         try:
             args = _without_nulls(raw)
         except ValueError as exc:
             return json.dumps({"error": f"bad arguments: {exc}"})
         return await handle_process_async(args, target=target, token=token, task_id=task_of(ctx), deadline=deadline)
 
-    tools = []
+    tools: list[FunctionTool] = []
     for schema, handler in ((TERMINAL_SCHEMA, terminal), (PROCESS_SCHEMA, process)):
         fn = schema["function"]
         params = strict_parameters(fn["parameters"]) if strict else copy.deepcopy(fn["parameters"])

@@ -26,7 +26,8 @@ import shutil
 import subprocess
 import tarfile
 import uuid
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 from swerex.exceptions import (BashIncorrectSyntaxError, CommandTimeoutError, NonZeroExitCodeError,
                                SessionDoesNotExistError, SessionExistsError)
@@ -38,12 +39,16 @@ from swerex.runtime.abstract import (AbstractRuntime, BashAction, BashInterruptA
 from executor.client import AsyncClient, ExecutorError, ExitStatus, NotFound
 from executor.v1 import executor_pb2 as pb
 
+if TYPE_CHECKING:
+    from swerex.runtime.abstract import (Action, CloseSessionRequest, CreateSessionRequest, ReadFileRequest,
+                                         UploadRequest, WriteFileRequest)
+
 
 class _Interactive:
     """One interactive program on a terminal (SWE-ReX's ``is_interactive_command``)."""
 
     def __init__(self, client: AsyncClient, task: str, command: str, backend: str) -> None:
-        self.inputs: asyncio.Queue = asyncio.Queue()
+        self.inputs: asyncio.Queue[pb.PtyInput | None] = asyncio.Queue()
         self.inputs.put_nowait(pb.PtyInput(open=pb.PtyOpen(task_id=task, command=command, backend=backend,
                                                            size=pb.PtySize(rows=40, cols=200))))
         self.buffer = ""
@@ -51,7 +56,7 @@ class _Interactive:
         self.ended = False
         self.reader = asyncio.ensure_future(self._read(client))
 
-    async def _inputs(self):
+    async def _inputs(self) -> AsyncIterator[pb.PtyInput]:
         while (item := await self.inputs.get()) is not None:
             yield item
 
@@ -86,7 +91,7 @@ class _Interactive:
         self.reader.cancel()
 
 
-class ExecutorRuntime(AbstractRuntime):
+class ExecutorRuntime(AbstractRuntime):  # type: ignore[misc, unused-ignore]  # Any where swerex is not installed
     def __init__(self, *, target: str | None = None, token: str | None = None, backend: str = "",
                  task_prefix: str | None = None, client: AsyncClient | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -116,7 +121,7 @@ class ExecutorRuntime(AbstractRuntime):
             return IsAliveResponse(is_alive=False, message=str(exc) or type(exc).__name__)
         return IsAliveResponse(is_alive=True)
 
-    async def create_session(self, request) -> CreateBashSessionResponse:
+    async def create_session(self, request: CreateSessionRequest) -> CreateBashSessionResponse:
         if request.session in self.sessions:
             raise SessionExistsError(f"session {request.session} already exists")
         self.sessions.add(request.session)
@@ -129,7 +134,7 @@ class ExecutorRuntime(AbstractRuntime):
             await self.client.run(self.task(request.session), "true", backend=self.backend, timeout=60)
         return CreateBashSessionResponse(output=output)
 
-    async def run_in_session(self, action) -> BashObservation:
+    async def run_in_session(self, action: Action) -> BashObservation:
         if action.session not in self.sessions:
             raise SessionDoesNotExistError(f"session {action.session!r} does not exist")
         if isinstance(action, BashInterruptAction):
@@ -182,7 +187,7 @@ class ExecutorRuntime(AbstractRuntime):
         return BashObservation(output=before.replace("\r\n", "\n").lstrip().removeprefix(action.command).strip(),
                                exit_code=0, expect_string=hit)
 
-    async def close_session(self, request) -> CloseBashSessionResponse:
+    async def close_session(self, request: CloseSessionRequest) -> CloseBashSessionResponse:
         if request.session not in self.sessions:
             raise SessionDoesNotExistError(f"session {request.session!r} does not exist")
         self.sessions.discard(request.session)
@@ -214,19 +219,19 @@ class ExecutorRuntime(AbstractRuntime):
             raise NonZeroExitCodeError(f"{command.error_msg}: {msg}" if command.error_msg else msg)
         return result
 
-    async def read_file(self, request) -> ReadFileResponse:
+    async def read_file(self, request: ReadFileRequest) -> ReadFileResponse:
         try:
             data = await self.client.read_file(self.task(), request.path, backend=self.backend)
         except NotFound as exc:
             raise FileNotFoundError(exc.message) from None
         return ReadFileResponse(content=data.decode(request.encoding or "utf-8", errors=request.errors or "strict"))
 
-    async def write_file(self, request) -> WriteFileResponse:
+    async def write_file(self, request: WriteFileRequest) -> WriteFileResponse:
         await self.client.write_file(self.task(), request.path, request.content, make_parents=True,
                                      backend=self.backend)
         return WriteFileResponse()
 
-    async def upload(self, request) -> UploadResponse:
+    async def upload(self, request: UploadRequest) -> UploadResponse:
         """A file or a directory of this machine into the sandbox (a directory as one archive)."""
         if not os.path.isdir(request.source_path):
             with open(request.source_path, "rb") as f:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.daemon import DaemonProcess
+from tests.daemon import agent_daemon
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = ROOT / ".venv-hermes" / "bin" / "python"
@@ -24,13 +24,7 @@ pytestmark = pytest.mark.skipif(not (ROOT / ".venv-hermes" / ".installed").exist
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
-    d = DaemonProcess({"backend": "local", "backends": {"local": {"kind": "local"}},
-                       "approval": {"mode": "ask", "timeout_seconds": 20,
-                                    "rules": [{"action": "deny", "pattern": r"^terraform apply\b", "name": "no_apply",
-                                               "reason": "Agents never apply terraform."}]},
-                       "auth": {"tokens": [{"name": "agent", "token": AGENT, "roles": ["exec"]},
-                                           {"name": "human", "token": HUMAN, "roles": ["approve"]}]}},
-                      state_dir=tmp_path_factory.mktemp("hermes") / "state").start()
+    d = agent_daemon(tmp_path_factory.mktemp("hermes") / "state", AGENT, HUMAN)
     yield d
     d.kill()
 
