@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import DaemonProcess
+from tests.daemon import agent_daemon
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = ROOT / ".venv-openai-agents" / "bin" / "python"
@@ -22,12 +22,7 @@ pytestmark = pytest.mark.skipif(not (ROOT / ".venv-openai-agents" / ".installed"
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
-    d = DaemonProcess({"backend": "local", "backends": {"local": {"kind": "local"}},
-                       "approval": {"mode": "ask", "timeout_seconds": 20,
-                                    "rules": [{"action": "deny", "pattern": r"^terraform apply\b", "name": "no_apply",
-                                               "reason": "Agents never apply terraform."}]},
-                       "auth": {"tokens": [{"name": "agent", "token": AGENT, "roles": ["exec"]}]}},
-                      state_dir=tmp_path_factory.mktemp("oa") / "state").start()
+    d = agent_daemon(tmp_path_factory.mktemp("oa") / "state", AGENT)
     yield d
     d.kill()
 
