@@ -89,7 +89,8 @@ if TYPE_CHECKING:
 else:
     _UnaryUnary, _UnaryStream = grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor
     _StreamUnary, _StreamStream = grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor
-    _AioUnaryUnaryBase, _AioUnaryStreamBase = grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor
+    _AioUnaryUnaryBase = grpc.aio.UnaryUnaryClientInterceptor
+    _AioUnaryStreamBase = grpc.aio.UnaryStreamClientInterceptor
     _AioStreamUnaryBase = grpc.aio.StreamUnaryClientInterceptor
     _AioStreamStreamBase = grpc.aio.StreamStreamClientInterceptor
 
