@@ -221,7 +221,7 @@ class Approvals:
             raise
         slot.waiters -= 1
         pid = slot.pending.approval_id
-        if answer.decision.approves and self._audit.broken:
+        if answer.decision.approves and self.audit_problem:  # read again: it may have broken during the wait
             return Authorization(False, verdict, self._unrecorded(), pid, "audit")
         if answer.decision.approves:
             return Authorization(True, verdict, "", pid, answer.by)
@@ -400,11 +400,12 @@ class Approvals:
         return (f"denied: the audit log cannot be written ({self._audit.broken}); commands the gate flags are "
                 "refused until it can (free space in the state directory)")
 
-    def _record_quietly(self, *args: object, **extra: object) -> None:
+    def _record_quietly(self, task_id: str, backend: str, command: str, verdict: Verdict, decision: str, by: str,
+                        caller: str, **extra: object) -> None:
         """Record an approver's decision at once; a failure marks the log broken (the waiting caller
         then refuses) instead of failing the approver's call."""
         try:
-            self._record(*args, sync=True, **extra)  # type: ignore[arg-type]
+            self._record(task_id, backend, command, verdict, decision, by, caller, sync=True, **extra)
         except OSError:
             pass
 

@@ -23,10 +23,11 @@ import queue
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
-from executor.client import Client, ExecutorError, decision_value, error_from
+from executor.client import Client, ExecResult, ExecutorError, decision_value, error_from
 from executor.placement import owner_of, task_of
 from executor.v1 import executor_pb2 as pb
 
@@ -50,10 +51,11 @@ class Fleet:
     """A Client per member; calls that name a task go to the member that owns it."""
 
     def __init__(self, members: Mapping[str, str] | Sequence[str], *, token: str | None = None,
-                 **client_kwargs) -> None:
+                 credentials: grpc.ChannelCredentials | None = None, deadline: float | None = None) -> None:
         self.members = _members(members)
         self.targets = list(self.members.values())
-        self._clients = {name: Client(t, token=token, **client_kwargs) for name, t in self.members.items()}
+        self._clients = {name: Client(t, token=token, credentials=credentials, deadline=deadline)
+                         for name, t in self.members.items()}
 
     def owner(self, task_id: str) -> str:
         return owner_of(task_id, self.members)
@@ -64,16 +66,17 @@ class Fleet:
     def client_of(self, member: str) -> Client:
         return self._clients[member]
 
-    def exec(self, task_id: str, command: str, **kwargs):
+    # ``kwargs``: Client.exec's and Client.run's keyword options, passed on as they are.
+    def exec(self, task_id: str, command: str, **kwargs: Any) -> Iterator[pb.ExecEvent]:
         return self.client_for(task_id).exec(task_id, command, **kwargs)
 
-    def run(self, task_id: str, command: str, **kwargs):
+    def run(self, task_id: str, command: str, **kwargs: Any) -> ExecResult:
         return self.client_for(task_id).run(task_id, command, **kwargs)
 
-    def close_task(self, task_id: str, remove_files: bool = False):
+    def close_task(self, task_id: str, remove_files: bool = False) -> pb.CloseTaskResponse:
         return self.client_for(task_id).close_task(task_id, remove_files)
 
-    def list_tasks(self) -> dict[str, object]:
+    def list_tasks(self) -> dict[str, pb.ListTasksResponse]:
         """Every member's tasks, by member name."""
         return {name: c.list_tasks() for name, c in self._clients.items()}
 
@@ -84,7 +87,7 @@ class Fleet:
     def __enter__(self) -> "Fleet":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -104,8 +107,8 @@ class FleetApprovals:
     """The approver's view of a fleet: watch every member, resolve on the owner, share always."""
 
     def __init__(self, members: Mapping[str, str] | Sequence[str], *, token: str | None = None,
-                 deadline: float | None = 30.0, **client_kwargs) -> None:
-        self.fleet = Fleet(members, token=token, deadline=deadline, **client_kwargs)
+                 deadline: float | None = 30.0, credentials: grpc.ChannelCredentials | None = None) -> None:
+        self.fleet = Fleet(members, token=token, deadline=deadline, credentials=credentials)
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self._deadline = deadline
         self._known: dict[str, FleetPending] = {}
@@ -115,7 +118,7 @@ class FleetApprovals:
         """Every member's pending approvals (then new and resolved ones), merged, until closed. A
         member that cannot be watched (down, refused) ends the watch with an ExecutorError naming
         it: an approver never silently misses a member."""
-        events: queue.Queue = queue.Queue()
+        events: queue.Queue[FleetPending | tuple[str, ExecutorError]] = queue.Queue()
         stop = threading.Event()
 
         def pump(name: str, client: Client) -> None:
@@ -187,7 +190,7 @@ class FleetApprovals:
     def pending_on(self, member: str, wait: float = 1.0) -> list[pb.PendingApproval]:
         """The approvals pending right now on one member (the start of its watch stream, read for
         ``wait`` seconds)."""
-        out = []
+        out: list[pb.PendingApproval] = []
         call = self.fleet.client_of(member).stub.WatchApprovals(pb.WatchApprovalsRequest(), metadata=self._metadata,
                                                                 timeout=wait)
         try:
@@ -201,9 +204,11 @@ class FleetApprovals:
 
     def _share(self, client: Client, request: pb.ShareApprovalRequest) -> pb.ShareApprovalResponse:
         try:
-            return client.stub.ShareApproval(request, metadata=self._metadata, timeout=self._deadline)
+            response: pb.ShareApprovalResponse = client.stub.ShareApproval(request, metadata=self._metadata,
+                                                                           timeout=self._deadline)
         except grpc.RpcError as exc:
             raise error_from(exc) from None
+        return response
 
     def close(self) -> None:
         self.fleet.close()
@@ -211,7 +216,7 @@ class FleetApprovals:
     def __enter__(self) -> "FleetApprovals":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

@@ -1,19 +1,26 @@
-"""What the gRPC adapters share: core types to messages, and CoreError to a status."""
+"""What the gRPC adapters share: core types to messages, CoreError to a status, the callers' check."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 from collections.abc import AsyncIterator, Callable
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 import grpc
 
+from executor.admission import Caller
 from executor.approval import Decision
 from executor.approvals import ApprovalDecision
+from executor.config import Config
 from executor.errors import CoreError
 from executor.events import ExitInfo
+from executor.service import Executor
 from executor.v1 import executor_pb2 as pb
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
 
 EXIT_STATUS = {
     "completed": pb.EXIT_STATUS_COMPLETED,
@@ -52,7 +59,7 @@ async def with_heartbeats(stream: AsyncIterator[T], seconds: float, beat: Callab
     quiet command (or an approval wait) keeps a proxy's idle timer from ending the call. Closing
     this generator ends the pending read of ``stream`` (cancelled) before returning."""
     it = stream.__aiter__()
-    pending: asyncio.Future | None = None
+    pending: asyncio.Future[T] | None = None
     try:
         while True:
             if pending is None:
@@ -74,8 +81,54 @@ async def with_heartbeats(stream: AsyncIterator[T], seconds: float, beat: Callab
                 await pending
 
 
-async def _abort(context: grpc.aio.ServicerContext, exc: CoreError) -> None:
+async def _abort(context: grpc.aio.ServicerContext[Req, Resp], exc: CoreError) -> NoReturn:
+    """End the call with the status ``exc.code`` names (UNKNOWN when it names none) and its message."""
     await context.abort(getattr(grpc.StatusCode, exc.code, grpc.StatusCode.UNKNOWN), exc.message)
 
 
-__all__ = ["with_heartbeats", "EXIT_STATUS", "GATE_DECISION", "APPROVAL_DECISION", "APPROVAL_DECISION_PB", "exit_pb", "_abort"]
+class Auth:
+    """Bearer tokens with roles. No tokens configured: the unix-socket owner holds every role."""
+
+    def __init__(self, config: Config) -> None:
+        self.tokens = [(t.secret().encode(), t.name, frozenset(t.roles)) for t in config.auth.tokens]
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.tokens)
+
+    async def caller(self, context: grpc.aio.ServicerContext[Req, Resp], role: str) -> Caller:
+        """Who calls, from the ``authorization`` metadata; the call ends UNAUTHENTICATED or
+        PERMISSION_DENIED unless the token holds ``role`` (or admin)."""
+        if not self.tokens:
+            return Caller()
+        header = ""
+        for key, value in context.invocation_metadata() or ():
+            if key == "authorization" and isinstance(value, str):  # bytes only for keys ending -bin
+                header = value
+        if not header.startswith("Bearer "):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                                "missing credentials: send metadata `authorization: Bearer <token>`")
+        presented = header[len("Bearer "):].strip().encode()
+        match = None
+        for secret, name, roles in self.tokens:  # compare with every token: constant time overall
+            if hmac.compare_digest(secret, presented):
+                match = (name, roles)
+        if match is None:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid token")
+        name, roles = match
+        if role not in roles and "admin" not in roles:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                f"token {name!r} lacks the {role!r} role needed for this call")
+        return Caller(name, roles)
+
+
+class ServicerPart:
+    """What every part of the daemon's servicer holds: the core, and the callers' check."""
+
+    def __init__(self, core: Executor, auth: Auth) -> None:
+        self.core = core
+        self.auth = auth
+
+
+__all__ = ["with_heartbeats", "EXIT_STATUS", "GATE_DECISION", "APPROVAL_DECISION", "APPROVAL_DECISION_PB", "exit_pb",
+           "_abort", "Auth", "ServicerPart"]

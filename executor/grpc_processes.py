@@ -6,10 +6,14 @@ A thin layer: auth, request -> ``executor.processes.ProcessManager`` call -> mes
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
+from grpc.aio import ServicerContext
+
 from executor.admission import StartParams
 from executor.errors import CoreError
-from executor.grpc_common import _abort, with_heartbeats
-from executor.processes import EXITED, KILLED, LOST, RUNNING, ManagedProcess
+from executor.grpc_common import ServicerPart, _abort, with_heartbeats
+from executor.processes import EXITED, KILLED, LOST, RUNNING, Chunk, ManagedProcess, ProcessManager
 from executor.v1 import executor_pb2 as pb
 
 STATE = {
@@ -27,13 +31,14 @@ def process_pb(mp: ManagedProcess) -> pb.ProcessInfo:
         stdout_bytes=mp.logs["stdout"].end, stderr_bytes=mp.logs["stderr"].end, pty=mp.pty, message=mp.message)
 
 
-class ProcessServicer:
+class ProcessServicer(ServicerPart):
     """Mixed into the daemon's servicer (``executor.server.ExecutorServicer``)."""
 
-    def _manager(self):
+    def _manager(self) -> ProcessManager:
         return self.core.processes
 
-    async def StartProcess(self, request: pb.StartProcessRequest, context) -> pb.ProcessInfo:
+    async def StartProcess(self, request: pb.StartProcessRequest,
+                           context: ServicerContext[pb.StartProcessRequest, pb.ProcessInfo]) -> pb.ProcessInfo:
         caller = await self.auth.caller(context, "exec")
         params = StartParams(task_id=request.task_id, command=request.command, workdir=request.workdir,
                              env=dict(request.env), backend=request.backend, pty=request.pty,
@@ -44,7 +49,9 @@ class ProcessServicer:
             await _abort(context, exc)
         return process_pb(mp)
 
-    async def ListProcesses(self, request: pb.ListProcessesRequest, context) -> pb.ListProcessesResponse:
+    async def ListProcesses(self, request: pb.ListProcessesRequest,
+                            context: ServicerContext[pb.ListProcessesRequest, pb.ListProcessesResponse]
+                            ) -> pb.ListProcessesResponse:
         await self.auth.caller(context, "exec")
         try:
             procs = self._manager().list(request.task_id)
@@ -52,7 +59,8 @@ class ProcessServicer:
             await _abort(context, exc)
         return pb.ListProcessesResponse(processes=[process_pb(p) for p in procs])
 
-    async def GetProcess(self, request: pb.GetProcessRequest, context) -> pb.ProcessInfo:
+    async def GetProcess(self, request: pb.GetProcessRequest,
+                         context: ServicerContext[pb.GetProcessRequest, pb.ProcessInfo]) -> pb.ProcessInfo:
         await self.auth.caller(context, "exec")
         try:
             mp = self._manager().get(request.process_id)
@@ -60,7 +68,9 @@ class ProcessServicer:
             await _abort(context, exc)
         return process_pb(mp)
 
-    async def ReadProcessOutput(self, request: pb.ReadProcessOutputRequest, context) -> pb.ReadProcessOutputResponse:
+    async def ReadProcessOutput(self, request: pb.ReadProcessOutputRequest,
+                                context: ServicerContext[pb.ReadProcessOutputRequest, pb.ReadProcessOutputResponse]
+                                ) -> pb.ReadProcessOutputResponse:
         await self.auth.caller(context, "exec")
         try:
             mp, chunk, eof = self._manager().read(request.process_id, request.offset, request.max_bytes,
@@ -70,9 +80,12 @@ class ProcessServicer:
         return pb.ReadProcessOutputResponse(data=chunk.data, offset=chunk.offset, next_offset=chunk.next_offset,
                                             eof=eof, rotated=chunk.rotated, state=STATE[mp.state])
 
-    async def StreamProcessOutput(self, request: pb.StreamProcessOutputRequest, context):
+    async def StreamProcessOutput(self, request: pb.StreamProcessOutputRequest,
+                                  context: ServicerContext[pb.StreamProcessOutputRequest, pb.ProcessOutputChunk]
+                                  ) -> AsyncIterator[pb.ProcessOutputChunk]:
         await self.auth.caller(context, "exec")
-        chunks = self._manager().follow(request.process_id, request.offset, request.stream)
+        chunks: AsyncIterator[Chunk | None] = self._manager().follow(request.process_id, request.offset,
+                                                                     request.stream)
         beat = self.core.config.streams.heartbeat_seconds
         if beat:  # an empty chunk on a quiet stream keeps it alive through proxies
             chunks = with_heartbeats(chunks, beat, lambda: None)
@@ -91,7 +104,8 @@ class ProcessServicer:
         except CoreError as exc:
             await _abort(context, exc)
 
-    async def WaitProcess(self, request: pb.WaitProcessRequest, context) -> pb.ProcessInfo:
+    async def WaitProcess(self, request: pb.WaitProcessRequest,
+                          context: ServicerContext[pb.WaitProcessRequest, pb.ProcessInfo]) -> pb.ProcessInfo:
         await self.auth.caller(context, "exec")
         try:
             mp = await self._manager().wait(request.process_id, request.timeout_seconds)
@@ -99,7 +113,9 @@ class ProcessServicer:
             await _abort(context, exc)
         return process_pb(mp)
 
-    async def WriteProcessStdin(self, request: pb.WriteProcessStdinRequest, context) -> pb.WriteProcessStdinResponse:
+    async def WriteProcessStdin(self, request: pb.WriteProcessStdinRequest,
+                                context: ServicerContext[pb.WriteProcessStdinRequest, pb.WriteProcessStdinResponse]
+                                ) -> pb.WriteProcessStdinResponse:
         await self.auth.caller(context, "exec")
         try:
             n = await self._manager().write_stdin(request.process_id, request.data, request.close)
@@ -107,7 +123,8 @@ class ProcessServicer:
             await _abort(context, exc)
         return pb.WriteProcessStdinResponse(bytes_written=n)
 
-    async def SignalProcess(self, request: pb.SignalProcessRequest, context) -> pb.ProcessInfo:
+    async def SignalProcess(self, request: pb.SignalProcessRequest,
+                            context: ServicerContext[pb.SignalProcessRequest, pb.ProcessInfo]) -> pb.ProcessInfo:
         await self.auth.caller(context, "exec")
         try:
             mp = await self._manager().signal(request.process_id, request.signal)

@@ -10,20 +10,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncIterable, AsyncIterator
 
 import grpc
+from grpc.aio import ServicerContext
 
 from executor.admission import PtyOpenParams
 from executor.errors import CoreError
 from executor.events import ApprovalNeeded, Finished, Output
-from executor.grpc_common import _abort, exit_pb, with_heartbeats
+from executor.grpc_common import ServicerPart, _abort, exit_pb, with_heartbeats
 from executor.pty import PtySession
 from executor.v1 import executor_pb2 as pb
 
 log = logging.getLogger("executor.pty")
 
 
-async def _feed(session: PtySession, requests) -> None:
+async def _feed(session: PtySession, requests: AsyncIterator[pb.PtyInput]) -> None:
     """Apply the client's input to the terminal until its sending side closes."""
     async for msg in requests:
         kind = msg.WhichOneof("input")
@@ -40,10 +42,11 @@ async def _feed(session: PtySession, requests) -> None:
             log.info("terminal input refused: %s", exc.message)
 
 
-class PtyServicer:
+class PtyServicer(ServicerPart):
     """Mixed into the daemon's servicer (``executor.server.ExecutorServicer``)."""
 
-    async def Pty(self, request_iterator, context):
+    async def Pty(self, request_iterator: AsyncIterable[pb.PtyInput],
+                  context: ServicerContext[pb.PtyInput, pb.PtyOutput]) -> AsyncIterator[pb.PtyOutput]:
         caller = await self.auth.caller(context, "exec")
         requests = request_iterator.__aiter__()
         try:
@@ -59,7 +62,7 @@ class PtyServicer:
         feeder = asyncio.ensure_future(_feed(session, requests))
         # The input side fails when the call ends (cancelled, deadline): that is not news.
         feeder.add_done_callback(lambda f: f.cancelled() or f.exception())
-        events = session.run()
+        events: AsyncIterator[ApprovalNeeded | Output | Finished | None] = session.run()
         beat = self.core.config.streams.heartbeat_seconds
         if beat:  # keeps a quiet terminal alive through proxies (streams.heartbeat_seconds)
             events = with_heartbeats(events, beat, lambda: None)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 
 #: The routing header: every call that concerns a task carries its task id here.
@@ -142,9 +142,9 @@ def haproxy_routing(members: dict[str, str], server_opts: str = "") -> tuple[str
 # -- whole proxy configurations (deploy/nginx.conf, deploy/haproxy.cfg and the tests' own) ----------
 
 
-def nginx_config(members: dict[str, str], *, listen: str = "50051", timeout: float = 3700, tls: dict | None = None,
-                 upstream_tls: dict | None = None, pid: str = "/run/nginx.pid", error_log: str = "stderr",
-                 prefix_comment: str = "") -> str:
+def nginx_config(members: dict[str, str], *, listen: str = "50051", timeout: float = 3700,
+                 tls: Mapping[str, str] | None = None, upstream_tls: Mapping[str, str] | None = None,
+                 pid: str = "/run/nginx.pid", error_log: str = "stderr", prefix_comment: str = "") -> str:
     """A whole nginx.conf routing gRPC by ``x-executor-task`` to the owner, failing closed.
 
     ``timeout``: seconds a quiet call may last (above ``limits.max_timeout_seconds``, or the
@@ -205,7 +205,7 @@ def nginx_config(members: dict[str, str], *, listen: str = "50051", timeout: flo
 
 
 def haproxy_config(members: dict[str, str], *, bind: str = ":50051", timeout: float = 3700,
-                   tls_crt: str | None = None, upstream_tls: dict | None = None, prefix_comment: str = "",
+                   tls_crt: str | None = None, upstream_tls: Mapping[str, str] | None = None, prefix_comment: str = "",
                    stats_socket: str | None = None, resolve: bool = False) -> str:
     """A whole haproxy.cfg routing gRPC by ``x-executor-task`` to the owner, failing closed: one
     backend per member with one server, no health-check failover, no redispatch, no retries.

@@ -8,34 +8,43 @@ reflection are separate services and answer without a token.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import ipaddress
 import logging
 import os
 import signal
 import time
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import grpc
+from google.protobuf import symbol_database
+from google.protobuf.descriptor import MethodDescriptor
+from google.protobuf.message import Message
+from grpc.aio import ServicerContext
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from executor import files
-from executor.admission import Caller, ExecParams
-from executor.config import Config, ConfigError, secret_paths
+from executor.admission import ExecParams
+from executor.config import Config, ConfigError, TLSConfig, secret_paths
 from executor.errors import CoreError
-from executor.events import ApprovalNeeded, Finished, Output, Started
-from executor.grpc_common import (APPROVAL_DECISION, APPROVAL_DECISION_PB, GATE_DECISION, _abort, exit_pb,
-                                  with_heartbeats)
+from executor.events import ApprovalNeeded, Event, Finished, Output, Started
+from executor.grpc_common import (APPROVAL_DECISION, APPROVAL_DECISION_PB, GATE_DECISION, Auth, Req, Resp,
+                                  ServicerPart, _abort, exit_pb, with_heartbeats)
 from executor.grpc_processes import ProcessServicer
 from executor.grpc_pty import PtyServicer
 from executor.service import Executor
 from executor.v1 import executor_pb2 as pb
 from executor.v1 import executor_pb2_grpc as pb_grpc
 
+if TYPE_CHECKING:
+    from executor.observe import Metrics
+
 log = logging.getLogger("executor.server")
 
-def event_pb(event) -> pb.ExecEvent:
+
+def event_pb(event: Event) -> pb.ExecEvent:
     if isinstance(event, Output):
         return pb.ExecEvent(stdout=event.data) if event.stream == "stdout" else pb.ExecEvent(stderr=event.data)
     if isinstance(event, Started):
@@ -48,7 +57,7 @@ def event_pb(event) -> pb.ExecEvent:
     return pb.ExecEvent(exit=exit_pb(event.exit))
 
 
-async def _exec_events(stream):
+async def _exec_events(stream: AsyncIterator[Event]) -> AsyncIterator[pb.ExecEvent]:
     async for event in stream:
         yield event_pb(event)
 
@@ -63,67 +72,36 @@ def exec_params(req: pb.ExecRequest) -> ExecParams:
                       idempotency_key=req.idempotency_key, merge_stderr=req.merge_stderr)
 
 
-class Auth:
-    """Bearer tokens with roles. No tokens configured: the unix-socket owner holds every role."""
-
-    def __init__(self, config: Config) -> None:
-        self.tokens = [(t.secret().encode(), t.name, frozenset(t.roles)) for t in config.auth.tokens]
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.tokens)
-
-    async def caller(self, context: grpc.aio.ServicerContext, role: str) -> Caller:
-        if not self.tokens:
-            return Caller()
-        header = ""
-        for key, value in context.invocation_metadata() or ():
-            if key == "authorization":
-                header = value
-        if not header.startswith("Bearer "):
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                                "missing credentials: send metadata `authorization: Bearer <token>`")
-        presented = header[len("Bearer "):].strip().encode()
-        match = None
-        for secret, name, roles in self.tokens:  # compare with every token: constant time overall
-            if hmac.compare_digest(secret, presented):
-                match = (name, roles)
-        if match is None:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid token")
-        name, roles = match
-        if role not in roles and "admin" not in roles:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                                f"token {name!r} lacks the {role!r} role needed for this call")
-        return Caller(name, roles)
-
-
-def _deadline(context: grpc.aio.ServicerContext) -> float | None:
-    remaining = context.time_remaining()
+def _deadline(context: ServicerContext[Req, Resp]) -> float | None:
+    remaining: float | None = context.time_remaining()  # None without a deadline (the stubs say float)
     return None if remaining is None else time.monotonic() + remaining
 
 
-def _checks_its_request(method):
-    """Marks a servicer method that refuses a malformed request itself, so _guard leaves it bare."""
-    method.checks_its_request = True
+_F = TypeVar("_F", bound=Callable[..., object])
+
+
+def _checks_its_request(method: _F) -> _F:
+    """Marks a servicer method that refuses a malformed request itself, so it is served unwrapped."""
+    setattr(method, "checks_its_request", True)
     return method
 
 
-class Servicer(pb_grpc.ExecutorServicer):
-    def __init__(self, core: Executor, auth: Auth) -> None:
-        self.core = core
-        self.auth = auth
+class Servicer(ServicerPart, pb_grpc.ExecutorServicer):
+    """The RPCs of executor.v1.Executor but the processes' and the terminal's."""
 
     # -- Exec / Run ------------------------------------------------------------------------
 
     @_checks_its_request  # the hottest call: no wrapping generator layer around its stream
-    async def Exec(self, request: pb.ExecRequest, context):
-        if isinstance(request, _Malformed):
+    async def Exec(self, request: pb.ExecRequest | _Malformed,
+                   context: ServicerContext[pb.ExecRequest, pb.ExecEvent]) -> AsyncIterator[pb.ExecEvent]:
+        if isinstance(request, _Malformed):  # inline, not _refuse_malformed: the hottest call
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
         caller = await self.auth.caller(context, "exec")
         try:
             stream = self.core.exec(exec_params(request), caller=caller, deadline=_deadline(context))
         except CoreError as exc:
             await _abort(context, exc)
+        assert isinstance(stream, AsyncGenerator)  # the core's streams are async generators: aclose() below
         beat = self.core.config.streams.heartbeat_seconds
         try:
             if beat:  # opt-in (streams.heartbeat_seconds): keeps quiet calls alive through proxies
@@ -137,7 +115,8 @@ class Servicer(pb_grpc.ExecutorServicer):
         finally:
             await stream.aclose()  # a call that ends early (cancelled) kills its command now, not at GC
 
-    async def Run(self, request: pb.ExecRequest, context) -> pb.RunResult:
+    async def Run(self, request: pb.ExecRequest, context: ServicerContext[pb.ExecRequest, pb.RunResult]
+                  ) -> pb.RunResult:
         caller = await self.auth.caller(context, "exec")
         try:
             outcome = await self.core.run(exec_params(request), caller=caller, deadline=_deadline(context))
@@ -147,7 +126,8 @@ class Servicer(pb_grpc.ExecutorServicer):
 
     # -- tasks ---------------------------------------------------------------------------
 
-    async def CloseTask(self, request, context):
+    async def CloseTask(self, request: pb.CloseTaskRequest,
+                        context: ServicerContext[pb.CloseTaskRequest, pb.CloseTaskResponse]) -> pb.CloseTaskResponse:
         await self.auth.caller(context, "exec")
         try:
             existed, ended = await self.core.close_task(request.task_id, request.remove_files)
@@ -155,7 +135,8 @@ class Servicer(pb_grpc.ExecutorServicer):
             await _abort(context, exc)
         return pb.CloseTaskResponse(existed=existed, processes_ended=ended)
 
-    async def ListTasks(self, request, context):
+    async def ListTasks(self, request: pb.ListTasksRequest,
+                        context: ServicerContext[pb.ListTasksRequest, pb.ListTasksResponse]) -> pb.ListTasksResponse:
         await self.auth.caller(context, "exec")
         procs = self.core.processes
         tasks = [
@@ -169,7 +150,9 @@ class Servicer(pb_grpc.ExecutorServicer):
 
     # -- backends --------------------------------------------------------------------------
 
-    async def ListBackends(self, request, context):
+    async def ListBackends(self, request: pb.ListBackendsRequest,
+                           context: ServicerContext[pb.ListBackendsRequest, pb.ListBackendsResponse]
+                           ) -> pb.ListBackendsResponse:
         await self.auth.caller(context, "exec")
         out = []
         for status in await self.core.list_backends():
@@ -187,7 +170,8 @@ class Servicer(pb_grpc.ExecutorServicer):
 
     # -- the gate --------------------------------------------------------------------------
 
-    async def CheckCommand(self, request, context):
+    async def CheckCommand(self, request: pb.CheckCommandRequest,
+                           context: ServicerContext[pb.CheckCommandRequest, pb.Verdict]) -> pb.Verdict:
         await self.auth.caller(context, "exec")
         try:
             v = await self.core.check_command(request.command, request.task_id, request.backend)
@@ -195,7 +179,9 @@ class Servicer(pb_grpc.ExecutorServicer):
             await _abort(context, exc)
         return pb.Verdict(decision=GATE_DECISION[v.decision], rule=v.rule, reason=v.reason, segment=v.segment)
 
-    async def ResolveApproval(self, request, context):
+    async def ResolveApproval(self, request: pb.ResolveApprovalRequest,
+                              context: ServicerContext[pb.ResolveApprovalRequest, pb.ResolveApprovalResponse]
+                              ) -> pb.ResolveApprovalResponse:
         caller = await self.auth.caller(context, "approve")
         decision = APPROVAL_DECISION.get(request.decision)
         if decision is None:
@@ -207,7 +193,9 @@ class Servicer(pb_grpc.ExecutorServicer):
             await _abort(context, exc)
         return pb.ResolveApprovalResponse(resolved=True)
 
-    async def ShareApproval(self, request, context):
+    async def ShareApproval(self, request: pb.ShareApprovalRequest,
+                            context: ServicerContext[pb.ShareApprovalRequest, pb.ShareApprovalResponse]
+                            ) -> pb.ShareApprovalResponse:
         caller = await self.auth.caller(context, "approve")
         try:
             stored = self.core.share_approval(request.command, request.backend, request.rule, request.approval_id,
@@ -216,7 +204,9 @@ class Servicer(pb_grpc.ExecutorServicer):
             await _abort(context, exc)
         return pb.ShareApprovalResponse(stored=stored)
 
-    async def WatchApprovals(self, request, context):
+    async def WatchApprovals(self, request: pb.WatchApprovalsRequest,
+                             context: ServicerContext[pb.WatchApprovalsRequest, pb.PendingApproval]
+                             ) -> AsyncIterator[pb.PendingApproval]:
         await self.auth.caller(context, "approve")
         try:
             events = self.core.watch_approvals(request.task_id)
@@ -228,11 +218,12 @@ class Servicer(pb_grpc.ExecutorServicer):
                 approval_id=p.approval_id, task_id=p.task_id, command=p.command, rule=p.rule, reason=p.reason,
                 segment=p.segment, backend=p.backend, created_at=p.created_at, expires_at=p.expires_at,
                 resolved=ev.resolved,
-                decision=APPROVAL_DECISION_PB.get(ev.decision, pb.APPROVAL_DECISION_UNSPECIFIED))
+                decision=pb.APPROVAL_DECISION_UNSPECIFIED if ev.decision is None else APPROVAL_DECISION_PB[ev.decision])
 
     # -- files -------------------------------------------------------------------------------
 
-    async def PutArchive(self, request_iterator, context):
+    async def PutArchive(self, request_iterator: AsyncIterator[pb.PutArchiveChunk],
+                         context: ServicerContext[pb.PutArchiveChunk, pb.PutArchiveResponse]) -> pb.PutArchiveResponse:
         await self.auth.caller(context, "exec")
         try:
             received, entries = await files.put_archive(self.core, request_iterator,
@@ -241,7 +232,9 @@ class Servicer(pb_grpc.ExecutorServicer):
             await _abort(context, exc)
         return pb.PutArchiveResponse(bytes_received=received, entries=entries)
 
-    async def GetArchive(self, request, context):
+    async def GetArchive(self, request: pb.GetArchiveRequest,
+                         context: ServicerContext[pb.GetArchiveRequest, pb.ArchiveChunk]
+                         ) -> AsyncIterator[pb.ArchiveChunk]:
         await self.auth.caller(context, "exec")
         try:
             async for chunk in files.get_archive(self.core, request.task_id, request.path, request.backend):
@@ -249,7 +242,8 @@ class Servicer(pb_grpc.ExecutorServicer):
         except CoreError as exc:
             await _abort(context, exc)
 
-    async def ReadFile(self, request, context):
+    async def ReadFile(self, request: pb.ReadFileRequest,
+                       context: ServicerContext[pb.ReadFileRequest, pb.FileChunk]) -> AsyncIterator[pb.FileChunk]:
         await self.auth.caller(context, "exec")
         try:
             async for chunk in files.read_file(self.core, request.task_id, request.path, request.backend):
@@ -257,7 +251,8 @@ class Servicer(pb_grpc.ExecutorServicer):
         except CoreError as exc:
             await _abort(context, exc)
 
-    async def WriteFile(self, request_iterator, context):
+    async def WriteFile(self, request_iterator: AsyncIterator[pb.WriteFileChunk],
+                        context: ServicerContext[pb.WriteFileChunk, pb.WriteFileResponse]) -> pb.WriteFileResponse:
         await self.auth.caller(context, "exec")
         try:
             path, written = await files.write_file(self.core, request_iterator)
@@ -273,8 +268,14 @@ class _Malformed:
         self.message = f"malformed {type_name} message: {error}"
 
 
-def _safe_parser(cls):
-    def parse(data: bytes):
+#: Any method's context: the plumbing below serves every method alike.
+_Context: TypeAlias = "ServicerContext[Message, Message]"
+_M = TypeVar("_M", bound=Message)
+
+
+def _safe_parser(cls: type[Message]) -> Callable[[bytes], Message | _Malformed]:
+    """``cls.FromString``, turning a message that fails to parse into a ``_Malformed``."""
+    def parse(data: bytes) -> Message | _Malformed:
         try:
             return cls.FromString(data)
         except Exception as exc:  # DecodeError, or anything a corrupt message can raise
@@ -282,56 +283,77 @@ def _safe_parser(cls):
     return parse
 
 
-async def _checked_stream(requests, context):
+async def _refuse_malformed(request: _M | _Malformed, context: ServicerContext[Req, Resp]) -> _M:
+    """The request, or the call ended with INVALID_ARGUMENT when it did not parse."""
+    if isinstance(request, _Malformed):
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+    return request
+
+
+async def _checked_stream(requests: AsyncIterable[Message | _Malformed], context: _Context
+                          ) -> AsyncIterator[Message]:
     async for request in requests:
-        if isinstance(request, _Malformed):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
-        yield request
+        yield await _refuse_malformed(request, context)
 
 
-def _guard(method, client_streaming: bool, server_streaming: bool):
-    """Wraps a servicer method so a malformed request is refused with INVALID_ARGUMENT."""
-    if client_streaming:
-        if server_streaming:  # servicer methods are async generators (no context.write)
-            async def handler(requests, context):
-                async for item in method(_checked_stream(requests, context), context):
-                    yield item
-        else:
-            async def handler(requests, context):
-                return await method(_checked_stream(requests, context), context)
-    elif server_streaming:
-        if getattr(method, "checks_its_request", False):
-            return method
-        async def handler(request, context):
-            if isinstance(request, _Malformed):
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
-            async for item in method(request, context):
-                yield item
-    else:
-        async def handler(request, context):
-            if isinstance(request, _Malformed):
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
-            return await method(request, context)
+# Each wraps a servicer method of its kind so a malformed request is refused with INVALID_ARGUMENT.
+# (Servicer methods are coroutines or async generators: no context.write.)
+
+def _guard_unary_unary(method: Callable[[Message, _Context], Awaitable[Message]]
+                       ) -> Callable[[Message | _Malformed, _Context], Awaitable[Message]]:
+    """A unary call's method behind the parse check."""
+    async def handler(request: Message | _Malformed, context: _Context) -> Message:
+        return await method(await _refuse_malformed(request, context), context)
     return handler
 
 
-def executor_handler(servicer) -> grpc.GenericRpcHandler:
-    """The Executor service's handlers, built from the proto descriptor with safe parsers."""
-    from google.protobuf import symbol_database
+def _guard_unary_stream(method: Callable[[Message, _Context], AsyncIterator[Message]]
+                        ) -> Callable[[Message | _Malformed, _Context], AsyncIterator[Message]]:
+    """A server-streaming method behind the parse check."""
+    async def handler(request: Message | _Malformed, context: _Context) -> AsyncIterator[Message]:
+        async for item in method(await _refuse_malformed(request, context), context):
+            yield item
+    return handler
 
+
+def _guard_stream_unary(method: Callable[[AsyncIterator[Message], _Context], Awaitable[Message]]
+                        ) -> Callable[[AsyncIterable[Message | _Malformed], _Context], Awaitable[Message]]:
+    """A client-streaming method whose every request passes the parse check."""
+    async def handler(requests: AsyncIterable[Message | _Malformed], context: _Context) -> Message:
+        return await method(_checked_stream(requests, context), context)
+    return handler
+
+
+def _guard_stream_stream(method: Callable[[AsyncIterator[Message], _Context], AsyncIterator[Message]]
+                         ) -> Callable[[AsyncIterable[Message | _Malformed], _Context], AsyncIterator[Message]]:
+    """A bidirectional method whose every request passes the parse check."""
+    async def handler(requests: AsyncIterable[Message | _Malformed], context: _Context) -> AsyncIterator[Message]:
+        async for item in method(_checked_stream(requests, context), context):
+            yield item
+    return handler
+
+
+def _method_handler(servicer: Servicer, m: MethodDescriptor) -> grpc.RpcMethodHandler[Message, Message]:
+    """One method's handler: its servicer method behind the parse check, with a safe parser."""
     db = symbol_database.Default()
+    parse = _safe_parser(db.GetSymbol(m.input_type.full_name))
+    serialize = db.GetSymbol(m.output_type.full_name).SerializeToString
+    method = getattr(servicer, m.name)
+    if m.client_streaming and m.server_streaming:
+        return grpc.stream_stream_rpc_method_handler(_guard_stream_stream(method), parse, serialize)
+    if m.client_streaming:
+        return grpc.stream_unary_rpc_method_handler(_guard_stream_unary(method), parse, serialize)
+    if m.server_streaming:
+        if getattr(method, "checks_its_request", False):
+            return grpc.unary_stream_rpc_method_handler(method, parse, serialize)
+        return grpc.unary_stream_rpc_method_handler(_guard_unary_stream(method), parse, serialize)
+    return grpc.unary_unary_rpc_method_handler(_guard_unary_unary(method), parse, serialize)
+
+
+def executor_handler(servicer: Servicer) -> grpc.GenericRpcHandler[Message, Message]:
+    """The Executor service's handlers, built from the proto descriptor with safe parsers."""
     service = pb.DESCRIPTOR.services_by_name["Executor"]
-    handlers = {}
-    for m in service.methods:
-        request_cls = db.GetSymbol(m.input_type.full_name)
-        response_cls = db.GetSymbol(m.output_type.full_name)
-        method = _guard(getattr(servicer, m.name), m.client_streaming, m.server_streaming)
-        make = {(False, False): grpc.unary_unary_rpc_method_handler,
-                (False, True): grpc.unary_stream_rpc_method_handler,
-                (True, False): grpc.stream_unary_rpc_method_handler,
-                (True, True): grpc.stream_stream_rpc_method_handler}[(m.client_streaming, m.server_streaming)]
-        handlers[m.name] = make(method, request_deserializer=_safe_parser(request_cls),
-                                response_serializer=response_cls.SerializeToString)
+    handlers = {m.name: _method_handler(servicer, m) for m in service.methods}
     return grpc.method_handlers_generic_handler(service.full_name, handlers)
 
 
@@ -343,6 +365,17 @@ def _is_loopback(address: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _tls_credentials(tls: TLSConfig) -> grpc.ServerCredentials:
+    """The listener's certificate and key, and the CA its clients' certificates must chain to (if any)."""
+    try:
+        key = Path(tls.key).read_bytes()
+        cert = Path(tls.cert).read_bytes()
+        ca = Path(tls.client_ca).read_bytes() if tls.client_ca else None
+    except OSError as exc:
+        raise ConfigError(f"tls: cannot read {exc.filename}: {exc.strerror}") from None
+    return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=ca is not None)
 
 
 class ExecutorServicer(ProcessServicer, PtyServicer, Servicer):
@@ -362,6 +395,8 @@ class Daemon:
             backend.hide(hidden)  # before start(): no command may see these (local hides them)
         self.auth = Auth(config)
         self.server: grpc.aio.Server | None = None
+        self.metrics: Metrics | None = None  # kept only when something can read them (metrics.listen)
+        self._gate_watch: asyncio.Future[None] | None = None
         self.health = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
         self._check_listen()
 
@@ -385,8 +420,8 @@ class Daemon:
         self.core.listeners.append(log_exec)
         # Metrics are kept only when something can read them (the endpoint is off by default): the
         # series cost every command a few dozen microseconds.
-        self.metrics = Metrics(self.core) if self.config.metrics.listen else None
-        if self.metrics is not None:
+        if self.config.metrics.listen:
+            self.metrics = Metrics(self.core)
             self.metrics.serve(self.config.metrics.listen)
         limit = self.config.limits.max_message_bytes
         options = [
@@ -413,7 +448,7 @@ class Daemon:
                         path.unlink()
                     self.server.add_insecure_port(f"unix://{path}")
                 elif self.config.tls is not None:
-                    self.server.add_secure_port(address, self._tls_credentials())
+                    self.server.add_secure_port(address, _tls_credentials(self.config.tls))
                 else:
                     self.server.add_insecure_port(address)
             await self.server.start()
@@ -446,17 +481,7 @@ class Daemon:
                     await result
             await asyncio.sleep(1.0)
 
-    def _tls_credentials(self) -> grpc.ServerCredentials:
-        tls = self.config.tls
-        try:
-            key = Path(tls.key).read_bytes()
-            cert = Path(tls.cert).read_bytes()
-            ca = Path(tls.client_ca).read_bytes() if tls.client_ca else None
-        except OSError as exc:
-            raise ConfigError(f"tls: cannot read {exc.filename}: {exc.strerror}") from None
-        return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=ca is not None)
-
-    async def _set_health(self, status) -> None:
+    async def _set_health(self, status: health_pb2.HealthCheckResponse.ServingStatus.ValueType) -> None:
         for service in ("", "executor.v1.Executor"):
             result = self.health.set(service, status)
             if asyncio.iscoroutine(result):
@@ -467,7 +492,7 @@ class Daemon:
         end them (each running Exec and Pty still gets its Exit, CANCELLED, "the daemon is shutting
         down") and everything else, in bounded time however many tasks there are."""
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
-        if getattr(self, "_gate_watch", None) is not None:
+        if self._gate_watch is not None:
             self._gate_watch.cancel()
         limits = self.config.limits
         # The server's own grace covers the drain plus the final Exit of every interrupted call.

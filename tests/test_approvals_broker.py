@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import pathlib
 import stat
 
@@ -307,3 +308,20 @@ async def test_audit_in_a_loop_is_written_at_its_next_turn_and_on_close(tmp_path
     log.record(task="t", command="three", decision="allow")
     log.close()  # nothing waiting is lost when the daemon stops
     assert json.loads((tmp_path / "audit.jsonl").read_text().splitlines()[-1])["command"] == "three"
+
+
+async def test_an_approval_the_audit_log_cannot_record_is_refused(tmp_path: pathlib.Path) -> None:
+    """The log breaks while the caller waits (the approver's decision meets a full disk): the
+    approved command is refused, never run unrecorded."""
+    a = make(tmp_path)
+
+    async def approve_on_a_full_disk(p: Pending) -> None:
+        full = os.open("/dev/full", os.O_WRONLY)
+        os.dup2(full, a._audit._fd)  # the log's own descriptor now answers ENOSPC
+        os.close(full)
+        a.resolve(p.approval_id, ApprovalDecision.APPROVE_ONCE, by="alice")
+
+    r = await a.authorize("git push -f", task_id="t", backend="local", on_pending=approve_on_a_full_disk)
+    assert not r.allowed and r.decided_by == "audit" and "audit log cannot be written" in r.message
+    assert a.audit_problem
+    a.close()
