@@ -23,11 +23,11 @@ import queue
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Unpack
 
 import grpc
 
-from executor.client import Client, ExecResult, ExecutorError, decision_value, error_from
+from executor.client import Client, ExecOptions, ExecResult, ExecutorError, decision_value, error_from
 from executor.placement import owner_of, task_of
 from executor.v1 import executor_pb2 as pb
 
@@ -66,12 +66,15 @@ class Fleet:
     def client_of(self, member: str) -> Client:
         return self._clients[member]
 
-    # ``kwargs``: Client.exec's and Client.run's keyword options, passed on as they are.
-    def exec(self, task_id: str, command: str, **kwargs: Any) -> Iterator[pb.ExecEvent]:
-        return self.client_for(task_id).exec(task_id, command, **kwargs)
+    def exec(self, task_id: str, command: str, *, timeout: float = 0.0, rpc_timeout: float | None = None,
+             **kwargs: Unpack[ExecOptions]) -> Iterator[pb.ExecEvent]:
+        """Client.exec on the member that owns the task."""
+        return self.client_for(task_id).exec(task_id, command, timeout=timeout, rpc_timeout=rpc_timeout, **kwargs)
 
-    def run(self, task_id: str, command: str, **kwargs: Any) -> ExecResult:
-        return self.client_for(task_id).run(task_id, command, **kwargs)
+    def run(self, task_id: str, command: str, *, timeout: float = 0.0, rpc_timeout: float | None = None,
+            **kwargs: Unpack[ExecOptions]) -> ExecResult:
+        """Client.run on the member that owns the task."""
+        return self.client_for(task_id).run(task_id, command, timeout=timeout, rpc_timeout=rpc_timeout, **kwargs)
 
     def close_task(self, task_id: str, remove_files: bool = False) -> pb.CloseTaskResponse:
         return self.client_for(task_id).close_task(task_id, remove_files)
