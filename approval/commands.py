@@ -11,7 +11,8 @@ import re
 from collections.abc import Iterable
 
 from . import inline
-from .parser import Cmd, Kinds, fallback_commands
+from .lexer import fallback_commands
+from .model import Cmd, Kinds
 
 SHELLS = frozenset(
     {

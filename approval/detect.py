@@ -22,8 +22,9 @@ from . import inline
 from .commands import NETWORK_TOOLS, SHELLS, base_name, classify, interpreter_lang, unwrap
 from .context import CURRENT, GateContext, ScriptFile
 from .interactive import interactive_risk
+from .model import UNKNOWN, Cmd, Kinds, TooComplex
 from .normalize import normalize
-from .parser import UNKNOWN, Cmd, Kinds, TooComplex, echo_output, parse
+from .parser import parse
 from .paths import _GLOB_CHAR, glob_regex, write_class
 from .rules import RULES, reason_for
 from .state import ShellState, read_state, state_env
@@ -42,6 +43,7 @@ from .tools.handoff import ssh_local_code
 from .tools.remote import judge_script
 from .tools.system import _h_nsenter
 from .verdict import Decision, Verdict
+from .words import echo_output
 
 _log = logging.getLogger("executor.approval")
 

@@ -32,8 +32,9 @@ import re
 
 from . import inline
 from .commands import SHELLS, base_name, command_start, interpreter_lang, peel, split_options
+from .model import UNKNOWN, Cmd, TooComplex
 from .normalize import normalize
-from .parser import UNKNOWN, Cmd, TooComplex, parse
+from .parser import parse
 
 _log = logging.getLogger("executor.approval")
 

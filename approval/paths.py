@@ -12,7 +12,7 @@ import posixpath
 import re
 
 from .context import CURRENT, GateContext, within
-from .parser import UNKNOWN
+from .model import UNKNOWN
 
 # Top-level directories whose loss breaks the system.
 SYSTEM_TOP = frozenset(

@@ -14,7 +14,7 @@ from ..commands import (
     split_options,
     unwrap,
 )
-from ..parser import UNKNOWN, Cmd, Kinds
+from ..model import UNKNOWN, Cmd, Kinds
 from ..paths import delete_class, glob_regex
 from .base import Ctx, Examples, _inner, _opt_value, also, handles
 

@@ -11,7 +11,7 @@ from ..commands import (
     short_flags,
     split_options,
 )
-from ..parser import UNKNOWN, Cmd, Kinds
+from ..model import UNKNOWN, Cmd, Kinds
 from .base import Ctx, Examples, _opt_value, also, handles
 
 if TYPE_CHECKING:

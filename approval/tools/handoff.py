@@ -19,8 +19,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..parser import UNKNOWN, Cmd, Kinds
 from ..makefiles import makefile_recipes
+from ..model import UNKNOWN, Cmd, Kinds
 from .base import Ctx, Examples, _opt_value, also
 from .git import git_subcommand
 from .remote import _stdin_texts, judge_script

@@ -13,7 +13,7 @@ from ..commands import (
     short_flags,
     split_options,
 )
-from ..parser import Cmd, Kinds
+from ..model import Cmd, Kinds
 from .base import Ctx, Examples, also, handles
 from .remote import _stdin_texts, judge_script, judge_text
 

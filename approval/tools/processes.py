@@ -13,7 +13,7 @@ from ..commands import (
     split_options,
     unwrap,
 )
-from ..parser import UNKNOWN, Cmd, Kinds
+from ..model import UNKNOWN, Cmd, Kinds
 from .base import Ctx, Examples, handles
 
 if TYPE_CHECKING:

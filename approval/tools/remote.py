@@ -10,7 +10,6 @@ import re
 from typing import TYPE_CHECKING
 
 from .. import inline
-from ..context import GateContext, ScriptFile
 from ..commands import (
     CODE_FLAGS,
     SHELLS,
@@ -22,9 +21,11 @@ from ..commands import (
     split_options,
     unwrap,
 )
-from ..parser import UNKNOWN, Cmd, Kinds, echo_output
+from ..context import GateContext, ScriptFile
 from ..makefiles import makefile_recipes
+from ..model import UNKNOWN, Cmd, Kinds
 from ..paths import delete_class
+from ..words import echo_output
 from .base import HANDLERS, Ctx, Examples, handles
 from .clusters import _fed_by_listing
 from .deletes import FIND_FILTERS, RM_NAMES, _rm_recursive
