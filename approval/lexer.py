@@ -57,16 +57,12 @@ def fallback_commands(text: str, env: dict[str, str] | None = None) -> list[Cmd]
             in_word = True
             i = j + 1
         elif ch == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
+            j = _closing(text, i + 1, '"')
             buf.append(unescape_dq(text[i + 1 : j]))
             in_word = True
             i = j + 1
         elif ch == "$" and text.startswith("$'", i):
-            j = i + 2
-            while j < n and text[j] != "'":
-                j += 2 if text[j] == "\\" else 1
+            j = _closing(text, i + 2, "'")
             buf.append(decode_escapes(text[i + 2 : j]))
             in_word = True
             i = j + 1
@@ -108,3 +104,12 @@ def fallback_commands(text: str, env: dict[str, str] | None = None) -> list[Cmd]
             i += 1
     flush_cmd()
     return cmds
+
+
+def _closing(text: str, j: int, quote: str) -> int:
+    """Where the string opened before ``j`` closes with ``quote`` (a backslash escapes the next
+    character), or past the end when it does not."""
+    n = len(text)
+    while j < n and text[j] != quote:
+        j += 2 if text[j] == "\\" else 1
+    return j
