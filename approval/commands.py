@@ -8,7 +8,7 @@ downloaded or decoded text (which must not be fed to a shell unseen).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from . import inline
 from .lexer import fallback_commands
@@ -123,8 +123,8 @@ def short_flags(opts: list[str]) -> set[str]:
 
 def command_start(
     args: list[str],
-    with_arg: set[str],
-    long_with_arg: set[str] = frozenset(),
+    with_arg: Collection[str],
+    long_with_arg: Collection[str] = frozenset(),
     skip_operands: int = 0,
     assignments: bool = False,
 ) -> int:
@@ -157,11 +157,16 @@ def command_start(
 # wrappers
 
 
-def _w(with_arg: str = "", long_with_arg: str = "", skip: int = 0, assignments: bool = False):
+WrapperSpec = tuple[frozenset[str], frozenset[str], int, bool]
+"""A wrapper's options that take a value (short, long), its fixed operands before the command, and
+whether ``NAME=value`` words may come first."""
+
+
+def _w(with_arg: str = "", long_with_arg: str = "", skip: int = 0, assignments: bool = False) -> WrapperSpec:
     return (frozenset(with_arg.split()), frozenset(long_with_arg.split()), skip, assignments)
 
 
-WRAPPERS: dict[str, tuple[frozenset[str], frozenset[str], int, bool]] = {
+WRAPPERS: dict[str, WrapperSpec] = {
     "sudo": _w(
         "-u -g -C -D -h -p -r -t -U -T -R",
         "--user --group --close-from --chdir --host --prompt --role --type --other-user --command-timeout --chroot",

@@ -523,11 +523,9 @@ class _Walker:
                 kinds |= self.classify(cmd)
         value = UNKNOWN
         if len(inner) == 1:
-            value = echo_output(inner[0].argv)
-            if value is None:
-                value = UNKNOWN
-            else:
-                value = value.rstrip("\n")
+            printed = echo_output(inner[0].argv)
+            if printed is not None:
+                value = printed.rstrip("\n")
         if node.type == "process_substitution":
             kinds.add("procsub")
             value = "/dev/fd/63"
@@ -624,12 +622,12 @@ class _Walker:
             return [_Piece(value, split=not quoted, kinds=kinds)]
         if t == "arithmetic_expansion":
             self.substitutions_in(node, depth + 1)
-            value = arithmetic(self.text(node), self.env)
-            return [_Piece(UNKNOWN if value is None else str(value), kinds=_ARITH if value is None else NOKINDS)]
+            number = arithmetic(self.text(node), self.env)
+            return [_Piece(UNKNOWN if number is None else str(number), kinds=_ARITH if number is None else NOKINDS)]
         if t == "brace_expression":
             return [_Piece(self.text(node), brace=not quoted)]
         if t == "array":
-            vals = []
+            vals: list[str] = []
             for c in node.children:
                 if c.is_named:
                     vals.extend(p.text for p in self.pieces(c, depth + 1, quoted))

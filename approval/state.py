@@ -19,6 +19,8 @@ import functools
 import re
 from dataclasses import dataclass, field
 
+from tree_sitter import Node
+
 from .model import DEFAULT_ENV, UNKNOWN
 from .parser import _PARSER, _Walker
 
@@ -77,7 +79,7 @@ def _read(text: str) -> ShellState:
     functions: dict[str, str] = {}
     aliases: dict[str, str] = {}
 
-    def walk(node, depth: int) -> None:  # noqa: ANN001
+    def walk(node: Node, depth: int) -> None:
         nonlocal cwd
         for c in node.children:
             t = c.type

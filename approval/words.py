@@ -93,7 +93,7 @@ _RANGE = re.compile(r"^(-?\d+|[A-Za-z])\.\.(-?\d+|[A-Za-z])(?:\.\.(-?\d+))?$")
 def _brace_alternatives(inner: str) -> list[str] | None:
     parts: list[str] = []
     depth = 0
-    cur = []
+    cur: list[str] = []
     for ch in inner:
         if ch == "{":
             depth += 1
@@ -190,7 +190,7 @@ def _arith_eval(n: object) -> int | None:
             q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
             return q if isinstance(n.op, ast.FloorDiv) else a - q * b
         if isinstance(n.op, ast.Pow) and 0 <= b < 64 and abs(a) < 2**16:
-            return a**b
+            return int(a**b)  # b >= 0: an int (typeshed cannot know)
     return None
 
 

@@ -84,9 +84,9 @@ def _h_find(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
     if name != "find":
         if any(a in ("-x", "--exec", "-X", "--exec-batch") for a in args):
             i = next(i for i, a in enumerate(args) if a in ("-x", "--exec", "-X", "--exec-batch"))
-            sub = args[i + 1 :]
+            run = args[i + 1 :]
             d.command(
-                Cmd([s if s != "{}" else "./" + UNKNOWN for s in sub], [frozenset()] * len(sub), cmd.text, cwd=cmd.cwd),
+                Cmd([s if s != "{}" else "./" + UNKNOWN for s in run], [frozenset()] * len(run), cmd.text, cwd=cmd.cwd),
                 ctx,
             )
         return

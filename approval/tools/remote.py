@@ -329,8 +329,8 @@ def _h_xargs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
                   "Recursively deletes whatever paths its input lists; the gate cannot see them.")
     argv = [s.replace(replace, item) for s in sub] if replace else sub + [item]
     mass = frozenset({"mass"}) if _fed_by_listing(cmd) or _fed_by_ps(cmd) else frozenset()
-    inner = Cmd(argv, [mass] * len(argv), cmd.text, upstream=cmd.upstream, cwd=cmd.cwd)
-    d.command(inner, ctx)
+    run = Cmd(argv, [mass] * len(argv), cmd.text, upstream=cmd.upstream, cwd=cmd.cwd)
+    d.command(run, ctx)
 
 
 @handles("parallel")
