@@ -8,10 +8,11 @@ downloaded or decoded text (which must not be fed to a shell unseen).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from . import inline
-from .parser import Cmd, Kinds, fallback_commands
+from .lexer import fallback_commands
+from .model import Cmd, Kinds
 
 SHELLS = frozenset(
     {
@@ -122,8 +123,8 @@ def short_flags(opts: list[str]) -> set[str]:
 
 def command_start(
     args: list[str],
-    with_arg: set[str],
-    long_with_arg: set[str] = frozenset(),
+    with_arg: Collection[str],
+    long_with_arg: Collection[str] = frozenset(),
     skip_operands: int = 0,
     assignments: bool = False,
 ) -> int:
@@ -156,11 +157,16 @@ def command_start(
 # wrappers
 
 
-def _w(with_arg: str = "", long_with_arg: str = "", skip: int = 0, assignments: bool = False):
+WrapperSpec = tuple[frozenset[str], frozenset[str], int, bool]
+"""A wrapper's options that take a value (short, long), its fixed operands before the command, and
+whether ``NAME=value`` words may come first."""
+
+
+def _w(with_arg: str = "", long_with_arg: str = "", skip: int = 0, assignments: bool = False) -> WrapperSpec:
     return (frozenset(with_arg.split()), frozenset(long_with_arg.split()), skip, assignments)
 
 
-WRAPPERS: dict[str, tuple[frozenset[str], frozenset[str], int, bool]] = {
+WRAPPERS: dict[str, WrapperSpec] = {
     "sudo": _w(
         "-u -g -C -D -h -p -r -t -U -T -R",
         "--user --group --close-from --chdir --host --prompt --role --type --other-user --command-timeout --chroot",
@@ -301,130 +307,191 @@ def unwrap(argv: list[str]) -> tuple[list[str], str | None]:
     return argv, None
 
 
-def peel(argv: list[str]) -> tuple[list[str], bool]:
+Peeled = tuple[list[str], bool]
+"""One peeling step's result: (the argv inside the wrapper, whether it is final)."""
+Peeler = Callable[[str, list[str]], Peeled | None]
+"""A wrapper's own peeling step, given its name and whole argv; None: peel it by :data:`WRAPPERS`."""
+
+
+def peel(argv: list[str]) -> Peeled:
     """One step of :func:`unwrap`: (``argv`` with its outermost wrapper peeled, whether that is final).
 
     ``final`` is True when ``argv`` is no wrapper (it is returned as is), or when the wrapper
     turned into what really runs (``sudo -i`` -> ``bash -i``, ``script`` without ``-c`` -> ``[]``).
+    Wrappers with their own spelling have a peeler in :data:`_PEELERS`; the rest are peeled by
+    their options (:data:`SUBCOMMAND_WRAPPERS`, then :data:`WRAPPERS`).
     """
     if not argv:
         return argv, True
     name = base_name(argv[0])
+    own = _PEELERS.get(name)
+    if own is not None:
+        peeled = own(name, argv)
+        if peeled is not None:
+            return peeled
     args = argv[1:]
-    if name in ("sudo", "doas", "run0") and any(
+    if name in SUBCOMMAND_WRAPPERS and args and args[0] in SUBCOMMAND_WRAPPERS[name]:
+        return _peel_subcommand(name, args[1:])
+    return _peel_by_options(name, argv)
+
+
+def _peel_sudo(name: str, argv: list[str]) -> Peeled | None:
+    """``sudo -s``/``-i`` (and doas, run0) start a shell that runs the rest as one string, or an
+    interactive shell; ``sudo -e`` is ``sudoedit``.  Otherwise a plain wrapper."""
+    args = argv[1:]
+    with_arg, long_with_arg, _, _ = WRAPPERS[name]
+    i = command_start(args, with_arg, long_with_arg)
+    if any(
         a in ("-s", "--shell", "-i", "--login") or re.fullmatch(r"-[a-zA-Z]*[si][a-zA-Z]*", a) and a[1:2] != "u"
-        for a in args[: command_start(args, WRAPPERS[name][0], WRAPPERS[name][1])]
+        for a in args[:i]
     ):
-        i = command_start(args, WRAPPERS[name][0], WRAPPERS[name][1])
         rest = args[i:]
         return (["bash", "-c", " ".join(rest)], True) if rest else (["bash", "-i"], True)
     if name in ("sudo", "doas") and args[:1] in (["-e"], ["--edit"]):
         return ["sudoedit", *args[1:]], True
-    if name == "command" and any(a in ("-v", "-V") for a in args[:2]):
-        return [], True
-    if name == "env":
-        split = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-S", "--split-string")), None)
-        if split is None:
-            split = next((a.split("=", 1)[1] for a in args if a.startswith("--split-string=")), None)
-        if split is not None:
-            return [w for c in fallback_commands(split) for w in c.argv], False
-    if name in ("su", "runuser"):
-        payload = option_value(args, ("-c", "--command", "--session-command"))
-        if payload is not None:
-            return ["sh", "-c", payload], True
-        if name == "runuser":
-            i = command_start(
-                args, {"-u", "-g", "-G", "-w"}, {"--user", "--group", "--supp-group", "--whitelist-environment"}
-            )
-            if "-u" in args or any(a.startswith("--user") for a in args):
-                argv = args[i:]
-                return argv, False
-        return (["bash", "-i"], True)
-    if name in ("sg", "newgrp") and len(args) >= 2:
-        return ["sh", "-c", " ".join(args[1:])], True
-    if name in ("flock",):
-        payload = option_value(args, ("-c", "--command"))
-        if payload is not None:
-            return ["sh", "-c", payload], True
-        i = command_start(args, {"-w", "-E"}, {"--timeout", "--conflict-exit-code"}, skip_operands=1)
-        argv = args[i:]
-        return argv, False
-    if name == "script":
-        payload = option_value(args, ("-c", "--command"))
-        return (["sh", "-c", payload], True) if payload is not None else ([], True)
-    if name == "watch":
-        i = command_start(args, WRAPPERS["watch"][0], WRAPPERS["watch"][1])
-        rest = args[i:]
-        if "--exec" in args[:i] or any(re.fullmatch(r"-[a-zA-Z]*x[a-zA-Z]*", a) for a in args[:i]):
-            argv = rest
-            return argv, False
-        return (["sh", "-c", " ".join(rest)], True) if rest else ([], True)
-    if name in ("ssh", "autossh", "mosh", "gcloud-ssh"):
+    return None
+
+
+def _peel_command(name: str, argv: list[str]) -> Peeled | None:
+    """``command -v rm`` only looks a name up: nothing runs.  Otherwise a plain wrapper."""
+    return ([], True) if any(a in ("-v", "-V") for a in argv[1:3]) else None
+
+
+def _peel_env(name: str, argv: list[str]) -> Peeled | None:
+    """``env -S 'cmd args'`` splits its string into the command.  Otherwise a plain wrapper."""
+    args = argv[1:]
+    split = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-S", "--split-string")), None)
+    if split is None:
+        split = next((a.split("=", 1)[1] for a in args if a.startswith("--split-string=")), None)
+    if split is not None:
+        return [w for c in fallback_commands(split) for w in c.argv], False
+    return None
+
+
+def _peel_su(name: str, argv: list[str]) -> Peeled:
+    """``su -c 'cmd'`` runs a shell string; ``runuser -u user cmd`` runs the rest; else a login shell."""
+    args = argv[1:]
+    payload = option_value(args, ("-c", "--command", "--session-command"))
+    if payload is not None:
+        return ["sh", "-c", payload], True
+    if name == "runuser":
         i = command_start(
-            args,
-            {
-                "-p",
-                "-i",
-                "-l",
-                "-o",
-                "-F",
-                "-J",
-                "-L",
-                "-R",
-                "-D",
-                "-b",
-                "-c",
-                "-E",
-                "-e",
-                "-I",
-                "-m",
-                "-O",
-                "-Q",
-                "-S",
-                "-W",
-                "-w",
-                "-B",
-                "-M",
-            },
-            skip_operands=1,
+            args, {"-u", "-g", "-G", "-w"}, {"--user", "--group", "--supp-group", "--whitelist-environment"}
         )
-        rest = args[i:]
-        return (["sh", "-c", " ".join(rest)], True) if rest else ([], True)
-    if name == "nix-shell":
-        payload = option_value(args, ("--run", "--command"))
+        if "-u" in args or any(a.startswith("--user") for a in args):
+            return args[i:], False
+    return ["bash", "-i"], True
+
+
+def _peel_sg(name: str, argv: list[str]) -> Peeled | None:
+    """``sg group cmd args`` (and newgrp) runs the words after the group as a shell string."""
+    args = argv[1:]
+    return (["sh", "-c", " ".join(args[1:])], True) if len(args) >= 2 else None
+
+
+def _peel_flock(name: str, argv: list[str]) -> Peeled:
+    """``flock file -c 'cmd'`` runs a shell string; ``flock file cmd args`` the command after the file."""
+    args = argv[1:]
+    payload = option_value(args, ("-c", "--command"))
+    if payload is not None:
+        return ["sh", "-c", payload], True
+    i = command_start(args, {"-w", "-E"}, {"--timeout", "--conflict-exit-code"}, skip_operands=1)
+    return args[i:], False
+
+
+def _shell_payload(*options: str) -> Peeler:
+    """A peeler for a wrapper that runs only the shell string given with one of ``options``
+    (``script -c``, ``nix-shell --run``); without one nothing the gate can see runs."""
+
+    def peel_payload(name: str, argv: list[str]) -> Peeled:
+        payload = option_value(argv[1:], options)
         return (["sh", "-c", payload], True) if payload is not None else ([], True)
-    if name in ("busybox", "toybox"):
-        if args and not args[0].startswith("-"):
-            argv = args
-            return argv, False
-        return argv, True
-    if name in SUBCOMMAND_WRAPPERS and args and args[0] in SUBCOMMAND_WRAPPERS[name]:
-        rest = args[1:]
-        if name == "nix":
-            payload = option_value(rest, ("-c", "--command"))
-            if payload is None:
-                return [], True
-            j = rest.index(payload) if payload in rest else len(rest)
-            argv = rest[j:]
-            return argv, False
-        j = command_start(
-            rest,
-            {"-n", "-p", "--name", "--prefix", "-e", "--env", "--from", "--with", "--python", "-c", "--config"},
-        )
-        argv = rest[j:]
-        return argv, False
+
+    return peel_payload
+
+
+def _peel_watch(name: str, argv: list[str]) -> Peeled:
+    """``watch cmd args`` joins the rest into a shell string; with ``-x``/``--exec`` runs it as is."""
+    args = argv[1:]
+    with_arg, long_with_arg, _, _ = WRAPPERS["watch"]
+    i = command_start(args, with_arg, long_with_arg)
+    rest = args[i:]
+    if "--exec" in args[:i] or any(re.fullmatch(r"-[a-zA-Z]*x[a-zA-Z]*", a) for a in args[:i]):
+        return rest, False
+    return (["sh", "-c", " ".join(rest)], True) if rest else ([], True)
+
+
+_SSH_WITH_ARG = frozenset("-p -i -l -o -F -J -L -R -D -b -c -E -e -I -m -O -Q -S -W -w -B -M".split())
+
+
+def _peel_ssh(name: str, argv: list[str]) -> Peeled:
+    """``ssh host cmd args``: the words after the host form a shell string (run there)."""
+    args = argv[1:]
+    i = command_start(args, _SSH_WITH_ARG, skip_operands=1)
+    rest = args[i:]
+    return (["sh", "-c", " ".join(rest)], True) if rest else ([], True)
+
+
+def _peel_multicall(name: str, argv: list[str]) -> Peeled:
+    """``busybox rm -rf /`` (and toybox) runs the applet named first; with options, nothing else."""
+    args = argv[1:]
+    if args and not args[0].startswith("-"):
+        return args, False
+    return argv, True
+
+
+_PEELERS: dict[str, Peeler] = {
+    "sudo": _peel_sudo,
+    "doas": _peel_sudo,
+    "run0": _peel_sudo,
+    "command": _peel_command,
+    "env": _peel_env,
+    "su": _peel_su,
+    "runuser": _peel_su,
+    "sg": _peel_sg,
+    "newgrp": _peel_sg,
+    "flock": _peel_flock,
+    "script": _shell_payload("-c", "--command"),
+    "nix-shell": _shell_payload("--run", "--command"),
+    "watch": _peel_watch,
+    "ssh": _peel_ssh,
+    "autossh": _peel_ssh,
+    "mosh": _peel_ssh,
+    "gcloud-ssh": _peel_ssh,
+    "busybox": _peel_multicall,
+    "toybox": _peel_multicall,
+}
+
+
+def _peel_subcommand(name: str, rest: list[str]) -> Peeled:
+    """``poetry run X``, ``bundle exec X``, ``nix develop -c X``: ``rest`` follows the subcommand."""
+    if name == "nix":
+        payload = option_value(rest, ("-c", "--command"))
+        if payload is None:
+            return [], True
+        j = rest.index(payload) if payload in rest else len(rest)
+        return rest[j:], False
+    j = command_start(
+        rest,
+        {"-n", "-p", "--name", "--prefix", "-e", "--env", "--from", "--with", "--python", "-c", "--config"},
+    )
+    return rest[j:], False
+
+
+def _peel_by_options(name: str, argv: list[str]) -> Peeled:
+    """A wrapper in :data:`WRAPPERS` runs what follows its options (and fixed operands); any
+    other command is no wrapper."""
     spec = WRAPPERS.get(name)
     if spec is None:
         return argv, True
     with_arg, long_with_arg, skip, assignments = spec
+    args = argv[1:]
     if name in ("nice",) and args and re.fullmatch(r"-\d+", args[0]):
         args = args[1:]
     if name == "faketime" and any(a == "-f" or a.startswith("-f") for a in args[:2]):
         skip = 0  # the time comes with -f: no timestamp operand
     if name in ("taskset",) and args and args[0] in ("-c", "--cpu-list"):
         args = args[1:]
-    if name == "xargs":
-        return argv, True
     i = command_start(args, with_arg, long_with_arg, skip, assignments)
     return args[i:], False
 

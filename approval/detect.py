@@ -21,10 +21,12 @@ import shlex
 from . import inline
 from .commands import NETWORK_TOOLS, SHELLS, base_name, classify, interpreter_lang, unwrap
 from .context import CURRENT, GateContext, ScriptFile
+from .globs import glob_regex
 from .interactive import interactive_risk
+from .model import UNKNOWN, Cmd, Kinds, TooComplex
 from .normalize import normalize
-from .parser import UNKNOWN, Cmd, Kinds, TooComplex, echo_output, parse
-from .paths import _GLOB_CHAR, glob_regex, write_class
+from .parser import parse
+from .paths import _GLOB_CHAR, write_class
 from .rules import RULES, reason_for
 from .state import ShellState, read_state, state_env
 from .tools import (
@@ -42,6 +44,7 @@ from .tools.handoff import ssh_local_code
 from .tools.remote import judge_script
 from .tools.system import _h_nsenter
 from .verdict import Decision, Verdict
+from .words import echo_output
 
 _log = logging.getLogger("executor.approval")
 
@@ -408,9 +411,6 @@ def _scan_full(command: str, context: GateContext | None) -> tuple[tuple[Verdict
     return _scan_cached(command, context)
 
 
-_scan.cache_clear = lambda: _scan_cached.cache_clear()  # type: ignore[attr-defined]
-
-
 @functools.lru_cache(maxsize=2048)
 def _scan_cached(command: str, context: GateContext | None) -> tuple[tuple[Verdict, ...], tuple[str, ...]]:
     token = CURRENT.set(context)
@@ -418,6 +418,11 @@ def _scan_cached(command: str, context: GateContext | None) -> tuple[tuple[Verdi
         return _scan_uncached(command, context)
     finally:
         CURRENT.reset(token)
+
+
+def clear_cache() -> None:
+    """Forget the cached verdicts (for tests that change the rules under the detector)."""
+    _scan_cached.cache_clear()
 
 
 def _scan_uncached(command: str, context: GateContext | None) -> tuple[tuple[Verdict, ...], tuple[str, ...]]:

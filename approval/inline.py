@@ -199,11 +199,11 @@ def code_findings(lang: str, code: str) -> list[CodeFinding]:
                 literal = _call_literals(code, m.end() - 1 if token.endswith("(") else m.end())
             out.append(CodeFinding("inline_code_shell", token.strip(), shell=literal))
     delete = _DELETE_CALL.get(lang)
-    if delete is not None and (m := delete.search(bare)):
-        out.append(CodeFinding("inline_code_delete", m.group(0), shell=None))
+    if delete is not None and (dm := delete.search(bare)):
+        out.append(CodeFinding("inline_code_delete", dm.group(0), shell=None))
     kill = _KILL_CALL.get(lang)
-    if kill is not None and (m := kill.search(bare)):
-        out.append(CodeFinding("inline_code_kill", m.group(0)))
+    if kill is not None and (km := kill.search(bare)):
+        out.append(CodeFinding("inline_code_kill", km.group(0)))
     if _WRITE.search(code):
         for s in strings_in(code):
             if s.startswith(("/", "~")):

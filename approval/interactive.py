@@ -32,8 +32,10 @@ import re
 
 from . import inline
 from .commands import SHELLS, base_name, command_start, interpreter_lang, peel, split_options
+from .model import UNKNOWN, Cmd, TooComplex
 from .normalize import normalize
-from .parser import UNKNOWN, Cmd, TooComplex, parse
+from .parser import parse
+from .sed import read_script, sed_args
 
 _log = logging.getLogger("executor.approval")
 
@@ -560,27 +562,17 @@ class _Walk:
         return None
 
     def sed(self, name: str, args: list[str]) -> str | None:
-        opts, ops = split_options(args, {"-e", "-f", "-l", "-s"}, {"--expression", "--file", "--line-length"})
-        if "--sandbox" in opts:
+        parsed = sed_args(args)
+        if parsed.sandbox:
             return None
-        scripts: list[str] = []
-        k = 0
-        while k < len(opts):
-            o = opts[k]
-            if o in ("-e", "--expression") and k + 1 < len(opts):
-                scripts.append(opts[k + 1])
-                k += 2
-                continue
-            if o.startswith("--expression="):
-                scripts.append(o.split("=", 1)[1])
-            elif o in ("-f", "--file") or o.startswith("--file="):
-                return (f"`{name}` runs a script from a file the gate cannot see, with the terminal as its input"
-                        if self.terminal else None)
-            k += 1
-        if not scripts:
-            scripts = ops[:1]
-        for s in scripts:
-            if _unknown(s) or _sed_executes(s):
+        if parsed.from_file:
+            return (
+                f"`{name}` runs a script from a file the gate cannot see, with the terminal as its input"
+                if self.terminal
+                else None
+            )
+        for s in parsed.scripts:
+            if _unknown(s) or read_script(s).executes:
                 return f"`{name}` runs lines of its input as shell commands (the `e` command)"
         return None
 
@@ -795,74 +787,6 @@ class _Walk:
         if verb == "add" and any(a in ("-p", "--patch", "-i", "--interactive", "-e", "--edit") for a in rest):
             return "`git add` reads choices from its input and can open an editor"
         return None
-
-
-def _sed_executes(script: str) -> bool:
-    """Whether a sed script has an ``e`` command or an ``s///e`` flag (GNU sed runs those lines)."""
-    s = script
-    n = len(s)
-    i = 0
-
-    def regex_end(j: int, delim: str) -> int:
-        while j < n and s[j] != delim:
-            if s[j] == "\\":
-                j += 1
-            elif s[j] == "\n":
-                return -1
-            j += 1
-        return j if j < n else -1
-
-    while i < n:
-        c = s[i]
-        if c in " \t\n;{}!":
-            i += 1
-            continue
-        # addresses
-        if c.isdigit() or c in "$,~+":
-            i += 1
-            continue
-        if c == "/" or c == "\\":
-            delim = "/" if c == "/" else (s[i + 1] if i + 1 < n else "")
-            j = regex_end(i + (1 if c == "/" else 2), delim)
-            if j < 0:
-                return True
-            i = j + 1
-            while i < n and s[i] in "IM":
-                i += 1
-            continue
-        if c == "e":
-            return True
-        if c in "sy":
-            if i + 1 >= n:
-                return True
-            delim = s[i + 1]
-            j = regex_end(i + 2, delim)
-            if j < 0:
-                return True
-            j = regex_end(j + 1, delim)
-            if j < 0:
-                return True
-            i = j + 1
-            if c == "s":
-                flags = re.match(r"[^;\n}]*", s[i:]).group(0)
-                if "e" in flags.split("w", 1)[0]:
-                    return True
-                if "w" in flags:  # w file: the rest of the line is a file name
-                    nl = s.find("\n", i)
-                    i = n if nl < 0 else nl
-                    continue
-                i += len(flags)
-            continue
-        if c in "aicrRwWbtT:#":
-            nl = s.find("\n", i)
-            if c in "bt T:" and nl < 0:
-                semi = s.find(";", i)
-                i = n if semi < 0 else semi
-                continue
-            i = n if nl < 0 else nl
-            continue
-        i += 1
-    return False
 
 
 __all__ = ["TERMINAL_SAFE", "interactive_risk", "runs_input"]

@@ -11,69 +11,67 @@ because it runs.  Payloads handed to other programs (``bash -c``, ``eval``, here
 left to the detector, which calls back into :func:`parse` recursively.
 
 The walk is bounded: too many nodes or too deep a tree raises :class:`TooComplex`.
+
+This module is the tree walk and :func:`parse`.  What it produces lives in ``model.py`` (``Cmd``,
+``Script``, ``UNKNOWN``, the limits), word semantics that need no tree in ``words.py`` (escapes,
+brace expansion, arithmetic, what ``echo``/``printf`` print) and the error-tolerant lexer for
+text tree-sitter cannot parse in ``lexer.py``; the names below are re-exported for importers.
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
-from .globs import glob_regex
+from .lexer import fallback_commands
+from .model import (
+    DEFAULT_ENV,
+    MAX_FIELDS,
+    MAX_NODES,
+    MAX_TREE_DEPTH,
+    MAX_VALUE,
+    NOKINDS,
+    UNKNOWN,
+    Classifier,
+    Cmd,
+    Kinds,
+    Script,
+    TooComplex,
+)
+from .words import (
+    arithmetic,
+    brace_expand,
+    decode_escapes,
+    echo_output,
+    printf_output,
+    trim_pattern,
+    unescape_dq,
+    unescape_unquoted,
+)
 
-UNKNOWN = "\x00"  # stands for text the gate cannot know (NUL never survives normalisation)
-
-MAX_NODES = 20_000
-MAX_TREE_DEPTH = 120
-MAX_FIELDS = 64  # brace expansion cap
-MAX_VALUE = 16_384  # longest variable value tracked
+# the parser's public names, wherever they are defined
+__all__ = [
+    "UNKNOWN",
+    "Classifier",
+    "Cmd",
+    "Kinds",
+    "Script",
+    "TooComplex",
+    "arithmetic",
+    "brace_expand",
+    "decode_escapes",
+    "echo_output",
+    "fallback_commands",
+    "parse",
+]
 
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 _LANGUAGE = Language(tree_sitter_bash.language())
 _PARSER = Parser(_LANGUAGE)
-
-Kinds = frozenset[str]
-_NOKINDS: Kinds = frozenset()
-
-
-class TooComplex(Exception):
-    """The input is too large or too deeply nested to analyse within bounds."""
-
-
-@dataclass(slots=True, eq=False)
-class Cmd:
-    """One simple command as bash would run it."""
-
-    argv: list[str]
-    kinds: list[Kinds]  # per argument: provenance of its value ("download", "decode", "procsub")
-    text: str  # the segment: the command's own text
-    redirects: list[tuple[str, str]] = field(default_factory=list)  # (operator, resolved target)
-    stdin_text: str | None = None  # heredoc / here-string content fed to it
-    stdin_kinds: Kinds = frozenset()  # provenance of a here-string (``<<< "$(curl ...)"``)
-    upstream: list[list["Cmd"]] = field(default_factory=list)  # pipeline predecessors, nearest last
-    pipe_text: str = ""
-    background: bool = False
-    cwd: str | None = None
-    function: str = ""  # name of the function whose body holds it
-    loop_forever: bool = False
-    loop: int = 0  # id of the innermost endless loop holding it (0: none)
-    fallback: bool = False  # produced by the error-tolerant tokenizer
-    procsub: str = ""  # "<" or ">": it runs inside a process substitution of that direction
-
-    @property
-    def segment(self) -> str:
-        return self.pipe_text or self.text
-
-
-@dataclass(slots=True)
-class Script:
-    cmds: list[Cmd]
-    functions: set[str]
-    has_error: bool
 
 
 @dataclass(slots=True)
@@ -81,148 +79,13 @@ class _Piece:
     text: str
     split: bool = False  # unquoted expansion result: word-split
     brace: bool = False  # unquoted literal that may hold a brace expansion
-    kinds: Kinds = _NOKINDS
-
-
-Classifier = Callable[[Cmd], Kinds]
-
-_ANSI_C = re.compile(r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|c.|.)", re.S)
-_SIMPLE_ESC = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v", "e": "\x1b", "E": "\x1b"}
-
-
-def decode_escapes(s: str) -> str:
-    """Decode backslash escapes as in ``$'...'``, ``echo -e`` and printf formats."""
-    if "\\" not in s:
-        return s
-
-    def rep(m: re.Match[str]) -> str:
-        e = m.group(1)
-        c = e[0]
-        try:
-            if c == "x" or c == "u" or c == "U":
-                return chr(int(e[1:], 16))
-            if c.isdigit():
-                return chr(int(e, 8))
-        except (ValueError, OverflowError):
-            return ""
-        if c == "c":
-            return chr(ord(e[1]) & 0x1F) if len(e) > 1 else ""
-        return _SIMPLE_ESC.get(c, e if c in "\\'\"?" else "\\" + e)
-
-    return _ANSI_C.sub(rep, s)
-
-
-_UNESCAPE = re.compile(r"\\(\n|.)", re.S)
-
-
-def _unescape_unquoted(s: str) -> str:
-    if "\\" not in s:
-        return s
-    return _UNESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), s)
-
-
-_DQ_ESC = re.compile(r'\\([\\"$`\n])')
-
-
-def _unescape_dq(s: str) -> str:
-    if "\\" not in s:
-        return s
-    return _DQ_ESC.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), s)
-
-
-# -- brace expansion -------------------------------------------------------------------------
-
-
-def brace_expand(word: str, limit: int = MAX_FIELDS) -> list[str]:
-    """Bash brace expansion (comma lists and simple ranges), capped at ``limit`` results."""
-    depth = 0
-    start = -1
-    for i, ch in enumerate(word):
-        if ch == "{":
-            if depth == 0:
-                start = i
-            depth += 1
-        elif ch == "}" and depth:
-            depth -= 1
-            if depth == 0:
-                inner = word[start + 1 : i]
-                alts = _brace_alternatives(inner)
-                if alts is None:
-                    continue
-                pre, post = word[:start], word[i + 1 :]
-                out: list[str] = []
-                for alt in alts:
-                    for tail in brace_expand(alt + post, limit):
-                        out.append(pre + tail)
-                        if len(out) >= limit:
-                            return out
-                return out
-    return [word]
-
-
-_RANGE = re.compile(r"^(-?\d+|[A-Za-z])\.\.(-?\d+|[A-Za-z])(?:\.\.(-?\d+))?$")
-
-
-def _brace_alternatives(inner: str) -> list[str] | None:
-    parts: list[str] = []
-    depth = 0
-    cur = []
-    for ch in inner:
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    if len(parts) > 1:
-        return parts
-    m = _RANGE.match(inner)
-    if not m:
-        return None
-    a, b = m.group(1), m.group(2)
-    if a.lstrip("-").isdigit() and b.lstrip("-").isdigit():
-        lo, hi = int(a), int(b)
-        step = abs(int(m.group(3) or 1)) or 1
-        rng = range(lo, hi + 1, step) if lo <= hi else range(lo, hi - 1, -step)
-        return [str(x) for x in list(rng)[:MAX_FIELDS]]
-    if len(a) == 1 and len(b) == 1 and not a.isdigit() and not b.isdigit():
-        lo, hi = ord(a), ord(b)
-        rng = range(lo, hi + 1) if lo <= hi else range(lo, hi - 1, -1)
-        return [chr(x) for x in list(rng)[:MAX_FIELDS]]
-    return None
+    kinds: Kinds = NOKINDS
 
 
 # -- the walker ------------------------------------------------------------------------------
 
-_STATEMENT_CONTAINERS = {
-    "program",
-    "list",
-    "compound_statement",
-    "subshell",
-    "do_group",
-    "if_statement",
-    "elif_clause",
-    "else_clause",
-    "case_statement",
-    "case_item",
-    "negated_command",
-    "c_style_for_statement",
-}
 _REDIRECTS = {"file_redirect", "herestring_redirect", "heredoc_redirect"}
-_DEFAULT_ENV = {
-    "HOME": "~",
-    "IFS": " ",
-    "PWD": ".",
-    "USER": "user",
-    "LOGNAME": "user",
-    "SHELL": "/bin/bash",
-    "TMPDIR": "/tmp",
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-}
+_ARITH: Kinds = frozenset({"arith"})
 
 
 class _Walker:
@@ -230,7 +93,7 @@ class _Walker:
         self, src: bytes, env: dict[str, str] | None, classify: Classifier | None, cwd: str | None = None
     ) -> None:
         self.src = src
-        self.env: dict[str, str] = dict(_DEFAULT_ENV)
+        self.env: dict[str, str] = dict(DEFAULT_ENV)
         if env:
             self.env.update(env)
         self.env_kinds: dict[str, Kinds] = {}
@@ -245,8 +108,8 @@ class _Walker:
         self.loop_seq = 0
         self.extra_args: list[str] = []
         self.arrays: dict[str, list[str]] = {}
-        self.stdin_kinds: Kinds = _NOKINDS
-        self.redirect_kinds: Kinds = _NOKINDS  # provenance of a ``< <( )`` stdin
+        self.stdin_kinds: Kinds = NOKINDS
+        self.redirect_kinds: Kinds = NOKINDS  # provenance of a ``< <( )`` stdin
 
     # ---- statements
 
@@ -385,7 +248,7 @@ class _Walker:
         if op == "<" and any("procsub" in k for k in herestring_kinds):  # sh < <(curl …): stdin from a program
             self.redirect_kinds = self.redirect_kinds.union(*herestring_kinds)
         if t == "herestring_redirect":
-            self.stdin_kinds = frozenset().union(*herestring_kinds) if herestring_kinds else _NOKINDS
+            self.stdin_kinds = frozenset().union(*herestring_kinds) if herestring_kinds else NOKINDS
             return " ".join(targets) + "\n"
         out.append((op, targets[0] if targets else ""))
         # tree-sitter folds the words after a redirect target into the redirect; bash passes
@@ -434,7 +297,7 @@ class _Walker:
                     words = [w for fc in fallback_commands(run, self.env) for w in fc.argv]
                     for w in words:
                         argv.append(w)
-                        kinds.append(_NOKINDS)
+                        kinds.append(NOKINDS)
                     prev_end = c.end_byte
                     prev_count = len(words)
                     continue
@@ -447,7 +310,7 @@ class _Walker:
             prev_end = c.end_byte
         for x in self.extra_args + (extra or []):
             argv.append(x)
-            kinds.append(_NOKINDS)
+            kinds.append(NOKINDS)
         self.extra_args = saved_extra
         cmd = Cmd(
             argv,
@@ -459,15 +322,15 @@ class _Walker:
             function=self.func,
             loop_forever=self.forever,
             loop=self.loop,
-            stdin_kinds=(self.stdin_kinds if stdin is not None else _NOKINDS) | self.redirect_kinds,
+            stdin_kinds=(self.stdin_kinds if stdin is not None else NOKINDS) | self.redirect_kinds,
         )
-        self.stdin_kinds = _NOKINDS
-        self.redirect_kinds = _NOKINDS
+        self.stdin_kinds = NOKINDS
+        self.redirect_kinds = NOKINDS
         self.cmds.append(cmd)
         if argv and argv[0] in ("cd", "pushd"):
             self.change_dir(argv[1:])
         elif argv[:2] == ["printf", "-v"] and len(argv) >= 4:
-            self.env[argv[2]] = _printf(argv[3], argv[4:])
+            self.env[argv[2]] = printf_output(argv[3], argv[4:])
         elif argv[:1] == ["read"] and stdin is not None:
             self.read_into(argv[1:], stdin)
         elif argv[:2] == ["set", "--"]:
@@ -536,7 +399,7 @@ class _Walker:
         value = "".join(p.text for p in pieces)
         # a value that keeps doubling (``a=$a$a``) must not eat memory: past a cap it is unknown
         self.env[name] = value if len(value) <= MAX_VALUE else UNKNOWN
-        k = frozenset().union(*(p.kinds for p in pieces)) if pieces else _NOKINDS
+        k = frozenset().union(*(p.kinds for p in pieces)) if pieces else NOKINDS
         if k:
             self.env_kinds[name] = k
         else:
@@ -660,11 +523,9 @@ class _Walker:
                 kinds |= self.classify(cmd)
         value = UNKNOWN
         if len(inner) == 1:
-            value = echo_output(inner[0].argv)
-            if value is None:
-                value = UNKNOWN
-            else:
-                value = value.rstrip("\n")
+            printed = echo_output(inner[0].argv)
+            if printed is not None:
+                value = printed.rstrip("\n")
         if node.type == "process_substitution":
             kinds.add("procsub")
             value = "/dev/fd/63"
@@ -736,7 +597,7 @@ class _Walker:
                     out.append(_Piece(self.src[prev_end : c.start_byte].decode("utf-8", "replace")))
                 prev_end = c.end_byte
                 if c.type == "string_content":
-                    out.append(_Piece(_unescape_dq(self.text(c))))
+                    out.append(_Piece(unescape_dq(self.text(c))))
                 elif c.is_named:
                     out.extend(self.pieces(c, depth + 1, quoted=True))
             return out
@@ -751,7 +612,7 @@ class _Walker:
                 _Piece(
                     self.env.get(name, UNKNOWN),
                     split=not quoted or name in ("@", "*"),
-                    kinds=self.env_kinds.get(name, _NOKINDS),
+                    kinds=self.env_kinds.get(name, NOKINDS),
                 )
             ]
         if t == "expansion":
@@ -761,12 +622,12 @@ class _Walker:
             return [_Piece(value, split=not quoted, kinds=kinds)]
         if t == "arithmetic_expansion":
             self.substitutions_in(node, depth + 1)
-            value = arithmetic(self.text(node), self.env)
-            return [_Piece(UNKNOWN if value is None else str(value), kinds=_ARITH if value is None else _NOKINDS)]
+            number = arithmetic(self.text(node), self.env)
+            return [_Piece(UNKNOWN if number is None else str(number), kinds=_ARITH if number is None else NOKINDS)]
         if t == "brace_expression":
             return [_Piece(self.text(node), brace=not quoted)]
         if t == "array":
-            vals = []
+            vals: list[str] = []
             for c in node.children:
                 if c.is_named:
                     vals.extend(p.text for p in self.pieces(c, depth + 1, quoted))
@@ -776,7 +637,7 @@ class _Walker:
             self.substitutions_in(node, depth + 1)
         if quoted:
             return [_Piece(text)]
-        return [_Piece(_unescape_unquoted(text), brace="{" in text)]
+        return [_Piece(unescape_unquoted(text), brace="{" in text)]
 
     def expansion(self, node: Node, depth: int, quoted: bool) -> _Piece:
         name = ""
@@ -802,7 +663,7 @@ class _Walker:
             else:
                 arg_nodes.append(c)
         value = self.env.get(name)
-        kinds = self.env_kinds.get(name, _NOKINDS)
+        kinds = self.env_kinds.get(name, NOKINDS)
         if subscript in ("@", "*"):
             return _Piece(value if value is not None else UNKNOWN, split=True, kinds=kinds)
         if subscript and subscript.isdigit() and name in self.arrays:
@@ -818,7 +679,7 @@ class _Walker:
         elif op in (":+", "+"):
             value = arg if value else ("" if value is not None else UNKNOWN)
         elif op in ("%", "%%", "#", "##") and value is not None and UNKNOWN not in value and UNKNOWN not in arg:
-            value = _trim(value, arg, op)
+            value = trim_pattern(value, arg, op)
         elif op == ":" and value is not None and UNKNOWN not in value:
             nums = [int(x) for x in re.findall(r"-?\d+", arg)][:2]
             if nums:
@@ -829,244 +690,6 @@ class _Walker:
         elif op:
             value = UNKNOWN
         return _Piece(UNKNOWN if value is None else value, split=not quoted, kinds=kinds)
-
-
-_ARITH: Kinds = frozenset({"arith"})
-_ARITH_TOKEN = re.compile(r"\s*(?:(0[xX][0-9a-fA-F]+)|(\d+)#([0-9a-zA-Z@_]+)|(\d+)|([A-Za-z_]\w*)|(\*\*|[-+*/%()]))")
-
-
-def arithmetic(text: str, env: dict[str, str]) -> int | None:
-    """The value of ``$((expr))`` / ``$[expr]`` with integer literals (``-1``, ``0x1``, ``010``,
-    ``2#1``), known variables and ``+ - * / % **`` and parentheses; None when unknown."""
-    if text.startswith("$(("):
-        expr = text[3:-2]
-    elif text.startswith("$["):
-        expr = text[2:-1]
-    else:
-        return None
-    expr = re.sub(r"\$\{?([A-Za-z_]\w*)\}?", r"\1", expr)
-    out: list[str] = []
-    pos = 0
-    expr = expr.rstrip()
-    while pos < len(expr):
-        m = _ARITH_TOKEN.match(expr, pos)
-        if not m or m.end() == pos:
-            return None
-        pos = m.end()
-        hexa, base, digits, dec, var, op = m.groups()
-        try:
-            if hexa:
-                out.append(str(int(hexa, 16)))
-            elif base:
-                out.append(str(int(digits, int(base))))
-            elif dec:
-                out.append(str(int(dec, 8) if len(dec) > 1 and dec.startswith("0") else int(dec)))
-            elif var:
-                v = env.get(var)
-                if v is None or not re.fullmatch(r"-?\d+", v.strip()):
-                    return None
-                out.append("(" + str(int(v)) + ")")
-            else:
-                out.append("//" if op == "/" else op)
-        except ValueError:
-            return None
-    if len(out) > 64:
-        return None
-    import ast
-
-    try:
-        tree = ast.parse(" ".join(out), mode="eval")
-    except SyntaxError:
-        return None
-    return _arith_eval(tree.body)
-
-
-def _arith_eval(n: object) -> int | None:
-    import ast
-
-    if isinstance(n, ast.Constant) and isinstance(n.value, int):
-        return n.value
-    if isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.USub, ast.UAdd)):
-        v = _arith_eval(n.operand)
-        return None if v is None else (-v if isinstance(n.op, ast.USub) else v)
-    if isinstance(n, ast.BinOp):
-        a, b = _arith_eval(n.left), _arith_eval(n.right)
-        if a is None or b is None:
-            return None
-        if isinstance(n.op, ast.Add):
-            return a + b
-        if isinstance(n.op, ast.Sub):
-            return a - b
-        if isinstance(n.op, ast.Mult):
-            return a * b if abs(a) < 2**63 and abs(b) < 2**63 else None
-        if isinstance(n.op, (ast.FloorDiv, ast.Mod)) and b != 0:
-            q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
-            return q if isinstance(n.op, ast.FloorDiv) else a - q * b
-        if isinstance(n.op, ast.Pow) and 0 <= b < 64 and abs(a) < 2**16:
-            return a**b
-    return None
-
-
-def _trim(value: str, pattern: str, op: str) -> str:
-    """``${v%pat}``, ``${v%%pat}``, ``${v#pat}``, ``${v##pat}``."""
-    rx = glob_regex(pattern)
-    if rx is None:
-        return UNKNOWN
-    n = len(value)
-    if op.startswith("%"):
-        order = range(n, -1, -1) if op == "%" else range(0, n + 1)
-        for i in order:
-            if rx.fullmatch(value[i:]):
-                return value[:i]
-    else:
-        order = range(0, n + 1) if op == "#" else range(n, -1, -1)
-        for i in order:
-            if rx.fullmatch(value[:i]):
-                return value[i:]
-    return value
-
-
-def echo_output(argv: list[str]) -> str | None:
-    """What a plain ``echo``/``printf`` with literal arguments prints, else None."""
-    if not argv:
-        return None
-    name = argv[0].rsplit("/", 1)[-1]
-    args = argv[1:]
-    if name == "echo":
-        escapes = False
-        newline = True
-        while args and re.fullmatch(r"-[neE]+", args[0]):
-            escapes = escapes or "e" in args[0]
-            newline = newline and "n" not in args[0]
-            args = args[1:]
-        out = " ".join(args)
-        return (decode_escapes(out) if escapes else out) + ("\n" if newline else "")
-    if name == "printf":
-        if args and args[0] == "--":
-            args = args[1:]
-        if not args:
-            return None
-        if args[0] == "-v":
-            return None
-        fmt, rest = args[0], args[1:]
-        return _printf(fmt, rest)
-    return None
-
-
-def _printf(fmt: str, args: list[str]) -> str:
-    out: list[str] = []
-    it = iter(args)
-
-    def conv(m: re.Match[str]) -> str:
-        spec = m.group(1)
-        if spec == "%":
-            return "%"
-        v = next(it, "")
-        return decode_escapes(v) if spec == "b" else v
-
-    out.append(re.sub(r"%[-+ #0]*\d*(?:\.\d+)?([sbdiouxXfeEgGc%])", conv, decode_escapes(fmt)))
-    return "".join(out)
-
-
-# -- the error-tolerant fallback -------------------------------------------------------------
-
-_OPS = re.compile(r"(\|\||&&|;;|[;&|()\n`]|\$\(|<\(|>\()")
-_REDIR = re.compile(r"\d*(<<<|<<-?|<>|>>|>\||&>>|&>|>&|<&|>|<)(?![(])")
-
-
-def fallback_commands(text: str, env: dict[str, str] | None = None) -> list[Cmd]:
-    """A crude lexer for input tree-sitter could not parse: quotes honoured, operators split."""
-    cmds: list[Cmd] = []
-    words: list[str] = []
-    buf: list[str] = []
-    in_word = False
-    i, n = 0, len(text)
-    variables = dict(_DEFAULT_ENV)
-    if env:
-        variables.update(env)
-
-    pending_redirect: list[str] = []
-    redirects: list[tuple[str, str]] = []
-
-    def flush_word() -> None:
-        nonlocal in_word
-        if in_word:
-            w = "".join(buf)
-            buf.clear()
-            in_word = False
-            if pending_redirect:
-                redirects.append((pending_redirect.pop(), w))
-                return
-            words.extend(brace_expand(w) if "{" in w else [w])
-
-    def flush_cmd() -> None:
-        flush_word()
-        pending_redirect.clear()
-        if words or redirects:
-            cmds.append(Cmd(list(words), [_NOKINDS] * len(words), " ".join(words), list(redirects), fallback=True))
-            words.clear()
-            redirects.clear()
-
-    while i < n:
-        ch = text[i]
-        if ch == "'":
-            j = text.find("'", i + 1)
-            j = n if j < 0 else j
-            buf.append(text[i + 1 : j])
-            in_word = True
-            i = j + 1
-        elif ch == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            buf.append(_unescape_dq(text[i + 1 : j]))
-            in_word = True
-            i = j + 1
-        elif ch == "$" and text.startswith("$'", i):
-            j = i + 2
-            while j < n and text[j] != "'":
-                j += 2 if text[j] == "\\" else 1
-            buf.append(decode_escapes(text[i + 2 : j]))
-            in_word = True
-            i = j + 1
-        elif ch == "\\" and i + 1 < n:
-            buf.append(text[i + 1])
-            in_word = True
-            i += 2
-        elif ch in " \t":
-            flush_word()
-            i += 1
-        elif ch == "#" and not in_word:
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-        else:
-            m = _REDIR.match(text, i) if not in_word or ch in "<>" else None
-            if m:
-                flush_word()
-                i = m.end()
-                pending_redirect.append(m.group(1))
-                continue
-            m = _OPS.match(text, i)
-            if m:
-                flush_cmd()
-                i = m.end()
-                continue
-            m = re.match(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", text[i:])
-            if m:
-                value = variables.get(m.group(1), UNKNOWN)
-                for k, part in enumerate(re.split(r"[ \t\n]", value)):
-                    if k:
-                        flush_word()
-                    if part:
-                        buf.append(part)
-                        in_word = True
-                i += m.end()
-                continue
-            buf.append(ch)
-            in_word = True
-            i += 1
-    flush_cmd()
-    return cmds
 
 
 # -- entry point -----------------------------------------------------------------------------

@@ -50,7 +50,8 @@ def _apply_operator_rules(command: str, found: list[Verdict], config: GateConfig
     for f in found:
         action = None
         for r in config.rules:
-            if r.rule == f.rule or (r.pattern is not None and r.compiled().search(f.segment or command)):
+            rx = r.compiled()
+            if r.rule == f.rule or (rx is not None and rx.search(f.segment or command)):
                 action = r
                 if r.action != "allow":
                     break
@@ -63,9 +64,9 @@ def _apply_operator_rules(command: str, found: list[Verdict], config: GateConfig
         # allow: the finding is dropped
     segments: list[str] | None = None
     for r in config.rules:
-        if r.pattern is None or r.action == "allow":
-            continue
         rx = r.compiled()
+        if rx is None or r.action == "allow":
+            continue
         if segments is None:
             segments = [command, *split_segments(command)]
         hit = next((s for s in segments if rx.search(s)), None)

@@ -19,7 +19,10 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from .parser import _DEFAULT_ENV, _PARSER, UNKNOWN, _Walker
+from tree_sitter import Node
+
+from .model import DEFAULT_ENV, UNKNOWN
+from .parser import _PARSER, _Walker
 
 MAX_STATE = 1024 * 1024  # characters of state read; beyond that, nothing is trusted
 
@@ -76,7 +79,7 @@ def _read(text: str) -> ShellState:
     functions: dict[str, str] = {}
     aliases: dict[str, str] = {}
 
-    def walk(node, depth: int) -> None:  # noqa: ANN001
+    def walk(node: Node, depth: int) -> None:
         nonlocal cwd
         for c in node.children:
             t = c.type
@@ -131,7 +134,7 @@ def state_env(state: ShellState, context_home: str = "") -> dict[str, str]:
     """The variables to seed a scan with: the state's, ``$HOME`` only when it is not the task's."""
     env = dict(state.env)
     home = env.pop("__STATE_HOME", None)
-    if home is not None and home.rstrip("/") != (context_home or "").rstrip("/") and home != _DEFAULT_ENV["HOME"]:
+    if home is not None and home.rstrip("/") != (context_home or "").rstrip("/") and home != DEFAULT_ENV["HOME"]:
         env["HOME"] = home if home else "/"
     return env
 
@@ -175,7 +178,8 @@ def changes_shell_state(command: str) -> bool:
 def _changes_parsed(text: str) -> bool:
     """Commands with structure (lists, pipes, quotes, substitutions): look at each simple command."""
     from .commands import classify  # noqa: F401  (keeps import order like detect.py)
-    from .parser import TooComplex, parse
+    from .model import TooComplex
+    from .parser import parse
 
     if "(" in text and re.search(r"(?:^|[\s;&|{(])(?:function\s+)?[^\s;&|()=]+\s*\(\s*\)", text):
         return True  # a function definition

@@ -204,9 +204,9 @@ def test_a_failing_rule_asks_instead_of_crashing(monkeypatch: pytest.MonkeyPatch
         raise IndexError("boom")
 
     monkeypatch.setitem(tools.HANDLERS, "git", broken)
-    detect._scan.cache_clear()
+    detect.clear_cache()
     try:
         v = analyze("git status")
     finally:
-        detect._scan.cache_clear()
+        detect.clear_cache()
     assert (v.decision, v.rule) == (ASK, "analysis_error")

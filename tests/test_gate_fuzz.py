@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from executor.approval import Decision, GateConfig, Verdict, analyze, evaluate
-from executor.approval.detect import _scan
+from executor.approval.detect import clear_cache
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -87,7 +87,7 @@ _SHELLISH = st.sampled_from(
 
 
 def _check(command: str) -> Verdict:
-    _scan.cache_clear()
+    clear_cache()
     start = time.thread_time()
     v = analyze(command)
     elapsed = time.thread_time() - start

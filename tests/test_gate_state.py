@@ -162,13 +162,13 @@ def test_plain_commands_cost_nothing_extra() -> None:
     st = shell_state("alias ll='ls -la'; f() { echo hi; }; export A=1")
     ctx = GateContext(cwd="/home/agent/task", home="/home/agent", shell_state=st)
     plain = GateContext(cwd="/home/agent/task", home="/home/agent")
-    from executor.approval.detect import _scan
+    from executor.approval.detect import clear_cache
 
     def p50(c: GateContext) -> float:
         times = []
         for i in range(300):
             cmd = f"git log -n {i} --oneline | head -{i % 7}"
-            _scan.cache_clear()
+            clear_cache()
             t = time.perf_counter()
             evaluate(cmd, GateConfig(), context=c)
             times.append(time.perf_counter() - t)

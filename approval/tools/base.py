@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..context import GateContext
-from ..parser import Cmd, Kinds
+from ..model import Cmd, Kinds
 
 if TYPE_CHECKING:
     from ..detect import Detector

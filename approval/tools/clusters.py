@@ -6,6 +6,7 @@ bind mounts of ``docker run`` mapped back to the host path.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING
 
@@ -14,8 +15,9 @@ from ..commands import (
     split_options,
     unwrap,
 )
-from ..parser import UNKNOWN, Cmd, Kinds
-from ..paths import delete_class, glob_regex
+from ..globs import glob_regex
+from ..model import UNKNOWN, Cmd, Kinds
+from ..paths import delete_class
 from .base import Ctx, Examples, _inner, _opt_value, also, handles
 
 if TYPE_CHECKING:
@@ -466,12 +468,21 @@ def _mounts(opts: list[str]) -> list[tuple[str, str, bool]]:
         if len(parts) >= 2 and parts[0].startswith(("/", "~", ".", UNKNOWN)):
             out.append((parts[0], parts[1], len(parts) > 2 and "ro" in parts[2].split(",")))
     for m in _opt_value(opts, "", "--mount"):
-        kv = dict(p.split("=", 1) if "=" in p else (p, "true") for p in m.split(","))
+        kv: dict[str, str] = {}
+        for p in m.split(","):
+            key, eq, value = p.partition("=")
+            kv[key] = value if eq else "true"
         src = kv.get("source") or kv.get("src")
         dst = kv.get("target") or kv.get("dst") or kv.get("destination")
         if src and dst and kv.get("type", "bind") == "bind":
             out.append((src, dst, kv.get("readonly", kv.get("ro", "false")) in ("true", "1", "")))
     return out
+
+
+def _glob_to_mount(m: re.Match[str], mount: str) -> str:
+    """A glob first path component (``/h?st``) that matches the one-level ``mount`` point names it."""
+    rx = glob_regex(m.group(1))
+    return mount if rx and rx.fullmatch(mount.lstrip("/").split("/")[0]) and mount.count("/") == 1 else m.group(0)
 
 
 def _map_back(word: str, mounts: list[tuple[str, str, bool]]) -> str:
@@ -482,14 +493,11 @@ def _map_back(word: str, mounts: list[tuple[str, str, bool]]) -> str:
         # a glob in the container path (``/h?st/etc``) matches the mount point it names
         word = re.sub(
             r"(?<![\w.~-])/([^/\s'\";|&)]*[*?\[][^/\s'\";|&)]*)(?=/|$|[\s'\";|&)])",
-            lambda m_, d_=dst: d_ if (rx := glob_regex(m_.group(1))) and rx.fullmatch(d_.lstrip("/").split("/")[0]) and d_.count("/") == 1 else m_.group(0),
+            functools.partial(_glob_to_mount, mount=dst),
             word,
         )
-        word = re.sub(
-            r"(?<![\w.~-])" + re.escape(dst) + r"(?=/|$|[\s'\";|&)])",
-            lambda _m, s=src: s.rstrip("/") if s.rstrip("/") else "/",
-            word,
-        )
+        host = src.rstrip("/") or "/"
+        word = re.sub(r"(?<![\w.~-])" + re.escape(dst) + r"(?=/|$|[\s'\";|&)])", lambda _m: host, word)
         word = word.replace("//", "/")
     return word
 

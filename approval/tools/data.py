@@ -14,7 +14,7 @@ from ..commands import (
     short_flags,
     split_options,
 )
-from ..parser import UNKNOWN, Cmd, Kinds
+from ..model import UNKNOWN, Cmd, Kinds
 from .base import Ctx, Examples, _opt_value, also, handles
 from .remote import _stdin_texts, judge_script
 
@@ -97,9 +97,9 @@ def _h_sql(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd
         for f in inline.sql_findings(t):
             d.add(ctx, f.rule, cmd.text, f"Destructive SQL that drops or wipes data: {f.detail[:80]}")
     if name in ("psql", "cockroach", "yugabyte-psql", "ysqlsh", "mysqlsh", "duckdb", "clickhouse-client"):
-        for f in _opt_value(args, "-f", "--file"):  # a file of statements: read from the backend
-            if f not in ("-",):
-                judge_script(d, f, frozenset(), cmd, ctx, "sql")
+        for path in _opt_value(args, "-f", "--file"):  # a file of statements: read from the backend
+            if path not in ("-",):
+                judge_script(d, path, frozenset(), cmd, ctx, "sql")
 
 
 @handles("dropdb", "dropuser", "mongo-drop", "dropdb.exe", "pg_resetwal", "pg_resetxlog")

@@ -14,7 +14,7 @@ from ..commands import (
     short_flags,
     split_options,
 )
-from ..parser import UNKNOWN, Cmd, Kinds
+from ..model import UNKNOWN, Cmd, Kinds
 from ..paths import delete_class, is_block_device, normalize_path, write_class
 from .base import Ctx, Examples, handles
 
@@ -84,9 +84,9 @@ def _h_find(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
     if name != "find":
         if any(a in ("-x", "--exec", "-X", "--exec-batch") for a in args):
             i = next(i for i, a in enumerate(args) if a in ("-x", "--exec", "-X", "--exec-batch"))
-            sub = args[i + 1 :]
+            run = args[i + 1 :]
             d.command(
-                Cmd([s if s != "{}" else "./" + UNKNOWN for s in sub], [frozenset()] * len(sub), cmd.text, cwd=cmd.cwd),
+                Cmd([s if s != "{}" else "./" + UNKNOWN for s in run], [frozenset()] * len(run), cmd.text, cwd=cmd.cwd),
                 ctx,
             )
         return

@@ -11,7 +11,7 @@ from ..commands import (
     option_value,
     split_options,
 )
-from ..parser import Cmd, Kinds
+from ..model import Cmd, Kinds
 from ..paths import is_block_device
 from .base import Ctx, Examples, handles
 from .generic import _IMAGE_FILE

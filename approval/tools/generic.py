@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..commands import (
     SHELLS,
 )
-from ..parser import Cmd
+from ..model import Cmd
 from ..paths import is_block_device
 from .base import HANDLERS, Ctx
 from .services import _h_daemon_stop, _h_service

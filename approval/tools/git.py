@@ -11,7 +11,7 @@ from ..commands import (
     short_flags,
     split_options,
 )
-from ..parser import UNKNOWN, Cmd, Kinds
+from ..model import UNKNOWN, Cmd, Kinds
 from .base import Ctx, Examples, _opt_value, also, handles
 
 if TYPE_CHECKING:
@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 
 # -- git and forges
 
+
+# git push options that take a value
+_PUSH_WITH_ARG = frozenset({"-o", "--push-option", "--repo", "--receive-pack", "--exec"})
 
 _GIT_GLOBAL_WITH_ARG = {
     "-C",
@@ -50,16 +53,7 @@ def _h_git(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd
         return
     sub, rest = found
     if sub == "push":
-        opts, ops = split_options(rest, {"-o", "--push-option", "--repo", "--receive-pack", "--exec"})
-        force = any(
-            o in ("-f", "--force", "--mirror", "--force-if-includes")
-            or o.startswith("--force-with-lease")
-            or (o.startswith("-") and not o.startswith("--") and "f" in o[1:])
-            for o in opts
-        )
-        force = force or any(op.startswith("+") for op in ops[1:])
-        if force:
-            d.add(ctx, "git_force_push", cmd.text)
+        _judge_push(d, rest, cmd, ctx)
     elif sub == "reset":
         if "--hard" in rest:
             d.add(ctx, "git_reset_hard", cmd.text)
@@ -70,6 +64,27 @@ def _h_git(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd
             d.add(ctx, "git_clean_force", cmd.text)
     elif sub in ("sync", "clear", "clear-soft", "force-clone", "obliterate", "nuke", "reset-hard"):
         d.add(ctx, "git_history_destroy", cmd.text, f"git {sub} (git-extras) discards local work or history.")
+
+
+def _judge_push(d: Detector, rest: list[str], cmd: Cmd, ctx: Ctx) -> None:
+    """``git push``: forced in every spelling (``-f``, ``--force-with-lease``, ``--mirror``, ``+ref``),
+    and remote branch deletion (``push origin :main``, ``--delete``, ``-d``, ``--prune``).
+
+    must match: ``git push -f``, ``git push origin :main``, ``git -C r push -d origin x``;
+    must not: ``git push origin main``, ``git push origin HEAD:refs/heads/x``."""
+    opts, ops = split_options(rest, _PUSH_WITH_ARG)
+    force = any(
+        o in ("-f", "--force", "--mirror", "--force-if-includes")
+        or o.startswith("--force-with-lease")
+        or (o.startswith("-") and not o.startswith("--") and "f" in o[1:])
+        for o in opts
+    )
+    force = force or any(op.startswith("+") for op in ops[1:])
+    if force:
+        d.add(ctx, "git_force_push", cmd.text)
+    short = short_flags([o for o in opts if not o.startswith("--")])
+    if "--delete" in opts or "d" in short or "--prune" in opts or any(op.startswith(":") and len(op) > 1 for op in ops[1:]):
+        d.add(ctx, "git_remote_delete", cmd.text)
 
 
 @handles("gh", "hub", "glab", "tea", "bb")
@@ -84,28 +99,20 @@ def _h_forge(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
         d.add(ctx, "repo_delete", cmd.text)
 
 
-# -- git: remote deletion and history rewrites
-
-
+# -- git: history rewrites
 
 
 @also("git")
 def _h_git_more(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
-    """Remote branch deletion (``push origin :main``, ``--delete``, ``-d``), history rewrites
-    (``filter-branch``, ``filter-repo``, ``reflog expire --expire=now``, ``gc --prune=now`` after it).
+    """History rewrites (``filter-branch``, ``filter-repo``, ``reflog expire --expire=now``, ``gc
+    --prune=now`` after it, ``update-ref -d``); pushes are judged by :func:`_judge_push`.
 
-    must match: ``git push origin :main``, ``git -C r push -d origin x``, ``git filter-branch ...``;
-    must not: ``git push origin main``, ``git push origin HEAD:refs/heads/x``, ``git gc``, ``git reflog``."""
+    must match: ``git filter-branch ...``; must not: ``git gc``, ``git reflog``."""
     found = git_subcommand(args)
     if found is None:
         return
     sub, rest = found
-    if sub == "push":
-        opts, ops = split_options(rest, {"-o", "--push-option", "--repo", "--receive-pack", "--exec"})
-        short = short_flags([o for o in opts if not o.startswith("--")])
-        if "--delete" in opts or "d" in short or "--prune" in opts or any(op.startswith(":") and len(op) > 1 for op in ops[1:]):
-            d.add(ctx, "git_remote_delete", cmd.text)
-    elif sub in ("filter-branch", "filter-repo"):
+    if sub in ("filter-branch", "filter-repo"):
         d.add(ctx, "git_history_destroy", cmd.text, f"git {sub} rewrites every commit of the history.")
     elif sub == "reflog" and rest[:1] == ["expire"]:
         if any(re.fullmatch(r"--expire(-unreachable)?=(now|all|0|never)?", a) for a in rest) or "--expire=now" in rest:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..parser import UNKNOWN, Cmd, Kinds
 from ..makefiles import makefile_recipes
+from ..model import UNKNOWN, Cmd, Kinds
+from ..sed import commands_anywhere, sed_args
 from .base import Ctx, Examples, _opt_value, also
 from .git import git_subcommand
 from .remote import _stdin_texts, judge_script
@@ -43,108 +44,29 @@ def _run(d: Detector, ctx: Ctx, cmd: Cmd, code: str, why: str) -> None:
 # -- sed
 
 
-def _sed_scripts(args: list[str]) -> tuple[list[str], bool]:
-    """sed's scripts (``-e``, ``--expression``, or the first operand) and whether one comes from a file."""
-    scripts: list[str] = []
-    from_file = False
-    i = 0
-    operands: list[str] = []
-    while i < len(args):
-        a = args[i]
-        if a in ("-e", "--expression") and i + 1 < len(args):
-            scripts.append(args[i + 1])
-            i += 2
-            continue
-        if a.startswith("--expression="):
-            scripts.append(a.split("=", 1)[1])
-        elif a in ("-f", "--file") or a.startswith("--file="):
-            from_file = True
-            i += 1 if "=" in a else 2
-            continue
-        elif a in ("-l", "--line-length"):
-            i += 2
-            continue
-        elif a.startswith("-") and len(a) > 1 and not a.startswith("--"):
-            letters = a[1:]
-            if "e" in letters or "f" in letters:
-                k = min(x for x in (letters.find("e"), letters.find("f")) if x >= 0)
-                value = letters[k + 1 :] or (args[i + 1] if i + 1 < len(args) else "")
-                if letters[k] == "e":
-                    scripts.append(value)
-                else:
-                    from_file = True
-                i += 1 if letters[k + 1 :] else 2
-                continue
-        elif not a.startswith("-") or a == "-":
-            operands.append(a)
-        i += 1
-    if not scripts and not from_file and operands:
-        scripts.append(operands[0])
-    return scripts, from_file
-
-
-# an address (line, $, /re/, with an optional range or step), then the command letter
-_SED_ADDR = r"(?:\d+(?:~\d+)?|\$|/(?:[^/\\\n]|\\.)*/[IM]*|\\(.)(?:(?!\1).)*\1)?"
-# ``e command`` takes the rest of the line (like a/i/c): ``;`` belongs to the command
-_SED_E_CMD = re.compile(r"(?:^|[;\n{}])\s*" + _SED_ADDR + r"(?:\s*,\s*" + _SED_ADDR + r")?\s*!?\s*e(?=$|[\s;}])([^\n]*)")
-
-_SED_S_CMD = re.compile(r"(?:^|[;\n{}])\s*" + _SED_ADDR + r"(?:\s*,\s*" + _SED_ADDR + r")?\s*!?\s*s(.)")
-
-
-def _sed_substitutions(script: str) -> list[tuple[str, str, str]]:
-    """(regex, replacement, flags) of every ``s`` command, with any delimiter."""
-    out = []
-    i = 0
-    while True:
-        m = _SED_S_CMD.search(script, i)
-        if not m:
-            return out
-        delim = m.group(m.lastindex or 0)
-        if delim in ("\\", "\n"):
-            i = m.end()
-            continue
-        parts: list[str] = []
-        buf = ""
-        j = m.end()
-        while j < len(script) and len(parts) < 2:
-            ch = script[j]
-            if ch == "\\" and j + 1 < len(script):
-                nxt = script[j + 1]
-                buf += nxt if nxt == delim else ch + nxt
-                j += 2
-                continue
-            if ch == delim:
-                parts.append(buf)
-                buf = ""
-            else:
-                buf += ch
-            j += 1
-        flags = re.match(r"[^;\n}]*", script[j:])
-        if len(parts) == 2:
-            out.append((parts[0], parts[1], flags.group(0) if flags else ""))
-        i = j
-
-
 @also("sed", "gsed")
 def _h_sed_exec(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """GNU sed's ``e command`` runs the command, ``e`` alone and the ``s///e`` flag run the pattern
     space: with ``s/.*/CMD/e`` (the whole line replaced) that is CMD, judged as a command; any other
     line run as a command is text the gate cannot see, so it asks.  ``--sandbox`` forbids both."""
-    if "--sandbox" in args:
+    parsed = sed_args(args)
+    if parsed.sandbox:
         return
-    scripts, _from_file = _sed_scripts(args)
-    for script in scripts:
-        for m in _SED_E_CMD.finditer(script):
-            inner = m.group(m.lastindex or 0).strip() if m.lastindex else ""
-            if inner and m.lastindex and m.group(m.lastindex) is not None and not inner.startswith("e"):
+    for script in parsed.scripts:
+        commands = commands_anywhere(script)
+        for c in commands:
+            if c.letter != "e":
+                continue
+            inner = c.text.strip()
+            if inner and not inner.startswith("e"):
                 _run(d, ctx, cmd, inner, "sed's e command runs shell code the gate cannot read.")
             else:
                 _hidden(d, ctx, cmd, "sed's e command runs the edited line as a shell command.")
-        for regex, repl, flags in _sed_substitutions(script):
-            if "e" not in flags:
+        for c in commands:
+            if c.letter != "s" or "e" not in c.flags:  # (an e in a w flag's file name asks too)
                 continue
-            whole = regex in (".*", "^.*", "^.*$", ".*$", "^.\\+$", ".\\+", "^.*\\n*$")
-            code = repl.replace("\\n", "\n")
+            whole = c.regex in (".*", "^.*", "^.*$", ".*$", "^.\\+$", ".\\+", "^.*\\n*$")
+            code = c.replacement.replace("\\n", "\n")
             if "&" in code.replace("\\&", "") or re.search(r"\\[1-9]", code):
                 whole = False
             d.payload(ctx, code, frozenset(), cmd.text)

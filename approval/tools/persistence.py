@@ -13,7 +13,7 @@ from ..commands import (
     short_flags,
     split_options,
 )
-from ..parser import Cmd, Kinds
+from ..model import Cmd, Kinds
 from .base import Ctx, Examples, also, handles
 from .remote import _stdin_texts, judge_script, judge_text
 
@@ -82,6 +82,8 @@ def _h_package_scripts(d: Detector, name: str, args: list[str], kinds: list[Kind
     scripts: package.json is read from the task's backend and those scripts judged as commands (a
     ``postinstall`` written earlier, then installed, is judged when it would run)."""
     words = [a for a in args if not a.startswith("-")]
+    names: tuple[str, ...]
+    wanted: tuple[str, ...]
     if not words:
         verb, names = ("install", ())  # bare `npm`/`yarn`: yarn installs
         if name != "yarn":

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ..commands import (
     option_value,
 )
-from ..parser import Cmd, Kinds
+from ..model import Cmd, Kinds
 from .base import Ctx, Examples, also, handles
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from ..commands import (
     split_options,
     unwrap,
 )
-from ..parser import UNKNOWN, Cmd, Kinds
+from ..model import UNKNOWN, Cmd, Kinds
 from .base import Ctx, Examples, handles
 
 if TYPE_CHECKING:
@@ -99,80 +99,24 @@ def _h_killall5(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
     d.add(ctx, "kill_all", cmd.text)
 
 
+# options that pick processes by owner, group, parent, session or terminal: with one and no
+# pattern, pkill/killall kill every process it selects
+_SELECTORS = frozenset(
+    "-u -U -g -G -P -s -t --euid --uid --user --pgroup --group --session --terminal --parent".split()
+)
+# the options of pkill (and its kin) and of killall that take a value
+_PKILL_WITH_ARG = (_SELECTORS - {"--user"}) | frozenset(
+    "-F --signal --pidfile --older --newer -o -y -n --ns --nslist -e --exact -c --context -q --queue".split()
+)
+_KILLALL_WITH_ARG = frozenset("-u --user -s --signal -o --older-than -y --younger-than -Z --context -n --ns".split())
+
+
 @handles("pkill", "killall", "slay", "skill", "pkill.sh")
 def _h_pkill(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``pkill``/``killall`` of a whole user (``-u``), a catch-all pattern (``.``, ``.*``), or a critical daemon
     (sshd, dockerd, init, systemd): the machine or its remote access goes."""
-    with_arg = {
-        "-u",
-        "-U",
-        "-g",
-        "-G",
-        "-P",
-        "-s",
-        "-t",
-        "-F",
-        "--signal",
-        "--euid",
-        "--uid",
-        "--pgroup",
-        "--group",
-        "--parent",
-        "--session",
-        "--terminal",
-        "--pidfile",
-        "--older",
-        "--newer",
-        "-o",
-        "-y",
-        "-n",
-        "--ns",
-        "--nslist",
-        "-e",
-        "--exact",
-        "-c",
-        "--context",
-        "-q",
-        "--queue",
-    }
-    if name == "killall":
-        with_arg = {
-            "-u",
-            "--user",
-            "-s",
-            "--signal",
-            "-o",
-            "--older-than",
-            "-y",
-            "--younger-than",
-            "-Z",
-            "--context",
-            "-n",
-            "--ns",
-        }
-    opts, ops = split_options(args, with_arg)
-    selectors = any(
-        o
-        in (
-            "-u",
-            "-U",
-            "-g",
-            "-G",
-            "-P",
-            "-s",
-            "-t",
-            "--euid",
-            "--uid",
-            "--user",
-            "--pgroup",
-            "--group",
-            "--session",
-            "--terminal",
-            "--parent",
-        )
-        or o.startswith(("--user=", "--uid=", "--euid="))
-        for o in opts
-    )
+    opts, ops = split_options(args, _KILLALL_WITH_ARG if name == "killall" else _PKILL_WITH_ARG)
+    selectors = any(o in _SELECTORS or o.startswith(("--user=", "--uid=", "--euid=")) for o in opts)
     catch_all = any(re.fullmatch(r"\.\*?|\.\+|\^|\$|\^\.\*\$?|\*|\[\^\]\]\*|.?\*", p) or p == "" for p in ops)
     if (selectors and not ops) or catch_all or (name == "killall" and "-r" in opts and catch_all):
         d.add(ctx, "kill_broad", cmd.text)

@@ -10,7 +10,6 @@ import re
 from typing import TYPE_CHECKING
 
 from .. import inline
-from ..context import GateContext, ScriptFile
 from ..commands import (
     CODE_FLAGS,
     SHELLS,
@@ -22,9 +21,11 @@ from ..commands import (
     split_options,
     unwrap,
 )
-from ..parser import UNKNOWN, Cmd, Kinds, echo_output
+from ..context import GateContext, ScriptFile
 from ..makefiles import makefile_recipes
+from ..model import UNKNOWN, Cmd, Kinds
 from ..paths import delete_class
+from ..words import echo_output
 from .base import HANDLERS, Ctx, Examples, handles
 from .clusters import _fed_by_listing
 from .deletes import FIND_FILTERS, RM_NAMES, _rm_recursive
@@ -155,13 +156,19 @@ def _h_shell(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
         return
     if cmd.procsub == ">" and not _stdin_texts(cmd):
         d.add(ctx, "code_handoff", cmd.text, "A shell reads whatever is written into >( ): code the gate cannot see.")
+    _judge_stdin_source(d, cmd, ctx)
+    for text in _stdin_texts(cmd):
+        d.payload(ctx, text, frozenset(), cmd.segment)
+
+
+def _judge_stdin_source(d: Detector, cmd: Cmd, ctx: Ctx) -> None:
+    """An interpreter reading code from its input: downloaded text is ``pipe_to_shell``, decoded
+    text ``decode_to_shell`` (the code itself is judged apart, where it can be read)."""
     sk = _stdin_kinds(cmd)
     if "download" in sk:
         d.add(ctx, "pipe_to_shell", cmd.segment)
     elif "decode" in sk:
         d.add(ctx, "decode_to_shell", cmd.segment)
-    for text in _stdin_texts(cmd):
-        d.payload(ctx, text, frozenset(), cmd.segment)
 
 
 def _judge_script_file(d: Detector, path: str, kinds: Kinds, cmd: Cmd, ctx: Ctx) -> None:
@@ -322,8 +329,8 @@ def _h_xargs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
                   "Recursively deletes whatever paths its input lists; the gate cannot see them.")
     argv = [s.replace(replace, item) for s in sub] if replace else sub + [item]
     mass = frozenset({"mass"}) if _fed_by_listing(cmd) or _fed_by_ps(cmd) else frozenset()
-    inner = Cmd(argv, [mass] * len(argv), cmd.text, upstream=cmd.upstream, cwd=cmd.cwd)
-    d.command(inner, ctx)
+    run = Cmd(argv, [mass] * len(argv), cmd.text, upstream=cmd.upstream, cwd=cmd.cwd)
+    d.command(run, ctx)
 
 
 @handles("parallel")
@@ -405,11 +412,7 @@ def _h_interpreter(d: Detector, name: str, args: list[str], kinds: list[Kinds], 
             j = args.index(file_op) + 1 if file_op in args else len(args)
             HANDLERS[script](d, script, args[j:], kinds[j:], cmd, ctx)
         return
-    sk = _stdin_kinds(cmd)
-    if "download" in sk:
-        d.add(ctx, "pipe_to_shell", cmd.segment)
-    elif "decode" in sk:
-        d.add(ctx, "decode_to_shell", cmd.segment)
+    _judge_stdin_source(d, cmd, ctx)
     for text in _stdin_texts(cmd):
         _judge_code(d, lang, text, frozenset(), cmd, ctx)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..commands import split_options
-from ..parser import Cmd, Kinds
+from ..model import Cmd, Kinds
 from .base import Ctx, Examples, handles
 
 if TYPE_CHECKING:

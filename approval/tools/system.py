@@ -14,7 +14,7 @@ from ..commands import (
     short_flags,
     split_options,
 )
-from ..parser import UNKNOWN, Cmd, Kinds
+from ..model import UNKNOWN, Cmd, Kinds
 from ..paths import delete_class, normalize_path, write_class
 from .base import Ctx, Examples, _opt_value, also, handles
 

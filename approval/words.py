@@ -1,0 +1,255 @@
+"""Word-level shell semantics that need no syntax tree.
+
+Escapes (``$'...'``, ``echo -e``, double quotes), brace expansion, ``$((...))`` arithmetic,
+``${v%pat}`` trimming and what a plain ``echo``/``printf`` prints.  The tree walk (parser.py)
+and the error-tolerant lexer (lexer.py) both resolve words with these.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from .globs import glob_regex
+from .model import MAX_FIELDS, UNKNOWN
+
+_ANSI_C = re.compile(r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|c.|.)", re.S)
+_SIMPLE_ESC = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v", "e": "\x1b", "E": "\x1b"}
+
+
+def decode_escapes(s: str) -> str:
+    """Decode backslash escapes as in ``$'...'``, ``echo -e`` and printf formats."""
+    if "\\" not in s:
+        return s
+
+    def rep(m: re.Match[str]) -> str:
+        e = m.group(1)
+        c = e[0]
+        try:
+            if c == "x" or c == "u" or c == "U":
+                return chr(int(e[1:], 16))
+            if c.isdigit():
+                return chr(int(e, 8))
+        except (ValueError, OverflowError):
+            return ""
+        if c == "c":
+            return chr(ord(e[1]) & 0x1F) if len(e) > 1 else ""
+        return _SIMPLE_ESC.get(c, e if c in "\\'\"?" else "\\" + e)
+
+    return _ANSI_C.sub(rep, s)
+
+
+_UNESCAPE = re.compile(r"\\(\n|.)", re.S)
+
+
+def unescape_unquoted(s: str) -> str:
+    if "\\" not in s:
+        return s
+    return _UNESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), s)
+
+
+_DQ_ESC = re.compile(r'\\([\\"$`\n])')
+
+
+def unescape_dq(s: str) -> str:
+    if "\\" not in s:
+        return s
+    return _DQ_ESC.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), s)
+
+
+# -- brace expansion -------------------------------------------------------------------------
+
+
+def brace_expand(word: str, limit: int = MAX_FIELDS) -> list[str]:
+    """Bash brace expansion (comma lists and simple ranges), capped at ``limit`` results."""
+    depth = 0
+    start = -1
+    for i, ch in enumerate(word):
+        if ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                inner = word[start + 1 : i]
+                alts = _brace_alternatives(inner)
+                if alts is None:
+                    continue
+                pre, post = word[:start], word[i + 1 :]
+                out: list[str] = []
+                for alt in alts:
+                    for tail in brace_expand(alt + post, limit):
+                        out.append(pre + tail)
+                        if len(out) >= limit:
+                            return out
+                return out
+    return [word]
+
+
+_RANGE = re.compile(r"^(-?\d+|[A-Za-z])\.\.(-?\d+|[A-Za-z])(?:\.\.(-?\d+))?$")
+
+
+def _brace_alternatives(inner: str) -> list[str] | None:
+    parts: list[str] = []
+    depth = 0
+    cur: list[str] = []
+    for ch in inner:
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    if len(parts) > 1:
+        return parts
+    m = _RANGE.match(inner)
+    if not m:
+        return None
+    a, b = m.group(1), m.group(2)
+    if a.lstrip("-").isdigit() and b.lstrip("-").isdigit():
+        lo, hi = int(a), int(b)
+        step = abs(int(m.group(3) or 1)) or 1
+        rng = range(lo, hi + 1, step) if lo <= hi else range(lo, hi - 1, -step)
+        return [str(x) for x in list(rng)[:MAX_FIELDS]]
+    if len(a) == 1 and len(b) == 1 and not a.isdigit() and not b.isdigit():
+        lo, hi = ord(a), ord(b)
+        rng = range(lo, hi + 1) if lo <= hi else range(lo, hi - 1, -1)
+        return [chr(x) for x in list(rng)[:MAX_FIELDS]]
+    return None
+
+
+_ARITH_TOKEN = re.compile(r"\s*(?:(0[xX][0-9a-fA-F]+)|(\d+)#([0-9a-zA-Z@_]+)|(\d+)|([A-Za-z_]\w*)|(\*\*|[-+*/%()]))")
+
+
+def arithmetic(text: str, env: dict[str, str]) -> int | None:
+    """The value of ``$((expr))`` / ``$[expr]`` with integer literals (``-1``, ``0x1``, ``010``,
+    ``2#1``), known variables and ``+ - * / % **`` and parentheses; None when unknown."""
+    if text.startswith("$(("):
+        expr = text[3:-2]
+    elif text.startswith("$["):
+        expr = text[2:-1]
+    else:
+        return None
+    expr = re.sub(r"\$\{?([A-Za-z_]\w*)\}?", r"\1", expr)
+    out: list[str] = []
+    pos = 0
+    expr = expr.rstrip()
+    while pos < len(expr):
+        m = _ARITH_TOKEN.match(expr, pos)
+        if not m or m.end() == pos:
+            return None
+        pos = m.end()
+        hexa, base, digits, dec, var, op = m.groups()
+        try:
+            if hexa:
+                out.append(str(int(hexa, 16)))
+            elif base:
+                out.append(str(int(digits, int(base))))
+            elif dec:
+                out.append(str(int(dec, 8) if len(dec) > 1 and dec.startswith("0") else int(dec)))
+            elif var:
+                v = env.get(var)
+                if v is None or not re.fullmatch(r"-?\d+", v.strip()):
+                    return None
+                out.append("(" + str(int(v)) + ")")
+            else:
+                out.append("//" if op == "/" else op)
+        except ValueError:
+            return None
+    if len(out) > 64:
+        return None
+    try:
+        tree = ast.parse(" ".join(out), mode="eval")
+    except SyntaxError:
+        return None
+    return _arith_eval(tree.body)
+
+
+def _arith_eval(n: object) -> int | None:
+    if isinstance(n, ast.Constant) and isinstance(n.value, int):
+        return n.value
+    if isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.USub, ast.UAdd)):
+        v = _arith_eval(n.operand)
+        return None if v is None else (-v if isinstance(n.op, ast.USub) else v)
+    if isinstance(n, ast.BinOp):
+        a, b = _arith_eval(n.left), _arith_eval(n.right)
+        if a is None or b is None:
+            return None
+        if isinstance(n.op, ast.Add):
+            return a + b
+        if isinstance(n.op, ast.Sub):
+            return a - b
+        if isinstance(n.op, ast.Mult):
+            return a * b if abs(a) < 2**63 and abs(b) < 2**63 else None
+        if isinstance(n.op, (ast.FloorDiv, ast.Mod)) and b != 0:
+            q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
+            return q if isinstance(n.op, ast.FloorDiv) else a - q * b
+        if isinstance(n.op, ast.Pow) and 0 <= b < 64 and abs(a) < 2**16:
+            return int(a**b)  # b >= 0: an int (typeshed cannot know)
+    return None
+
+
+def trim_pattern(value: str, pattern: str, op: str) -> str:
+    """``${v%pat}``, ``${v%%pat}``, ``${v#pat}``, ``${v##pat}``."""
+    rx = glob_regex(pattern)
+    if rx is None:
+        return UNKNOWN
+    n = len(value)
+    if op.startswith("%"):
+        order = range(n, -1, -1) if op == "%" else range(0, n + 1)
+        for i in order:
+            if rx.fullmatch(value[i:]):
+                return value[:i]
+    else:
+        order = range(0, n + 1) if op == "#" else range(n, -1, -1)
+        for i in order:
+            if rx.fullmatch(value[:i]):
+                return value[i:]
+    return value
+
+
+def echo_output(argv: list[str]) -> str | None:
+    """What a plain ``echo``/``printf`` with literal arguments prints, else None."""
+    if not argv:
+        return None
+    name = argv[0].rsplit("/", 1)[-1]
+    args = argv[1:]
+    if name == "echo":
+        escapes = False
+        newline = True
+        while args and re.fullmatch(r"-[neE]+", args[0]):
+            escapes = escapes or "e" in args[0]
+            newline = newline and "n" not in args[0]
+            args = args[1:]
+        out = " ".join(args)
+        return (decode_escapes(out) if escapes else out) + ("\n" if newline else "")
+    if name == "printf":
+        if args and args[0] == "--":
+            args = args[1:]
+        if not args:
+            return None
+        if args[0] == "-v":
+            return None
+        fmt, rest = args[0], args[1:]
+        return printf_output(fmt, rest)
+    return None
+
+
+def printf_output(fmt: str, args: list[str]) -> str:
+    out: list[str] = []
+    it = iter(args)
+
+    def conv(m: re.Match[str]) -> str:
+        spec = m.group(1)
+        if spec == "%":
+            return "%"
+        v = next(it, "")
+        return decode_escapes(v) if spec == "b" else v
+
+    out.append(re.sub(r"%[-+ #0]*\d*(?:\.\d+)?([sbdiouxXfeEgGc%])", conv, decode_escapes(fmt)))
+    return "".join(out)
