@@ -197,6 +197,42 @@ class PtyReader:
         return await self._q.read()
 
 
+async def write_stdin(stdin: asyncio.StreamWriter | None, data: bytes) -> None:
+    """Write to a host process's stdin pipe, waiting while the pipe is full."""
+    if stdin is None or stdin.is_closing():
+        raise BackendError("stdin is closed", ErrorKind.FAILED_PRECONDITION)
+    stdin.write(data)
+    try:
+        await stdin.drain()
+    except (BrokenPipeError, ConnectionResetError) as exc:
+        raise BackendError("the process no longer reads its stdin", ErrorKind.FAILED_PRECONDITION) from exc
+
+
+async def write_master(master: int, data: bytes, pause: float) -> None:
+    """Write to a non-blocking pty master, sleeping ``pause`` seconds while the terminal is full."""
+    view = memoryview(data)
+    while view:
+        try:
+            n = os.write(master, view)
+        except BlockingIOError:
+            await asyncio.sleep(pause)
+            continue
+        except OSError as exc:
+            raise BackendError("the terminal is closed", ErrorKind.FAILED_PRECONDITION) from exc
+        view = view[n:]
+
+
+def proc_stat(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name (state, ppid, pgrp, session, ...; the
+    start time is [19]), or None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    return raw[raw.rfind(b")") + 2 :].decode().split()
+
+
 # ---------------------------------------------------------------------------
 # Killing a spawn's whole tree, from the host (the in-sandbox twin is base.KILL_TREE_FUNCTION)
 # ---------------------------------------------------------------------------

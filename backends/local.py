@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from ._host import PipeReader, PtyReader, proc_table, signal_tree, spawn_piped
+from ._host import PipeReader, PtyReader, proc_stat, proc_table, signal_tree, spawn_piped, write_master, write_stdin
 from ._shared.registry import SessionRegistry
 from pydantic import model_validator
 
@@ -93,16 +93,6 @@ class LocalOptions(Options):
 #: hidden in every sandbox when they exist.
 PRIVILEGED_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/containerd/containerd.sock",
                       "/run/podman/podman.sock", "/run/crio/crio.sock")
-
-
-def _proc_stat(pid: int) -> list[str] | None:
-    """Fields of /proc/PID/stat after the command name: state, ppid, pgrp, session, ..."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    return raw[raw.rfind(b")") + 2 :].decode().split()
 
 
 def session_members(sid: int) -> list[int]:
@@ -336,14 +326,7 @@ class _PipeProcess(Process):
         self.stderr = stderr
 
     async def write(self, data: bytes) -> None:
-        stdin = self._proc.stdin
-        if stdin is None or stdin.is_closing():
-            raise BackendError("stdin is closed", ErrorKind.FAILED_PRECONDITION)
-        stdin.write(data)
-        try:
-            await stdin.drain()
-        except (BrokenPipeError, ConnectionResetError) as exc:
-            raise BackendError("the process no longer reads its stdin", ErrorKind.FAILED_PRECONDITION) from exc
+        await write_stdin(self._proc.stdin, data)
 
     async def close_stdin(self) -> None:
         stdin = self._proc.stdin
@@ -372,16 +355,7 @@ class _PtyProcess(Process):
         self._closed = False
 
     async def write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            try:
-                n = os.write(self._master, view)
-            except BlockingIOError:
-                await asyncio.sleep(0.005)
-                continue
-            except OSError as exc:
-                raise BackendError("the terminal is closed", ErrorKind.FAILED_PRECONDITION) from exc
-            view = view[n:]
+        await write_master(self._master, data, 0.005)
 
     async def close_stdin(self) -> None:
         return None
@@ -416,7 +390,7 @@ class _PidRegistry(SessionRegistry):
         self.dir.mkdir(parents=True, exist_ok=True)
 
     def remember(self, pid: int, start: str = "", scope: str = "") -> None:
-        fields = _proc_stat(pid)
+        fields = proc_stat(pid)
         super().remember(pid, fields[19] if fields else "0", scope)
 
     def leftovers(self) -> list[int]:
@@ -424,7 +398,7 @@ class _PidRegistry(SessionRegistry):
         leaders); the others are forgotten."""
         alive = []
         for pid, start in self.load().items():
-            fields = _proc_stat(pid)
+            fields = proc_stat(pid)
             if fields is not None and fields[19] == start and fields[3] == str(pid):
                 alive.append(pid)
             else:
@@ -617,8 +591,7 @@ class LocalBackend(Backend):
     @property
     def capabilities(self) -> Capabilities:
         network = "none" if self.options.network == "none" else "host"
-        return Capabilities(pty=True, resize=True, signals=True, stdin=True, background=True,
-                            persistent_shell=True, file_transfer=True, network_policy=network, streaming=True)
+        return Capabilities.full(network)
 
     def policy(self) -> dict[str, str]:
         o = self.options

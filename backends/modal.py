@@ -466,9 +466,7 @@ class ModalBackend(Backend):
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(pty=True, resize=True, signals=True, stdin=True, background=True,
-                            persistent_shell=True, file_transfer=True, network_policy=self._network_policy(),
-                            streaming=True)
+        return Capabilities.full(self._network_policy())
 
     def _network_policy(self) -> str:
         o = self.options

@@ -43,7 +43,7 @@ from typing import Literal
 
 from pydantic import field_validator
 
-from ._host import PipeReader, PtyReader, signal_tree, spawn_piped
+from ._host import PipeReader, PtyReader, proc_stat, signal_tree, spawn_piped, write_master, write_stdin
 from .base import (
     Backend,
     BackendError,
@@ -208,13 +208,8 @@ def _tail(text: str, limit: int = 800) -> str:
 
 def _proc_start_time(pid: int) -> str | None:
     """A live (non-zombie) process's start time, to tell it from a later one with the same pid."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(b")") + 2 :].decode().split()
-    return None if fields[0] in ("Z", "X") else fields[19]
+    fields = proc_stat(pid)
+    return None if fields is None or fields[0] in ("Z", "X") else fields[19]
 
 
 class Cli:
@@ -317,28 +312,9 @@ class ApptainerProcess(Process):
 
     async def write(self, data: bytes) -> None:
         if self._master is not None:
-            await self._write_pty(data)
+            await write_master(self._master, data, 0.002)
             return
-        stdin = self._proc.stdin
-        if stdin is None or stdin.is_closing():
-            raise BackendError("stdin is closed", ErrorKind.FAILED_PRECONDITION)
-        stdin.write(data)
-        try:
-            await stdin.drain()
-        except (BrokenPipeError, ConnectionResetError) as exc:
-            raise BackendError("the process no longer reads its stdin", ErrorKind.FAILED_PRECONDITION) from exc
-
-    async def _write_pty(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            try:
-                n = os.write(self._master, view)  # type: ignore[arg-type]
-            except BlockingIOError:
-                await asyncio.sleep(0.002)
-                continue
-            except OSError as exc:
-                raise BackendError("the terminal is closed", ErrorKind.FAILED_PRECONDITION) from exc
-            view = view[n:]
+        await write_stdin(self._proc.stdin, data)
 
     async def close_stdin(self) -> None:
         stdin = self._proc.stdin
@@ -532,9 +508,7 @@ class SingularityBackend(Backend):
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(pty=True, resize=True, signals=True, stdin=True, background=True,
-                            persistent_shell=True, file_transfer=True, network_policy=self.options.network,
-                            streaming=True)
+        return Capabilities.full(self.options.network)
 
     def policy(self) -> dict[str, str]:
         o = self.options

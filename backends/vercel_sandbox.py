@@ -616,9 +616,7 @@ class VercelSandboxBackend(Backend):
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(pty=True, resize=True, signals=True, stdin=True, background=True,
-                            persistent_shell=True, file_transfer=True, network_policy=self._network_label(),
-                            streaming=True)
+        return Capabilities.full(self._network_label())
 
     def _network_label(self) -> str:
         if self.opts.allow_domains:

@@ -351,9 +351,7 @@ class DockerBackend(Backend):
     # Backend interface ------------------------------------------------------
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(pty=True, resize=True, signals=True, stdin=True, background=True,
-                            persistent_shell=True, file_transfer=True, network_policy=self.options.network,
-                            streaming=True)
+        return Capabilities.full(self.options.network)
 
     def policy(self) -> dict[str, str]:
         o = self.options

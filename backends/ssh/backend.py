@@ -93,8 +93,7 @@ class SSHBackend(Backend):
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(pty=True, resize=True, signals=True, stdin=True, background=True,
-                            persistent_shell=True, file_transfer=True, network_policy="host", streaming=True)
+        return Capabilities.full("host")
 
     def policy(self) -> dict[str, str]:
         o = self.options
