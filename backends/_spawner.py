@@ -403,6 +403,9 @@ class _ChanStream(ByteQueue):
 class SpawnedProcess(Process):
     """A process started by the spawner: stdio through the multiplexed connection."""
 
+    stdout: _ChanStream
+    stderr: _ChanStream | None
+
     def __init__(self, mux: "Spawner", chan: int, tty: bool) -> None:
         self._mux = mux
         self.chan = chan

@@ -39,7 +39,7 @@ import shlex
 import tarfile
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -435,7 +435,8 @@ class Sandbox(abc.ABC):
                 self.root, failed):
             yield chunk
 
-    async def _helper_output(self, argv: list[str], cwd: str, failed) -> AsyncIterator[bytes]:
+    async def _helper_output(self, argv: list[str], cwd: str,
+                             failed: Callable[[int, str], BackendError]) -> AsyncIterator[bytes]:
         """A helper's stdout, streamed; when it exits non-zero, ``failed(code, its stderr)`` is raised."""
         proc = await self.spawn_helper(argv, cwd=cwd, env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
         await proc.close_stdin()
@@ -503,6 +504,9 @@ class Sandbox(abc.ABC):
         return None
 
 
+#: ``Options`` by a name that the ``Backend.Options`` class attribute does not shadow in the class body.
+BackendOptions = Options
+
 _IDENTITY_LOCK = threading.Lock()
 
 
@@ -514,7 +518,7 @@ class Backend(abc.ABC):
     #: The pydantic model of this backend's options (``backends.<name>`` in config).
     Options: ClassVar[type[Options]] = Options
 
-    def __init__(self, name: str, options: Options, *, state_dir: Path) -> None:
+    def __init__(self, name: str, options: BackendOptions, *, state_dir: Path) -> None:
         self.name = name
         self.options = options
         self.state_dir = state_dir  # a directory of this backend's own under the daemon's state dir

@@ -316,6 +316,9 @@ async def _said(process: Process) -> str:
 
 
 class _PipeProcess(Process):
+    stdout: PipeReader
+    stderr: PipeReader
+
     def __init__(self, proc: asyncio.subprocess.Process, stdout: PipeReader, stderr: PipeReader,
                  registry: "_PidRegistry", session: int | None) -> None:
         self._proc = proc
@@ -344,6 +347,9 @@ class _PipeProcess(Process):
 
 
 class _PtyProcess(Process):
+    stdout: PtyReader
+    stderr: None
+
     def __init__(self, proc: subprocess.Popen, master: int, registry: "_PidRegistry", session: int | None) -> None:
         self._proc = proc
         self._master = master
@@ -576,6 +582,7 @@ def _extract(spool, dest: str) -> None:
 class LocalBackend(Backend):
     kind = "local"
     Options = LocalOptions
+    options: LocalOptions
 
     def __init__(self, name: str, options: LocalOptions, *, state_dir: Path) -> None:
         super().__init__(name, options, state_dir=state_dir)

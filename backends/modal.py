@@ -254,6 +254,9 @@ async def _retrying(call: Callable[[], Awaitable[T]], what: str, *, attempts: in
 class ModalProcess(Process):
     """One ``sandbox.exec``: its streams are pumped into ByteQueues as they arrive."""
 
+    stdout: ByteQueue
+    stderr: ByteQueue | None
+
     def __init__(self, backend: "ModalBackend", box: "_Box", proc: Any, regfile: str, pty: bool) -> None:
         self._backend = backend
         self._box = box
@@ -453,6 +456,7 @@ class ModalSandbox(Sandbox):
 class ModalBackend(Backend):
     kind = "modal"
     Options = ModalOptions
+    options: ModalOptions
 
     def __init__(self, name: str, options: ModalOptions, *, state_dir: Path) -> None:
         super().__init__(name, options, state_dir=state_dir)

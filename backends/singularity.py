@@ -296,6 +296,9 @@ class ApptainerProcess(Process):
     the sandbox while the process ran (timeouts, cancels, SignalProcess all go through
     ``signal_session``), else the number as it came."""
 
+    stdout: PipeReader | PtyReader
+    stderr: PipeReader | None
+
     def __init__(self, sandbox: "ApptainerSandbox", proc: asyncio.subprocess.Process,
                  master: int | None, pipes: tuple[PipeReader, PipeReader] | None = None) -> None:
         self._sandbox = sandbox

@@ -240,6 +240,9 @@ def _unhex(line: str) -> bytes:
 class _VercelProcess(Process):
     """A detached command: stdin by API requests, output pumped from the live logs stream."""
 
+    stdout: ByteQueue
+    stderr: ByteQueue
+
     def __init__(self, handle: Any, service: Any, base_url: str, touch: Callable[[], None] = lambda: None,
                  hex_lines: bool = False) -> None:
         self._handle = handle
@@ -325,6 +328,9 @@ class _VercelPty(Process):
 
     The SDK's session is an async context that must be entered and left in one task, so a task of
     its own holds it and this object talks to that task through a queue."""
+
+    stdout: ByteQueue
+    stderr: None
 
     def __init__(self, operation: Any, base_url: str, what: str, touch: Callable[[], None]) -> None:
         loop = asyncio.get_running_loop()
@@ -597,6 +603,7 @@ def _sandbox_name(prefix: str, daemon_id: str, key: str) -> str:
 class VercelSandboxBackend(Backend):
     kind = "vercel_sandbox"
     Options = VercelSandboxOptions
+    options: VercelSandboxOptions
 
     def __init__(self, name: str, options: VercelSandboxOptions, *, state_dir: Path) -> None:
         super().__init__(name, options, state_dir=state_dir)

@@ -77,6 +77,14 @@ async def test_byte_queue_bound_and_room():
     assert await q.read() == b"abcdef" and len(q) == 0 and not q.full
 
 
+async def test_byte_queue_peek_leaves_the_data_for_the_reader():
+    q = ByteQueue()
+    q.feed(b"ab")
+    q.feed(b"cd")
+    assert q.peek() == b"abcd" and len(q) == 4
+    assert await q.read() == b"abcd" and q.peek() == b""
+
+
 async def test_byte_queue_read_size_joins_chunks():
     q = ByteQueue(read_size=4)
     for part in (b"ab", b"cd", b"ef", b"ghijkl", b"m"):

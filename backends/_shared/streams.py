@@ -134,6 +134,10 @@ class ByteQueue(ChunkBuffer):
     def at_eof(self) -> bool:
         return self._eof
 
+    def peek(self) -> bytes:
+        """What is buffered now, left for the reader (e.g. for an error message about a failed start)."""
+        return b"".join(self._chunks)
+
     # -- the producer
     def feed(self, data: bytes) -> None:
         if data and not self._eof:

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 class DaytonaProcess(Process):
     """A process in a Daytona sandbox: one toolbox session running the launcher."""
 
+    stdout: ByteQueue
+    stderr: ByteQueue
+
     def __init__(self, sandbox: "DaytonaSandbox", remote: Any, session_id: str, cmd_id: str, ws: Any) -> None:
         self._sandbox = sandbox
         self._remote = remote
@@ -159,6 +162,9 @@ class DaytonaPtyProcess(Process):
     typed line does not contain it) and ``exec``s ``env -i ... argv``: argv keeps the shell's pid,
     so it is the session leader and ``$$`` is the session id. Everything before the marker (the
     prompt, the echo) is dropped; everything after is the program's terminal output, exact."""
+
+    stdout: ByteQueue
+    stderr: None
 
     def __init__(self, sandbox: "DaytonaSandbox", token: str) -> None:
         self._sandbox = sandbox

@@ -207,6 +207,9 @@ def _hijacked_socket(result: Any) -> tuple[socket.socket, bytes]:
 class DockerProcess(Process):
     """A docker exec: the leader of its own session inside the container."""
 
+    stdout: ByteQueue
+    stderr: ByteQueue | None
+
     def __init__(self, sandbox: "DockerSandbox", container: "_Container", exec_id: str, result: Any,
                  tty: bool, spawned_at: float) -> None:
         self._sandbox = sandbox

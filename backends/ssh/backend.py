@@ -59,6 +59,7 @@ class SSHSandbox(Sandbox):
 class SSHBackend(Backend):
     kind = "ssh"
     Options = SSHOptions
+    options: SSHOptions
 
     def __init__(self, name: str, options: SSHOptions, *, state_dir: Path) -> None:
         super().__init__(name, options, state_dir=state_dir)
@@ -458,7 +459,7 @@ class SSHBackend(Backend):
                                    "and an sshd that starts each command in a new session (OpenSSH does)",
                                    ErrorKind.FAILED_PRECONDITION) from None
             if exc.kind is ErrorKind.FAILED_PRECONDITION and proc.stderr is not None:
-                detail = bytes(proc.stderr._buf).decode(errors="replace").strip()
+                detail = proc.stderr.peek().decode(errors="replace").strip()
                 if detail:
                     raise BackendError(f"{exc.message}: {detail}", exc.kind) from None
             raise

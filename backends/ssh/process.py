@@ -30,6 +30,9 @@ T = TypeVar("T")
 class _ChannelProcess(Process):
     """A remote process on its own channel; see the package docstring (executor.backends.ssh) for the bridging."""
 
+    stdout: ByteQueue
+    stderr: ByteQueue | None
+
     def __init__(self, backend: "SSHBackend", conn: _Connection, chan: paramiko.Channel, *,
                  pty: bool, handshake: bool) -> None:
         self._backend = backend
