@@ -11,6 +11,7 @@ import fcntl
 import os
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from ._shared.streams import READ_SIZE, ChunkBuffer
 from .base import REAPER_NAME, BackendError, ByteQueue, ErrorKind
@@ -29,6 +30,8 @@ class PipeReader(ChunkBuffer):
     subscriber has called ``pause()``, the pipe is not read, so the writer blocks on a full pipe.
     ``detach()`` drops the consumer and keeps draining (and discarding) until EOF, so a background
     process that inherited the pipe never blocks on it; the fd is closed at EOF."""
+
+    _loop: asyncio.AbstractEventLoop  # (set at once: reading starts in the constructor)
 
     def __init__(self, fd: int, limit: int = 1 << 20) -> None:
         super().__init__()
@@ -124,7 +127,7 @@ class PipeReader(ChunkBuffer):
 
 
 async def spawn_piped(argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str],
-                      **kwargs) -> tuple[asyncio.subprocess.Process, PipeReader, PipeReader]:
+                      **kwargs: Any) -> tuple[asyncio.subprocess.Process, PipeReader, PipeReader]:
     """Start argv with a stdin pipe (asyncio's) and stdout/stderr pipes read by PipeReaders.
 
     The output pipes are 1 MiB (a streaming command moves in fewer, larger reads) where the

@@ -25,7 +25,7 @@ import tempfile
 import termios
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal
 
 from ._host import PipeReader, PtyReader, proc_stat, proc_table, signal_tree, spawn_piped, write_master, write_stdin
 from ._shared.registry import SessionRegistry
@@ -181,9 +181,11 @@ class _Sandboxed:
                     continue
             else:
                 return None
+        init, ns = self.init, self.ns
+        assert init is not None  # set with ns
         try:
-            if os.readlink(f"/proc/{self.init}/ns/pid") == self.ns:
-                return self.init, self.ns
+            if os.readlink(f"/proc/{init}/ns/pid") == ns:
+                return init, ns
         except OSError:
             pass
         return None  # the init is gone: so is the namespace and everything in it
@@ -350,7 +352,7 @@ class _PtyProcess(Process):
     stdout: PtyReader
     stderr: None
 
-    def __init__(self, proc: subprocess.Popen, master: int, registry: "_PidRegistry", session: int | None) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], master: int, registry: "_PidRegistry", session: int | None) -> None:
         self._proc = proc
         self._master = master
         self._registry = registry
@@ -470,7 +472,8 @@ class LocalSandbox(Sandbox):
         raise AssertionError("unreachable")
 
     async def _start(self, full: list[str], *, cwd: str, env: Mapping[str, str], pty: PtySize | None,
-                     sandboxed: bool, pass_fds: tuple[int, ...] = ()) -> tuple[Process, Callable[[], int | None]]:
+                     sandboxed: bool, pass_fds: tuple[int, ...] = ()
+                     ) -> tuple[_PipeProcess | _PtyProcess, Callable[[], int | None]]:
         """Start ``full`` with pipes or a terminal; the process and how to read its exit code."""
         backend = self._backend
         registry = backend.registry
@@ -564,7 +567,7 @@ def _strict_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None
     return tarfile.data_filter(member, dest)
 
 
-def _extract(spool, dest: str) -> None:
+def _extract(spool: IO[bytes], dest: str) -> None:
     try:
         os.makedirs(dest, exist_ok=True)
         with tarfile.open(fileobj=spool, mode="r:") as tar:
@@ -633,7 +636,8 @@ class LocalBackend(Backend):
     def run_as(self) -> tuple[int, int] | None:
         """(uid, gid) when commands run as another user than the daemon's."""
         o = self.options
-        if o.isolation == "sandbox" and o.uid is not None and (o.uid, o.gid) != (os.geteuid(), os.getegid()):
+        if (o.isolation == "sandbox" and o.uid is not None and o.gid is not None  # (both or neither: validated)
+                and (o.uid, o.gid) != (os.geteuid(), os.getegid())):
             return o.uid, o.gid
         return None
 

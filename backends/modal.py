@@ -314,7 +314,7 @@ class ModalProcess(Process):
 
     async def wait(self) -> int:
         try:
-            code = await self._proc.wait.aio()
+            code: int = await self._proc.wait.aio()
         except Exception as exc:  # noqa: BLE001 - the result cannot be known: LOST
             err = await self._box.lost_or(_error(exc, "waiting for the process"), "waiting for a process")
             raise _as_lost(err) from exc

@@ -39,7 +39,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import field_validator
 
@@ -189,7 +189,8 @@ def _init_command(action: list[str]) -> list[str]:
     """spython's command prefix (``singularity --quiet ACTION``), without spython's global state."""
     from spython.main.base.command import init_command
 
-    return init_command(SimpleNamespace(quiet=True, debug=False), action)
+    command: list[str] = init_command(SimpleNamespace(quiet=True, debug=False), action)
+    return command
 
 
 def _slug(text: str, limit: int) -> str:
@@ -270,7 +271,7 @@ class Cli:
         self.last_version = out.strip()
         return self.last_version
 
-    async def instances(self) -> list[dict]:
+    async def instances(self) -> list[dict[str, Any]]:
         """``instance list --json``: [{instance, pid, img, logErrPath, ...}] (spython's schema)."""
         code, out, err = await self.run(self.argv(["instance", "list", "--json"]), 60)
         if code != 0:
@@ -341,6 +342,7 @@ class ApptainerProcess(Process):
     async def detach(self) -> None:
         if isinstance(self.stdout, PipeReader):
             self.stdout.detach()
+        if self.stderr is not None:
             self.stderr.detach()
         if self._master is not None:
             assert isinstance(self.stdout, PtyReader)
@@ -353,7 +355,7 @@ class ApptainerSandbox(Sandbox):
     """A task's instance: ``root`` is the task directory as seen inside it."""
 
     def __init__(self, backend: "SingularityBackend", task_id: str, instance: str, host_dir: Path,
-                 info: dict) -> None:
+                 info: dict[str, Any]) -> None:
         self._backend = backend
         self.task_id = task_id
         self.instance = instance
@@ -495,7 +497,7 @@ class SingularityBackend(Backend):
         self._image_lock = asyncio.Lock()
         self._image_error: str | None = None
         #: ``instance stop`` calls still running (Apptainer's cleanup after the processes died).
-        self._stopping: dict[str, asyncio.Future] = {}
+        self._stopping: dict[str, asyncio.Future[None]] = {}
         self.leftovers_stopped = 0
         self.limits_apply, self.limits_note = self._limits_support()
         self.reaper_python: bool | None = None  # unknown until an instance runs
@@ -689,7 +691,7 @@ class SingularityBackend(Backend):
                 raise BackendError(f"creating the overlay image {path} failed: {_tail(err or out)}",
                                    ErrorKind.FAILED_PRECONDITION)
 
-    async def _find_instance(self, name: str) -> dict | None:
+    async def _find_instance(self, name: str) -> dict[str, Any] | None:
         for info in await self.cli.instances():
             if info.get("instance") == name:
                 return info
@@ -737,7 +739,7 @@ class SingularityBackend(Backend):
                                    f"see {Path.home()}/.apptainer/instances/logs", ErrorKind.FAILED_PRECONDITION)
         return ApptainerSandbox(self, task_id, name, host_dir, info)
 
-    def _begin_stop(self, name: str) -> asyncio.Future:
+    def _begin_stop(self, name: str) -> asyncio.Future[None]:
         """Start ``instance stop NAME`` (once), tracked until it has finished."""
         stop = self._stopping.get(name)
         if stop is None:

@@ -179,7 +179,8 @@ def _transient(exc: BaseException) -> bool:
     if _is_transport_error(exc):
         return True
     if isinstance(exc, sdk.SandboxApiError):
-        return exc.status_code == 429 or exc.status_code >= 500
+        status: int = exc.status_code
+        return status == 429 or status >= 500
     return False
 
 

@@ -240,7 +240,7 @@ class DaytonaPtyProcess(Process):
         if self._code is not None:
             return self._code
         result = await self._handle.wait()
-        code = result.exit_code
+        code: int | None = result.exit_code
         sig = self._sandbox.signalled.get(self._pid or -1)
         if code is None:
             await self._sandbox.check_alive()

@@ -49,7 +49,7 @@ class _ExecSocket:
     through ``loop.sock_sendall``."""
 
     def __init__(self, sock: socket.socket, keepalive: Any, leftover: bytes, tty: bool,
-                 on_close: Callable[[BaseException | None], None], sink: Any = None) -> None:
+                 on_close: Callable[[BaseException | None], object], sink: Any = None) -> None:
         self._sock = sock
         self._keepalive = keepalive  # docker-py's SocketIO/response: closing them would close the fd
         self._loop = asyncio.get_running_loop()

@@ -149,10 +149,10 @@ class SSHBackend(Backend):
                 return Failure.UNSENT
             return Failure.FINAL
 
-        def translate(exc: BaseException) -> BackendError:
+        def translate(exc: BaseException) -> BaseException:
             if isinstance(exc, _Dropped):
                 return BackendError(f"{exc.message} ({CONNECT_ATTEMPTS} attempts)", ErrorKind.UNAVAILABLE)
-            return exc  # type: ignore[return-value] - raised as it is
+            return exc  # raised as it is
 
         def retried(exc: BaseException, pause: float) -> None:
             log.info("ssh backend %s: %s; retrying in %.2f s", self.name, exc, pause)

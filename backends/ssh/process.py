@@ -297,7 +297,8 @@ class _ChannelProcess(Process):
         if self.pid and not self._forgot:
             self._forgot = True
             self._backend._forget(f"{self._conn.registry}/{self.pid}")
-        return chan.exit_status
+        status: int = chan.exit_status
+        return status
 
     async def detach(self) -> None:
         self.abort()
