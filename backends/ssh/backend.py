@@ -63,7 +63,6 @@ class SSHBackend(Backend):
 
     def __init__(self, name: str, options: SSHOptions, *, state_dir: Path) -> None:
         super().__init__(name, options, state_dir=state_dir)
-        self.options: SSHOptions = options
         self._connector = _Connector(options)
         # Connects (max_parallel_connects at a time) and open/exec requests wait here for the server.
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=8 + options.max_parallel_connects,
