@@ -25,7 +25,8 @@ KINDS: dict[str, str] = {
 def backend_class(kind: str) -> type[Backend]:
     """The Backend class of a kind; KeyError for an unknown kind."""
     module, _, cls = KINDS[kind].partition(":")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+    found: type[Backend] = getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+    return found
 
 
 __all__ = ["KINDS", "backend_class", "Backend", "BackendError", "Capabilities", "ErrorKind", "Health",

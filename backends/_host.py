@@ -11,6 +11,7 @@ import fcntl
 import os
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from ._shared.streams import READ_SIZE, ChunkBuffer
 from .base import REAPER_NAME, BackendError, ByteQueue, ErrorKind
@@ -29,6 +30,8 @@ class PipeReader(ChunkBuffer):
     subscriber has called ``pause()``, the pipe is not read, so the writer blocks on a full pipe.
     ``detach()`` drops the consumer and keeps draining (and discarding) until EOF, so a background
     process that inherited the pipe never blocks on it; the fd is closed at EOF."""
+
+    _loop: asyncio.AbstractEventLoop  # (set at once: reading starts in the constructor)
 
     def __init__(self, fd: int, limit: int = 1 << 20) -> None:
         super().__init__()
@@ -124,7 +127,7 @@ class PipeReader(ChunkBuffer):
 
 
 async def spawn_piped(argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str],
-                      **kwargs) -> tuple[asyncio.subprocess.Process, PipeReader, PipeReader]:
+                      **kwargs: Any) -> tuple[asyncio.subprocess.Process, PipeReader, PipeReader]:
     """Start argv with a stdin pipe (asyncio's) and stdout/stderr pipes read by PipeReaders.
 
     The output pipes are 1 MiB (a streaming command moves in fewer, larger reads) where the
@@ -195,6 +198,42 @@ class PtyReader:
 
     async def read(self) -> bytes:
         return await self._q.read()
+
+
+async def write_stdin(stdin: asyncio.StreamWriter | None, data: bytes) -> None:
+    """Write to a host process's stdin pipe, waiting while the pipe is full."""
+    if stdin is None or stdin.is_closing():
+        raise BackendError("stdin is closed", ErrorKind.FAILED_PRECONDITION)
+    stdin.write(data)
+    try:
+        await stdin.drain()
+    except (BrokenPipeError, ConnectionResetError) as exc:
+        raise BackendError("the process no longer reads its stdin", ErrorKind.FAILED_PRECONDITION) from exc
+
+
+async def write_master(master: int, data: bytes, pause: float) -> None:
+    """Write to a non-blocking pty master, sleeping ``pause`` seconds while the terminal is full."""
+    view = memoryview(data)
+    while view:
+        try:
+            n = os.write(master, view)
+        except BlockingIOError:
+            await asyncio.sleep(pause)
+            continue
+        except OSError as exc:
+            raise BackendError("the terminal is closed", ErrorKind.FAILED_PRECONDITION) from exc
+        view = view[n:]
+
+
+def proc_stat(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name (state, ppid, pgrp, session, ...; the
+    start time is [19]), or None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    return raw[raw.rfind(b")") + 2 :].decode().split()
 
 
 # ---------------------------------------------------------------------------

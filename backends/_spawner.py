@@ -34,14 +34,13 @@ holds back a channel's stdin writes while more than ``WINDOW`` bytes are not yet
 from __future__ import annotations
 
 import asyncio
-import collections
 import json
 import struct
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from .base import (REAPER_NAME, REAPER_PY, REAPER_PYTHONS, REAPER_START_FAILED, REAPER_START_FAILED_LINE,
-                   BackendError, ErrorKind, Process, PtySize)
+                   BackendError, ByteQueue, ErrorKind, Process, PtySize)
 
 HEADER = struct.Struct(">BII")
 WINDOW = 4 << 20
@@ -375,15 +374,13 @@ def _frame(kind: bytes, chan: int, payload: bytes = b"") -> bytes:
     return HEADER.pack(kind[0], chan, len(payload)) + payload
 
 
-class _ChanStream:
+class _ChanStream(ByteQueue):
     """One output stream of a multiplexed process: ``read()`` returns what is buffered, b"" at EOF;
-    what is read is acknowledged to the spawner (its window for this process)."""
+    what is read is acknowledged to the spawner (its window for this process). Bounded by that
+    window: the spawner stops reading the process's output while ``WINDOW`` bytes are unacknowledged."""
 
     def __init__(self, ack: Callable[[int], None]) -> None:
-        self._chunks: collections.deque[bytes] = collections.deque()
-        self._eof = False
-        self._exc: BaseException | None = None
-        self._waiter: asyncio.Future[None] | None = None
+        super().__init__(WINDOW, read_size=WINDOW)
         self._ack = ack
         self.head = b""  # the first bytes (a reaper's start failure is told by them)
         self.seen = False
@@ -394,36 +391,20 @@ class _ChanStream:
         self.seen = True
         if len(self.head) < 256:
             self.head += data[: 256 - len(self.head)]
-        self._chunks.append(data)
-        self._wake()
-
-    def feed_eof(self, exc: BaseException | None = None) -> None:
-        if not self._eof:
-            self._eof = True
-            self._exc = exc
-            self._wake()
-
-    def _wake(self) -> None:
-        waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        super().feed(data)
 
     async def read(self) -> bytes:
-        while not self._chunks:
-            if self._exc is not None:
-                raise self._exc
-            if self._eof:
-                return b""
-            self._waiter = asyncio.get_running_loop().create_future()
-            await self._waiter
-        data = self._chunks.popleft() if len(self._chunks) == 1 else b"".join(
-            self._chunks.popleft() for _ in range(len(self._chunks)))
-        self._ack(len(data))
+        data = await super().read()
+        if data:
+            self._ack(len(data))
         return data
 
 
 class SpawnedProcess(Process):
     """A process started by the spawner: stdio through the multiplexed connection."""
+
+    stdout: _ChanStream
+    stderr: _ChanStream | None
 
     def __init__(self, mux: "Spawner", chan: int, tty: bool) -> None:
         self._mux = mux
@@ -451,7 +432,7 @@ class SpawnedProcess(Process):
         if kind == 0x4F:  # O
             self.stdout.feed(payload)
         elif kind == 0x65:  # e
-            (self.stderr or self.stdout).feed(payload)
+            (self.stderr if self.stderr is not None else self.stdout).feed(payload)  # (an empty queue is falsy)
         elif kind == 0x5A:  # Z
             (self.stdout if payload == b"1" or self.stderr is None else self.stderr).feed_eof()
         elif kind == 0x57:  # W

@@ -39,7 +39,7 @@ import shlex
 import tarfile
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -126,6 +126,12 @@ class Capabilities:
     file_transfer: bool = True
     network_policy: str = "host"
     streaming: bool = True  # output arrives while the process runs
+
+    @classmethod
+    def full(cls, network_policy: str) -> "Capabilities":
+        """Everything a Process can do (terminals and resizing included), with this network policy."""
+        return cls(pty=True, resize=True, signals=True, stdin=True, background=True, persistent_shell=True,
+                   file_transfer=True, network_policy=network_policy, streaming=True)
 
 
 @dataclass(frozen=True)
@@ -399,16 +405,7 @@ class Sandbox(abc.ABC):
             cwd=self.root,
             env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
         )
-        out = asyncio.ensure_future(read_all(proc.stdout))
-        err = asyncio.ensure_future(read_all(proc.stderr)) if proc.stderr is not None else None
-        try:
-            async for chunk in data:
-                await proc.write(chunk)
-            await proc.close_stdin()
-        finally:
-            code = await proc.wait()
-            await out
-            message = (await err).decode(errors="replace").strip() if err is not None else ""
+        code, message, _ = await _pipe_through(proc, data)
         if code != 0:
             full = "No space left on device" in message or "Disk quota exceeded" in message
             raise BackendError(f"unpacking into {dest} failed: {message or f'tar exited {code}'}",
@@ -438,7 +435,8 @@ class Sandbox(abc.ABC):
                 self.root, failed):
             yield chunk
 
-    async def _helper_output(self, argv: list[str], cwd: str, failed) -> AsyncIterator[bytes]:
+    async def _helper_output(self, argv: list[str], cwd: str,
+                             failed: Callable[[int, str], BackendError]) -> AsyncIterator[bytes]:
         """A helper's stdout, streamed; when it exits non-zero, ``failed(code, its stderr)`` is raised."""
         proc = await self.spawn_helper(argv, cwd=cwd, env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
         await proc.close_stdin()
@@ -491,18 +489,7 @@ class Sandbox(abc.ABC):
             ["/bin/sh", "-c", _WRITE_FILE_SCRIPT, "executor-write", path, f"{mode:o}" if mode else "",
              "1" if make_parents else ""],
             cwd="/", env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
-        out = asyncio.ensure_future(read_all(proc.stdout))
-        err = asyncio.ensure_future(read_all(proc.stderr)) if proc.stderr is not None else None
-        written = 0
-        try:
-            async for chunk in data:
-                written += len(chunk)
-                await proc.write(chunk)
-            await proc.close_stdin()
-        finally:
-            code = await proc.wait()
-            await out
-            message = (await err).decode(errors="replace").strip() if err is not None else ""
+        code, message, written = await _pipe_through(proc, data)
         if code != 0:
             raise _file_error(path, "writing", code, message)
         return written
@@ -517,6 +504,9 @@ class Sandbox(abc.ABC):
         return None
 
 
+#: ``Options`` by a name that the ``Backend.Options`` class attribute does not shadow in the class body.
+BackendOptions = Options
+
 _IDENTITY_LOCK = threading.Lock()
 
 
@@ -528,7 +518,7 @@ class Backend(abc.ABC):
     #: The pydantic model of this backend's options (``backends.<name>`` in config).
     Options: ClassVar[type[Options]] = Options
 
-    def __init__(self, name: str, options: Options, *, state_dir: Path) -> None:
+    def __init__(self, name: str, options: BackendOptions, *, state_dir: Path) -> None:
         self.name = name
         self.options = options
         self.state_dir = state_dir  # a directory of this backend's own under the daemon's state dir
@@ -849,6 +839,25 @@ async def drain(proc: Process) -> tuple[bytes, bytes]:
     """Read a process's stdout and stderr to EOF, concurrently."""
     out, err = await asyncio.gather(read_all(proc.stdout), read_all(proc.stderr))
     return out, err
+
+
+async def _pipe_through(proc: Process, data: AsyncIterator[bytes]) -> tuple[int, str, int]:
+    """Write ``data`` to a helper's stdin and close it, reading its output meanwhile (so it never
+    blocks on a full pipe); returns its exit code, its stderr (stripped text) and the bytes written.
+    The helper is waited for also when ``data`` or a write fails."""
+    out = asyncio.ensure_future(read_all(proc.stdout))
+    err = asyncio.ensure_future(read_all(proc.stderr)) if proc.stderr is not None else None
+    written = 0
+    try:
+        async for chunk in data:
+            written += len(chunk)
+            await proc.write(chunk)
+        await proc.close_stdin()
+    finally:
+        code = await proc.wait()
+        await out
+        message = (await err).decode(errors="replace").strip() if err is not None else ""
+    return code, message, written
 
 
 def shell_quote(argv: Sequence[str]) -> str:

@@ -25,9 +25,9 @@ import tempfile
 import termios
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal
 
-from ._host import PipeReader, PtyReader, proc_table, signal_tree, spawn_piped
+from ._host import PipeReader, PtyReader, proc_stat, proc_table, signal_tree, spawn_piped, write_master, write_stdin
 from ._shared.registry import SessionRegistry
 from pydantic import model_validator
 
@@ -93,16 +93,6 @@ class LocalOptions(Options):
 #: hidden in every sandbox when they exist.
 PRIVILEGED_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/containerd/containerd.sock",
                       "/run/podman/podman.sock", "/run/crio/crio.sock")
-
-
-def _proc_stat(pid: int) -> list[str] | None:
-    """Fields of /proc/PID/stat after the command name: state, ppid, pgrp, session, ..."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    return raw[raw.rfind(b")") + 2 :].decode().split()
 
 
 def session_members(sid: int) -> list[int]:
@@ -191,9 +181,11 @@ class _Sandboxed:
                     continue
             else:
                 return None
+        init, ns = self.init, self.ns
+        assert init is not None  # set with ns
         try:
-            if os.readlink(f"/proc/{self.init}/ns/pid") == self.ns:
-                return self.init, self.ns
+            if os.readlink(f"/proc/{init}/ns/pid") == ns:
+                return init, ns
         except OSError:
             pass
         return None  # the init is gone: so is the namespace and everything in it
@@ -326,6 +318,9 @@ async def _said(process: Process) -> str:
 
 
 class _PipeProcess(Process):
+    stdout: PipeReader
+    stderr: PipeReader
+
     def __init__(self, proc: asyncio.subprocess.Process, stdout: PipeReader, stderr: PipeReader,
                  registry: "_PidRegistry", session: int | None) -> None:
         self._proc = proc
@@ -336,14 +331,7 @@ class _PipeProcess(Process):
         self.stderr = stderr
 
     async def write(self, data: bytes) -> None:
-        stdin = self._proc.stdin
-        if stdin is None or stdin.is_closing():
-            raise BackendError("stdin is closed", ErrorKind.FAILED_PRECONDITION)
-        stdin.write(data)
-        try:
-            await stdin.drain()
-        except (BrokenPipeError, ConnectionResetError) as exc:
-            raise BackendError("the process no longer reads its stdin", ErrorKind.FAILED_PRECONDITION) from exc
+        await write_stdin(self._proc.stdin, data)
 
     async def close_stdin(self) -> None:
         stdin = self._proc.stdin
@@ -361,7 +349,10 @@ class _PipeProcess(Process):
 
 
 class _PtyProcess(Process):
-    def __init__(self, proc: subprocess.Popen, master: int, registry: "_PidRegistry", session: int | None) -> None:
+    stdout: PtyReader
+    stderr: None
+
+    def __init__(self, proc: subprocess.Popen[bytes], master: int, registry: "_PidRegistry", session: int | None) -> None:
         self._proc = proc
         self._master = master
         self._registry = registry
@@ -372,16 +363,7 @@ class _PtyProcess(Process):
         self._closed = False
 
     async def write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            try:
-                n = os.write(self._master, view)
-            except BlockingIOError:
-                await asyncio.sleep(0.005)
-                continue
-            except OSError as exc:
-                raise BackendError("the terminal is closed", ErrorKind.FAILED_PRECONDITION) from exc
-            view = view[n:]
+        await write_master(self._master, data, 0.005)
 
     async def close_stdin(self) -> None:
         return None
@@ -416,7 +398,7 @@ class _PidRegistry(SessionRegistry):
         self.dir.mkdir(parents=True, exist_ok=True)
 
     def remember(self, pid: int, start: str = "", scope: str = "") -> None:
-        fields = _proc_stat(pid)
+        fields = proc_stat(pid)
         super().remember(pid, fields[19] if fields else "0", scope)
 
     def leftovers(self) -> list[int]:
@@ -424,7 +406,7 @@ class _PidRegistry(SessionRegistry):
         leaders); the others are forgotten."""
         alive = []
         for pid, start in self.load().items():
-            fields = _proc_stat(pid)
+            fields = proc_stat(pid)
             if fields is not None and fields[19] == start and fields[3] == str(pid):
                 alive.append(pid)
             else:
@@ -490,7 +472,8 @@ class LocalSandbox(Sandbox):
         raise AssertionError("unreachable")
 
     async def _start(self, full: list[str], *, cwd: str, env: Mapping[str, str], pty: PtySize | None,
-                     sandboxed: bool, pass_fds: tuple[int, ...] = ()) -> tuple[Process, Callable[[], int | None]]:
+                     sandboxed: bool, pass_fds: tuple[int, ...] = ()
+                     ) -> tuple[_PipeProcess | _PtyProcess, Callable[[], int | None]]:
         """Start ``full`` with pipes or a terminal; the process and how to read its exit code."""
         backend = self._backend
         registry = backend.registry
@@ -584,7 +567,7 @@ def _strict_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None
     return tarfile.data_filter(member, dest)
 
 
-def _extract(spool, dest: str) -> None:
+def _extract(spool: IO[bytes], dest: str) -> None:
     try:
         os.makedirs(dest, exist_ok=True)
         with tarfile.open(fileobj=spool, mode="r:") as tar:
@@ -602,6 +585,7 @@ def _extract(spool, dest: str) -> None:
 class LocalBackend(Backend):
     kind = "local"
     Options = LocalOptions
+    options: LocalOptions
 
     def __init__(self, name: str, options: LocalOptions, *, state_dir: Path) -> None:
         super().__init__(name, options, state_dir=state_dir)
@@ -617,8 +601,7 @@ class LocalBackend(Backend):
     @property
     def capabilities(self) -> Capabilities:
         network = "none" if self.options.network == "none" else "host"
-        return Capabilities(pty=True, resize=True, signals=True, stdin=True, background=True,
-                            persistent_shell=True, file_transfer=True, network_policy=network, streaming=True)
+        return Capabilities.full(network)
 
     def policy(self) -> dict[str, str]:
         o = self.options
@@ -653,7 +636,8 @@ class LocalBackend(Backend):
     def run_as(self) -> tuple[int, int] | None:
         """(uid, gid) when commands run as another user than the daemon's."""
         o = self.options
-        if o.isolation == "sandbox" and o.uid is not None and (o.uid, o.gid) != (os.geteuid(), os.getegid()):
+        if (o.isolation == "sandbox" and o.uid is not None and o.gid is not None  # (both or neither: validated)
+                and (o.uid, o.gid) != (os.geteuid(), os.getegid())):
             return o.uid, o.gid
         return None
 

@@ -254,6 +254,9 @@ async def _retrying(call: Callable[[], Awaitable[T]], what: str, *, attempts: in
 class ModalProcess(Process):
     """One ``sandbox.exec``: its streams are pumped into ByteQueues as they arrive."""
 
+    stdout: ByteQueue
+    stderr: ByteQueue | None
+
     def __init__(self, backend: "ModalBackend", box: "_Box", proc: Any, regfile: str, pty: bool) -> None:
         self._backend = backend
         self._box = box
@@ -311,7 +314,7 @@ class ModalProcess(Process):
 
     async def wait(self) -> int:
         try:
-            code = await self._proc.wait.aio()
+            code: int = await self._proc.wait.aio()
         except Exception as exc:  # noqa: BLE001 - the result cannot be known: LOST
             err = await self._box.lost_or(_error(exc, "waiting for the process"), "waiting for a process")
             raise _as_lost(err) from exc
@@ -453,6 +456,7 @@ class ModalSandbox(Sandbox):
 class ModalBackend(Backend):
     kind = "modal"
     Options = ModalOptions
+    options: ModalOptions
 
     def __init__(self, name: str, options: ModalOptions, *, state_dir: Path) -> None:
         super().__init__(name, options, state_dir=state_dir)
@@ -466,9 +470,7 @@ class ModalBackend(Backend):
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(pty=True, resize=True, signals=True, stdin=True, background=True,
-                            persistent_shell=True, file_transfer=True, network_policy=self._network_policy(),
-                            streaming=True)
+        return Capabilities.full(self._network_policy())
 
     def _network_policy(self) -> str:
         o = self.options

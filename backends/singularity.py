@@ -39,11 +39,11 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import field_validator
 
-from ._host import PipeReader, PtyReader, signal_tree, spawn_piped
+from ._host import PipeReader, PtyReader, proc_stat, signal_tree, spawn_piped, write_master, write_stdin
 from .base import (
     Backend,
     BackendError,
@@ -189,7 +189,8 @@ def _init_command(action: list[str]) -> list[str]:
     """spython's command prefix (``singularity --quiet ACTION``), without spython's global state."""
     from spython.main.base.command import init_command
 
-    return init_command(SimpleNamespace(quiet=True, debug=False), action)
+    command: list[str] = init_command(SimpleNamespace(quiet=True, debug=False), action)
+    return command
 
 
 def _slug(text: str, limit: int) -> str:
@@ -208,13 +209,8 @@ def _tail(text: str, limit: int = 800) -> str:
 
 def _proc_start_time(pid: int) -> str | None:
     """A live (non-zombie) process's start time, to tell it from a later one with the same pid."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(b")") + 2 :].decode().split()
-    return None if fields[0] in ("Z", "X") else fields[19]
+    fields = proc_stat(pid)
+    return None if fields is None or fields[0] in ("Z", "X") else fields[19]
 
 
 class Cli:
@@ -275,7 +271,7 @@ class Cli:
         self.last_version = out.strip()
         return self.last_version
 
-    async def instances(self) -> list[dict]:
+    async def instances(self) -> list[dict[str, Any]]:
         """``instance list --json``: [{instance, pid, img, logErrPath, ...}] (spython's schema)."""
         code, out, err = await self.run(self.argv(["instance", "list", "--json"]), 60)
         if code != 0:
@@ -301,6 +297,9 @@ class ApptainerProcess(Process):
     the sandbox while the process ran (timeouts, cancels, SignalProcess all go through
     ``signal_session``), else the number as it came."""
 
+    stdout: PipeReader | PtyReader
+    stderr: PipeReader | None
+
     def __init__(self, sandbox: "ApptainerSandbox", proc: asyncio.subprocess.Process,
                  master: int | None, pipes: tuple[PipeReader, PipeReader] | None = None) -> None:
         self._sandbox = sandbox
@@ -317,28 +316,9 @@ class ApptainerProcess(Process):
 
     async def write(self, data: bytes) -> None:
         if self._master is not None:
-            await self._write_pty(data)
+            await write_master(self._master, data, 0.002)
             return
-        stdin = self._proc.stdin
-        if stdin is None or stdin.is_closing():
-            raise BackendError("stdin is closed", ErrorKind.FAILED_PRECONDITION)
-        stdin.write(data)
-        try:
-            await stdin.drain()
-        except (BrokenPipeError, ConnectionResetError) as exc:
-            raise BackendError("the process no longer reads its stdin", ErrorKind.FAILED_PRECONDITION) from exc
-
-    async def _write_pty(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            try:
-                n = os.write(self._master, view)  # type: ignore[arg-type]
-            except BlockingIOError:
-                await asyncio.sleep(0.002)
-                continue
-            except OSError as exc:
-                raise BackendError("the terminal is closed", ErrorKind.FAILED_PRECONDITION) from exc
-            view = view[n:]
+        await write_stdin(self._proc.stdin, data)
 
     async def close_stdin(self) -> None:
         stdin = self._proc.stdin
@@ -362,6 +342,7 @@ class ApptainerProcess(Process):
     async def detach(self) -> None:
         if isinstance(self.stdout, PipeReader):
             self.stdout.detach()
+        if self.stderr is not None:
             self.stderr.detach()
         if self._master is not None:
             assert isinstance(self.stdout, PtyReader)
@@ -374,7 +355,7 @@ class ApptainerSandbox(Sandbox):
     """A task's instance: ``root`` is the task directory as seen inside it."""
 
     def __init__(self, backend: "SingularityBackend", task_id: str, instance: str, host_dir: Path,
-                 info: dict) -> None:
+                 info: dict[str, Any]) -> None:
         self._backend = backend
         self.task_id = task_id
         self.instance = instance
@@ -516,7 +497,7 @@ class SingularityBackend(Backend):
         self._image_lock = asyncio.Lock()
         self._image_error: str | None = None
         #: ``instance stop`` calls still running (Apptainer's cleanup after the processes died).
-        self._stopping: dict[str, asyncio.Future] = {}
+        self._stopping: dict[str, asyncio.Future[None]] = {}
         self.leftovers_stopped = 0
         self.limits_apply, self.limits_note = self._limits_support()
         self.reaper_python: bool | None = None  # unknown until an instance runs
@@ -532,9 +513,7 @@ class SingularityBackend(Backend):
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(pty=True, resize=True, signals=True, stdin=True, background=True,
-                            persistent_shell=True, file_transfer=True, network_policy=self.options.network,
-                            streaming=True)
+        return Capabilities.full(self.options.network)
 
     def policy(self) -> dict[str, str]:
         o = self.options
@@ -712,7 +691,7 @@ class SingularityBackend(Backend):
                 raise BackendError(f"creating the overlay image {path} failed: {_tail(err or out)}",
                                    ErrorKind.FAILED_PRECONDITION)
 
-    async def _find_instance(self, name: str) -> dict | None:
+    async def _find_instance(self, name: str) -> dict[str, Any] | None:
         for info in await self.cli.instances():
             if info.get("instance") == name:
                 return info
@@ -760,7 +739,7 @@ class SingularityBackend(Backend):
                                    f"see {Path.home()}/.apptainer/instances/logs", ErrorKind.FAILED_PRECONDITION)
         return ApptainerSandbox(self, task_id, name, host_dir, info)
 
-    def _begin_stop(self, name: str) -> asyncio.Future:
+    def _begin_stop(self, name: str) -> asyncio.Future[None]:
         """Start ``instance stop NAME`` (once), tracked until it has finished."""
         stop = self._stopping.get(name)
         if stop is None:

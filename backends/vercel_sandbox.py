@@ -179,7 +179,8 @@ def _transient(exc: BaseException) -> bool:
     if _is_transport_error(exc):
         return True
     if isinstance(exc, sdk.SandboxApiError):
-        return exc.status_code == 429 or exc.status_code >= 500
+        status: int = exc.status_code
+        return status == 429 or status >= 500
     return False
 
 
@@ -239,6 +240,9 @@ def _unhex(line: str) -> bytes:
 
 class _VercelProcess(Process):
     """A detached command: stdin by API requests, output pumped from the live logs stream."""
+
+    stdout: ByteQueue
+    stderr: ByteQueue
 
     def __init__(self, handle: Any, service: Any, base_url: str, touch: Callable[[], None] = lambda: None,
                  hex_lines: bool = False) -> None:
@@ -325,6 +329,9 @@ class _VercelPty(Process):
 
     The SDK's session is an async context that must be entered and left in one task, so a task of
     its own holds it and this object talks to that task through a queue."""
+
+    stdout: ByteQueue
+    stderr: None
 
     def __init__(self, operation: Any, base_url: str, what: str, touch: Callable[[], None]) -> None:
         loop = asyncio.get_running_loop()
@@ -597,6 +604,7 @@ def _sandbox_name(prefix: str, daemon_id: str, key: str) -> str:
 class VercelSandboxBackend(Backend):
     kind = "vercel_sandbox"
     Options = VercelSandboxOptions
+    options: VercelSandboxOptions
 
     def __init__(self, name: str, options: VercelSandboxOptions, *, state_dir: Path) -> None:
         super().__init__(name, options, state_dir=state_dir)
@@ -616,9 +624,7 @@ class VercelSandboxBackend(Backend):
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(pty=True, resize=True, signals=True, stdin=True, background=True,
-                            persistent_shell=True, file_transfer=True, network_policy=self._network_label(),
-                            streaming=True)
+        return Capabilities.full(self._network_label())
 
     def _network_label(self) -> str:
         if self.opts.allow_domains:

@@ -46,6 +46,65 @@ async def test_byte_queue_on_read_hook():
     assert calls == [0]
 
 
+async def test_byte_queue_end_of_stream():
+    q = ByteQueue()
+    q.feed(b"a")
+    q.feed_eof()
+    q.feed(b"late")  # after the end: dropped
+    q.feed_error(BackendError("too late", ErrorKind.LOST))  # the first end stands
+    assert q.at_eof and await q.read() == b"a"
+    assert await q.read() == b"" and await q.read() == b""  # EOF stays EOF
+    waiting = ByteQueue()
+    reader = asyncio.ensure_future(waiting.read())
+    await asyncio.sleep(0)
+    waiting.feed_error(BackendError("gone", ErrorKind.LOST))
+    with pytest.raises(BackendError):
+        await asyncio.wait_for(reader, 1)  # a reader waiting at the end gets the error
+    with pytest.raises(BackendError):
+        await waiting.read()  # and so does every later read
+
+
+async def test_byte_queue_bound_and_room():
+    q = ByteQueue(limit=4)
+    await asyncio.wait_for(q.room(), 1)  # room at once below the limit
+    q.feed(b"abcdef")  # feed never drops: past the limit the queue is full, not truncated
+    assert q.full and len(q) == 6
+    room = asyncio.ensure_future(q.room())
+    await asyncio.sleep(0)
+    assert not room.done()
+    q.feed_eof()
+    await asyncio.wait_for(room, 1)  # the end releases a waiting producer
+    assert await q.read() == b"abcdef" and len(q) == 0 and not q.full
+
+
+async def test_byte_queue_peek_leaves_the_data_for_the_reader():
+    q = ByteQueue()
+    q.feed(b"ab")
+    q.feed(b"cd")
+    assert q.peek() == b"abcd" and len(q) == 4
+    assert await q.read() == b"abcd" and q.peek() == b""
+
+
+async def test_byte_queue_read_size_joins_chunks():
+    q = ByteQueue(read_size=4)
+    for part in (b"ab", b"cd", b"ef", b"ghijkl", b"m"):
+        q.feed(part)
+    assert [await q.read() for _ in range(3)] == [b"abcd", b"efghijkl", b"m"]
+
+
+async def test_byte_queue_wakes_every_waiting_reader():
+    q = ByteQueue()
+    first, second = asyncio.ensure_future(q.read()), asyncio.ensure_future(q.read())
+    cancelled = asyncio.ensure_future(q.read())
+    await asyncio.sleep(0)
+    cancelled.cancel()
+    await asyncio.sleep(0)
+    q.feed(b"x")
+    await asyncio.sleep(0)
+    q.feed_eof()
+    assert sorted(await asyncio.wait_for(asyncio.gather(first, second), 1)) == [b"", b"x"]
+
+
 def test_instance_id_one_file_one_length_and_old_files_kept(tmp_path):
     new = identity.instance_id(tmp_path / "a")
     assert len(new) == identity.ID_LENGTH and (tmp_path / "a" / "instance-id").read_text().strip() == new

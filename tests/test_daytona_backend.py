@@ -440,3 +440,26 @@ async def test_dotenv_in_the_working_directory_is_ignored(fake, make_backend, tm
     await make_backend().sandbox("t")
     [create] = fake.requests_to("POST", "/api/sandbox")
     assert create.body.get("target") in (None, "")
+
+
+async def test_pty_output_is_bounded_the_sdk_waits_while_the_reader_is_behind():
+    from executor.backends.daytona.process import DaytonaPtyProcess
+
+    class Sandbox:
+        def remember(self, pid):
+            self.pid = pid
+
+    proc = DaytonaPtyProcess(Sandbox(), "t")
+    marker = b"executor-pty-t:"
+    assert proc.on_data(b"prompt " + marker + b"42\nhello") is None  # below the bound: no wait
+    assert proc.pid == 42
+    big = b"x" * proc.stdout.limit
+    held = proc.on_data(big)
+    assert held is not None  # full: the SDK awaits this before reading the websocket again
+    waiting = asyncio.ensure_future(held)
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    assert (await proc.stdout.read()).startswith(b"hello")
+    while len(proc.stdout):
+        await proc.stdout.read()
+    await asyncio.wait_for(waiting, 1)

@@ -128,3 +128,19 @@ async def test_the_spawner_dying_loses_every_process_with_the_reason(spawner):
         assert info.value.kind is ErrorKind.LOST
     with pytest.raises(BackendError):
         spawner.spawn(["true"], cwd="/", mkdir=None, pty=None)
+
+
+async def test_channel_streams_are_bounded_by_the_window_and_ack_what_is_read():
+    from executor.backends._spawner import _ChanStream
+    acked: list[int] = []
+    stream = _ChanStream(acked.append)
+    assert stream.limit == WINDOW
+    stream.feed(b"ab")
+    stream.feed(b"cd")
+    assert stream.seen and stream.head == b"abcd"
+    assert await stream.read() == b"abcd" and acked == [4]
+    stream.feed_eof(BackendError("gone", ErrorKind.LOST))
+    stream.feed(b"late")
+    with pytest.raises(BackendError):
+        await stream.read()
+    assert acked == [4] and stream.head == b"abcd"

@@ -12,7 +12,8 @@ left and one of these holds:
 A call with effects (starting a command, writing to stdin, uploading a stream) is repeated only in
 the first case. What each SDK's exceptions *are* is the backend's own knowledge: it passes
 ``classify`` (default: a translated error of kind UNAVAILABLE is transient, everything else final)
-and ``translate`` (the BackendError raised when no repeat is allowed).
+and ``translate`` (the BackendError raised when no repeat is allowed; returning the exception
+itself raises it unchanged).
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ class Failure(enum.Enum):
     FINAL = "final"  # repeating would fail the same way (or repeat an effect): never
 
 
-def transient_if_unavailable(err: BackendError) -> Failure:
+def transient_if_unavailable(err: BaseException) -> Failure:
     """The default classification, from the translated error alone."""
-    return Failure.TRANSIENT if err.kind is ErrorKind.UNAVAILABLE else Failure.FINAL
+    return Failure.TRANSIENT if isinstance(err, BackendError) and err.kind is ErrorKind.UNAVAILABLE else Failure.FINAL
 
 
 def may_repeat(failure: Failure, *, idempotent: bool) -> bool:
@@ -44,7 +45,7 @@ def may_repeat(failure: Failure, *, idempotent: bool) -> bool:
     return failure is Failure.UNSENT or (idempotent and failure is Failure.TRANSIENT)
 
 
-async def retrying(call: Callable[[], Awaitable[T]], *, translate: Callable[[BaseException], BackendError],
+async def retrying(call: Callable[[], Awaitable[T]], *, translate: Callable[[BaseException], BaseException],
                    idempotent: bool, classify: Callable[[BaseException], Failure] | None = None,
                    attempts: int = 3, delay: float = 0.2, factor: float = 2.0, jitter: bool = False,
                    timeout: float | None = None,
@@ -69,7 +70,7 @@ async def retrying(call: Callable[[], Awaitable[T]], *, translate: Callable[[Bas
     raise AssertionError("unreachable")
 
 
-async def once(call: Awaitable[T], *, translate: Callable[[BaseException], BackendError],
+async def once(call: Awaitable[T], *, translate: Callable[[BaseException], BaseException],
                timeout: float | None = None) -> T:
     """A call that is never repeated (it may have happened), its failure translated."""
     try:

@@ -5,10 +5,15 @@ Every ``Process.stdout``/``stderr`` is a ``ByteStream`` (``await read()``: a chu
 read, with no task in between, is also a ``PushStream`` (``subscribe``/``pause``/``resume``/``detach``:
 ``_host.PipeReader`` for host pipes); the shell layer uses that shape when it is there.
 
-``ByteQueue`` is what a backend whose SDK or channel delivers output (by callback, frame or
+``ByteQueue`` is what a backend whose SDK, socket or channel delivers output (by callback, frame or
 websocket message) exposes as a ``ByteStream``. It is bounded: past ``limit`` unread bytes it is
 ``full``; a producer that can wait ``await room()`` before taking more from its source, one fed by
-callbacks stops reading its source and is told by ``on_read`` when the reader took data.
+callbacks stops reading its source and is told by ``on_read`` when the reader took data (the docker
+exec socket, whose two streams share one high/low water mark), one whose remote end sends only
+within a window hears of each read from a subclass (the spawner's channels).
+
+The end of a stream: ``feed_eof()`` (or ``feed_error(exc)``) once; what was fed before is still read,
+then every ``read()`` returns b"" (or raises ``exc``); data fed after the end is dropped.
 """
 
 from __future__ import annotations
@@ -47,13 +52,13 @@ class PushStream(ByteStream, Protocol):
     def detach(self) -> None: ...
 
 
-def take(chunks: collections.deque[bytes]) -> bytes:
-    """The first of the waiting chunks, joined with the next ones while under ``READ_SIZE`` (fewer,
+def take(chunks: collections.deque[bytes], read_size: int = READ_SIZE) -> bytes:
+    """The first of the waiting chunks, joined with the next ones while under ``read_size`` (fewer,
     larger reads for the consumer); ``chunks`` must not be empty."""
     data = chunks.popleft()
-    if chunks and len(data) < READ_SIZE:
+    if chunks and len(data) < read_size:
         parts, size = [data], len(data)
-        while chunks and size < READ_SIZE:
+        while chunks and size < read_size:
             parts.append(chunks.popleft())
             size += len(parts[-1])
         data = b"".join(parts)
@@ -62,29 +67,33 @@ def take(chunks: collections.deque[bytes]) -> bytes:
 
 class ChunkBuffer:
     """What a buffered stream's reader side is, whatever feeds it (``ByteQueue``, ``_host.PipeReader``):
-    chunks waiting, then the end (EOF, or the error the reader gets), and one reader's wait."""
+    chunks waiting, then the end (EOF, or the error the reader gets), and the readers' wait (one
+    reader is the rule; a second one waiting at the same time is woken too, never left hanging)."""
 
-    def __init__(self) -> None:
+    def __init__(self, read_size: int = READ_SIZE) -> None:
         self._chunks: collections.deque[bytes] = collections.deque()
         self._size = 0
+        self._read_size = read_size
         self._eof = False
         self._error: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiter: asyncio.Future[None] | None = None  # the reader, waiting for data
+        self._waiters: list[asyncio.Future[None]] = []  # the readers, waiting for data
 
     async def _next(self) -> bytes:
-        """The next data (joined up to ``READ_SIZE``), b"" at the end; raises the end's error."""
+        """The next data (joined up to ``read_size``), b"" at the end; raises the end's error."""
         while not self._chunks:
             if self._eof:
                 if self._error is not None:
                     raise self._error
                 return b""
-            self._waiter = self._new_future()
+            waiter = self._new_future()
+            self._waiters.append(waiter)
             try:
-                await self._waiter
+                await waiter
             finally:
-                self._waiter = None
-        data = take(self._chunks)
+                if waiter in self._waiters:  # (cancelled: not woken)
+                    self._waiters.remove(waiter)
+        data = take(self._chunks, self._read_size)
         self._size -= len(data)
         return data
 
@@ -94,8 +103,11 @@ class ChunkBuffer:
         return self._loop.create_future()
 
     def _wake_reader(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
 
 class ByteQueue(ChunkBuffer):
@@ -104,8 +116,9 @@ class ByteQueue(ChunkBuffer):
     ``feed`` never drops data: the bound is kept by the producer, which waits for ``room()`` (or,
     fed by callbacks, stops its source while ``full`` and resumes it from ``on_read``)."""
 
-    def __init__(self, limit: int = STREAM_LIMIT, on_read: Callable[[], None] | None = None) -> None:
-        super().__init__()
+    def __init__(self, limit: int = STREAM_LIMIT, on_read: Callable[[], None] | None = None,
+                 read_size: int = READ_SIZE) -> None:
+        super().__init__(read_size)
         self.limit = limit
         self._on_read = on_read
         self._room: asyncio.Future[None] | None = None  # the producer, waiting for room
@@ -120,6 +133,10 @@ class ByteQueue(ChunkBuffer):
     @property
     def at_eof(self) -> bool:
         return self._eof
+
+    def peek(self) -> bytes:
+        """What is buffered now, left for the reader (e.g. for an error message about a failed start)."""
+        return b"".join(self._chunks)
 
     # -- the producer
     def feed(self, data: bytes) -> None:

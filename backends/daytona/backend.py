@@ -250,8 +250,7 @@ class DaytonaBackend(Backend):
     def capabilities(self) -> Capabilities:
         network = ("blocked" if self.options.network_block_all else
                    "allow_list" if self.options.network_allow_list else "open")
-        return Capabilities(pty=True, resize=True, signals=True, stdin=True, background=True,
-                            persistent_shell=True, file_transfer=True, network_policy=network, streaming=True)
+        return Capabilities.full(network)
 
     def policy(self) -> dict[str, str]:
         o = self.options

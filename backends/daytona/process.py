@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..base import BackendError, ByteQueue, ErrorKind, Process, PtySize
@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 
 class DaytonaProcess(Process):
     """A process in a Daytona sandbox: one toolbox session running the launcher."""
+
+    stdout: ByteQueue
+    stderr: ByteQueue
 
     def __init__(self, sandbox: "DaytonaSandbox", remote: Any, session_id: str, cmd_id: str, ws: Any) -> None:
         self._sandbox = sandbox
@@ -160,6 +163,9 @@ class DaytonaPtyProcess(Process):
     so it is the session leader and ``$$`` is the session id. Everything before the marker (the
     prompt, the echo) is dropped; everything after is the program's terminal output, exact."""
 
+    stdout: ByteQueue
+    stderr: None
+
     def __init__(self, sandbox: "DaytonaSandbox", token: str) -> None:
         self._sandbox = sandbox
         self.stdout = ByteQueue()
@@ -177,24 +183,28 @@ class DaytonaPtyProcess(Process):
         return (f" cd -- {shlex.quote(cwd)} && printf '{octal}%d\\n' $$ && exec env -i -- {assignments} "
                 f"{shlex.join(argv)}\n").encode()
 
-    def on_data(self, data: bytes) -> None:
+    def on_data(self, data: bytes) -> Awaitable[None] | None:
+        """The SDK's data callback. Bounded: it awaits what this returns, so while the reader is
+        behind (``stdout`` full) the terminal's websocket is not read."""
         if self._ready.is_set():
             self.stdout.feed(data)
-            return
+            return self.stdout.room() if self.stdout.full else None
         self._before += data
         at = self._before.find(self._marker)
         if at < 0:
-            return
+            return None
         rest = self._before[at + len(self._marker):]
         nl = rest.find(b"\n")
         if nl < 0:
-            return
+            return None
         self._pid = int(rest[:nl].strip())
         self._sandbox.remember(self._pid)
         self._before.clear()
         self._ready.set()
         if tail := bytes(rest[nl + 1:]):
             self.stdout.feed(tail)
+            return self.stdout.room() if self.stdout.full else None
+        return None
 
     async def attach(self, handle: Any, timeout: float) -> None:
         self._handle = handle
@@ -234,7 +244,7 @@ class DaytonaPtyProcess(Process):
         if self._code is not None:
             return self._code
         result = await self._handle.wait()
-        code = result.exit_code
+        code: int | None = result.exit_code
         sig = self._sandbox.signalled.get(self._pid or -1)
         if code is None:
             await self._sandbox.check_alive()

@@ -32,6 +32,6 @@ Design (issue 5):
 from __future__ import annotations
 
 from .options import CLEANUP_SCRIPT, CONTAINER_RECIPE, DockerOptions, KILLER_SCRIPT, LABEL_BACKEND, LABEL_CONFIG, LABEL_DAEMON, LABEL_SCOPE, MKDIR_WRAPPER, POOL_TASK, PROCS_PER_CONTAINER, PROCS_PER_START, PROCS_PER_TASK, PTY_WRAPPER, SHARED, _TASK_ID, _USER, _docker_error, _explain, _status  # noqa: F401
-from .process import DockerProcess, _ExecSocket, _Killer, _OrderedWriter, _SpawnerConn, _Stream, _hijacked_socket  # noqa: F401
+from .process import DockerProcess, _ExecSocket, _Killer, _OrderedWriter, _SpawnerConn, _hijacked_socket  # noqa: F401
 from .container import _AsyncReader, _Container, _EventWatcher, _dir_tar, _owned_tar, _state_reason  # noqa: F401
 from .backend import DockerBackend, DockerSandbox, __all__  # noqa: F401

@@ -9,9 +9,9 @@ import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
 
 from .._spawner import Spawner, SpawnedProcess
@@ -32,6 +32,8 @@ from ..base import (
 from .options import CLEANUP_SCRIPT, CONTAINER_RECIPE, DockerOptions, LABEL_BACKEND, LABEL_DAEMON, LABEL_SCOPE, MKDIR_WRAPPER, POOL_TASK, PROCS_PER_CONTAINER, PROCS_PER_START, PROCS_PER_TASK, PTY_WRAPPER, SHARED, _TASK_ID, _docker_error
 from .process import DockerProcess
 from .container import _AsyncReader, _Container, _EventWatcher, _dir_tar, _owned_tar
+
+T = TypeVar("T")
 
 
 class DockerSandbox(Sandbox):
@@ -242,7 +244,8 @@ class DockerBackend(Backend):
     # identity and small persistent state ---------------------------------
     def remembered(self, scope: str) -> str | None:
         try:
-            return json.loads((self.state_dir / "containers.json").read_text()).get(scope)
+            cid: str | None = json.loads((self.state_dir / "containers.json").read_text()).get(scope)
+            return cid
         except (FileNotFoundError, ValueError):
             return None
 
@@ -300,10 +303,10 @@ class DockerBackend(Backend):
             if container is not None and container.id == cid:
                 container.on_event(action.split(":")[0], detail)
 
-    async def call(self, fn: Callable[[Any], Any], what: str) -> Any:
+    async def call(self, fn: Callable[[Any], T], what: str) -> T:
         """Run a blocking docker-py call in a worker thread; failures become BackendError."""
 
-        def run() -> Any:
+        def run() -> T:
             return fn(self._client())
 
         try:
@@ -351,9 +354,7 @@ class DockerBackend(Backend):
     # Backend interface ------------------------------------------------------
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(pty=True, resize=True, signals=True, stdin=True, background=True,
-                            persistent_shell=True, file_transfer=True, network_policy=self.options.network,
-                            streaming=True)
+        return Capabilities.full(self.options.network)
 
     def policy(self) -> dict[str, str]:
         o = self.options
@@ -394,7 +395,8 @@ class DockerBackend(Backend):
         """End every process in the container outside its init session; how many were ended."""
         def run(api: Any) -> bytes:
             exec_id = api.exec_create(cid, ["/bin/sh", "-c", CLEANUP_SCRIPT], user=self.options.user)["Id"]
-            return api.exec_start(exec_id)
+            output: bytes = api.exec_start(exec_id)
+            return output
 
         out = await self.call(run, "ending processes a previous daemon left")
         try:
@@ -616,11 +618,10 @@ class DockerBackend(Backend):
     async def get_archive(self, cid: str, path: str) -> AsyncIterator[bytes]:
         stream, _stat = await self.call(lambda api: api.get_archive(cid, path, chunk_size=None),
                                         f"reading {path}")
-        iterator = iter(stream)
-        sentinel = object()
+        iterator: Iterator[bytes] = iter(stream)
         while True:
-            chunk = await self.call(lambda _api: next(iterator, sentinel), f"reading {path}")
-            if chunk is sentinel:
+            chunk = await self.call(lambda _api: next(iterator, None), f"reading {path}")
+            if chunk is None:
                 break
             if chunk:
                 yield chunk

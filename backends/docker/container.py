@@ -219,7 +219,8 @@ class _Container:
                       host_config=host_config, working_dir=opts.workspace, hostname="sandbox",
                       name=self.name, detach=True)
         try:
-            return api.create_container(**kwargs)["Id"]
+            created: str = api.create_container(**kwargs)["Id"]
+            return created
         except docker.errors.APIError as exc:
             if _status(exc) != 409:
                 raise
@@ -229,7 +230,8 @@ class _Container:
                 raise BackendError(f"a container named {self.name} exists and is not ours; remove or rename it",
                                    ErrorKind.FAILED_PRECONDITION) from exc
             api.remove_container(self.name, force=True)
-            return api.create_container(**kwargs)["Id"]
+            created = api.create_container(**kwargs)["Id"]
+            return created
 
     async def describe_loss(self, backend: "DockerBackend") -> str:
         """What happened to the container, in words."""
@@ -306,6 +308,10 @@ def _state_reason(state: Mapping[str, Any]) -> str:
 # ---------------------------------------------------------------------------
 
 
+async def _anext(it: AsyncIterator[bytes]) -> bytes:
+    return await it.__anext__()
+
+
 class _AsyncReader(io.RawIOBase):
     """A blocking file object (for tarfile, in a worker thread) over an async byte iterator
     consumed on the event loop."""
@@ -323,7 +329,7 @@ class _AsyncReader(io.RawIOBase):
     def readinto(self, target: Any) -> int:
         while not self._buf and not self._done:
             try:
-                self._buf = bytes(asyncio.run_coroutine_threadsafe(self._it.__anext__(), self._loop).result())
+                self._buf = bytes(asyncio.run_coroutine_threadsafe(_anext(self._it), self._loop).result())
             except StopAsyncIteration:
                 self._done = True
         n = min(len(target), len(self._buf))

@@ -14,6 +14,7 @@ from typing import Any
 from .._spawner import Spawner, spawner_argv
 from ..base import (
     BackendError,
+    ByteQueue,
     ErrorKind,
     Process,
     PtySize,
@@ -30,65 +31,13 @@ if TYPE_CHECKING:  # only named in annotations
     from .backend import DockerSandbox
 
 
-class _Stream:
-    """One output stream of an exec: ``read()`` returns what is buffered, b"" at EOF.
-
-    The socket reader pauses when a consumer falls behind (``HIGH`` bytes buffered) and
-    resumes once it has read below ``LOW``; a slow reader never makes the daemon buffer a
-    command's whole output."""
-
-    HIGH = 8 << 20
-    LOW = 1 << 20
-    CHUNK = 1 << 20
-
-    def __init__(self, on_drain: Callable[[], None]) -> None:
-        self._chunks: collections.deque[bytes] = collections.deque()
-        self.size = 0
-        self._eof = False
-        self._exc: BaseException | None = None
-        self._waiters: list[asyncio.Future[None]] = []
-        self._on_drain = on_drain
-
-    def feed(self, data: bytes) -> None:
-        if data and not self._eof:
-            self._chunks.append(data)
-            self.size += len(data)
-            self._wake()
-
-    def feed_eof(self, exc: BaseException | None = None) -> None:
-        if not self._eof:
-            self._eof = True
-            self._exc = exc
-            self._wake()
-
-    def _wake(self) -> None:
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-
-    async def read(self) -> bytes:
-        while not self._chunks:
-            if self._exc is not None:
-                raise self._exc
-            if self._eof:
-                return b""
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            await waiter
-        if len(self._chunks) == 1:
-            data = self._chunks.popleft()
-        else:
-            parts, n = [], 0
-            while self._chunks and n < self.CHUNK:
-                part = self._chunks.popleft()
-                parts.append(part)
-                n += len(part)
-            data = b"".join(parts)
-        self.size -= len(data)
-        if self.size < self.LOW:
-            self._on_drain()
-        return data
+#: The exec socket is not read while its streams hold more than ``HIGH`` unread bytes together,
+#: and is read again once a reader brought them below ``LOW``: a slow reader never makes the
+#: daemon buffer a command's whole output.
+HIGH = 8 << 20
+LOW = 1 << 20
+#: Largest chunk one ``read()`` returns when several are waiting.
+READ_SIZE = 1 << 20
 
 
 class _ExecSocket:
@@ -100,7 +49,7 @@ class _ExecSocket:
     through ``loop.sock_sendall``."""
 
     def __init__(self, sock: socket.socket, keepalive: Any, leftover: bytes, tty: bool,
-                 on_close: Callable[[BaseException | None], None], sink: Any = None) -> None:
+                 on_close: Callable[[BaseException | None], object], sink: Any = None) -> None:
         self._sock = sock
         self._keepalive = keepalive  # docker-py's SocketIO/response: closing them would close the fd
         self._loop = asyncio.get_running_loop()
@@ -110,8 +59,9 @@ class _ExecSocket:
         # sink: stdout goes to sink.feed() as it arrives (the spawner's frames), stderr only to
         # stderr_head; nothing is buffered here, so the socket is never paused
         self._sink = sink
-        self.stdout = _Stream(self._maybe_resume)
-        self.stderr = None if tty or sink is not None else _Stream(self._maybe_resume)
+        self.stdout = ByteQueue(HIGH, on_read=self._maybe_resume, read_size=READ_SIZE)
+        self.stderr = (None if tty or sink is not None
+                       else ByteQueue(HIGH, on_read=self._maybe_resume, read_size=READ_SIZE))
         self._reading = False
         self._closed = False
         self.finished = False
@@ -134,13 +84,13 @@ class _ExecSocket:
             self._loop.remove_reader(self._sock.fileno())
 
     def _maybe_resume(self) -> None:
-        if not self._reading and self._buffered() < _Stream.LOW:
+        if not self._reading and self._buffered() < LOW:
             self._resume()
 
     def _buffered(self) -> int:
         if self._sink is not None:
             return 0
-        return self.stdout.size + (self.stderr.size if self.stderr is not None else 0)
+        return len(self.stdout) + (len(self.stderr) if self.stderr is not None else 0)
 
     def _on_readable(self) -> None:
         try:
@@ -154,7 +104,7 @@ class _ExecSocket:
             self._finish(None)
             return
         self._consume(data)
-        if self._buffered() > _Stream.HIGH:
+        if self._buffered() > HIGH:
             self._pause()
 
     def _consume(self, data: bytes) -> None:
@@ -256,6 +206,9 @@ def _hijacked_socket(result: Any) -> tuple[socket.socket, bytes]:
 
 class DockerProcess(Process):
     """A docker exec: the leader of its own session inside the container."""
+
+    stdout: ByteQueue
+    stderr: ByteQueue | None
 
     def __init__(self, sandbox: "DockerSandbox", container: "_Container", exec_id: str, result: Any,
                  tty: bool, spawned_at: float) -> None:

@@ -59,10 +59,10 @@ class SSHSandbox(Sandbox):
 class SSHBackend(Backend):
     kind = "ssh"
     Options = SSHOptions
+    options: SSHOptions
 
     def __init__(self, name: str, options: SSHOptions, *, state_dir: Path) -> None:
         super().__init__(name, options, state_dir=state_dir)
-        self.options: SSHOptions = options
         self._connector = _Connector(options)
         # Connects (max_parallel_connects at a time) and open/exec requests wait here for the server.
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=8 + options.max_parallel_connects,
@@ -93,8 +93,7 @@ class SSHBackend(Backend):
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(pty=True, resize=True, signals=True, stdin=True, background=True,
-                            persistent_shell=True, file_transfer=True, network_policy="host", streaming=True)
+        return Capabilities.full("host")
 
     def policy(self) -> dict[str, str]:
         o = self.options
@@ -149,10 +148,10 @@ class SSHBackend(Backend):
                 return Failure.UNSENT
             return Failure.FINAL
 
-        def translate(exc: BaseException) -> BackendError:
+        def translate(exc: BaseException) -> BaseException:
             if isinstance(exc, _Dropped):
                 return BackendError(f"{exc.message} ({CONNECT_ATTEMPTS} attempts)", ErrorKind.UNAVAILABLE)
-            return exc  # type: ignore[return-value] - raised as it is
+            return exc  # raised as it is
 
         def retried(exc: BaseException, pause: float) -> None:
             log.info("ssh backend %s: %s; retrying in %.2f s", self.name, exc, pause)
@@ -459,7 +458,7 @@ class SSHBackend(Backend):
                                    "and an sshd that starts each command in a new session (OpenSSH does)",
                                    ErrorKind.FAILED_PRECONDITION) from None
             if exc.kind is ErrorKind.FAILED_PRECONDITION and proc.stderr is not None:
-                detail = bytes(proc.stderr._buf).decode(errors="replace").strip()
+                detail = proc.stderr.peek().decode(errors="replace").strip()
                 if detail:
                     raise BackendError(f"{exc.message}: {detail}", exc.kind) from None
             raise

@@ -30,6 +30,9 @@ T = TypeVar("T")
 class _ChannelProcess(Process):
     """A remote process on its own channel; see the package docstring (executor.backends.ssh) for the bridging."""
 
+    stdout: ByteQueue
+    stderr: ByteQueue | None
+
     def __init__(self, backend: "SSHBackend", conn: _Connection, chan: paramiko.Channel, *,
                  pty: bool, handshake: bool) -> None:
         self._backend = backend
@@ -294,7 +297,8 @@ class _ChannelProcess(Process):
         if self.pid and not self._forgot:
             self._forgot = True
             self._backend._forget(f"{self._conn.registry}/{self.pid}")
-        return chan.exit_status
+        status: int = chan.exit_status
+        return status
 
     async def detach(self) -> None:
         self.abort()
