@@ -225,3 +225,38 @@ def test_cleanup_script_reads_both_registry_formats_and_kills_trees(tmp_path):
             except ProcessLookupError:
                 pass
             p.wait()
+
+
+# --- background: detached work is held until it ends, and its failure is logged ------------------
+
+async def test_detached_work_is_not_collected_while_it_waits():
+    import gc
+    import weakref
+
+    from executor.backends._shared import background
+
+    async def waits_on_what_only_it_holds() -> None:
+        await asyncio.get_running_loop().create_future()  # as a task awaiting its own socket's reader
+
+    task = weakref.ref(background.detach(waits_on_what_only_it_holds(), "a test's work"))
+    await asyncio.sleep(0)
+    gc.collect()
+    held = task()
+    assert held is not None and not held.done(), "a detached task nobody else holds was collected"
+    held.cancel()
+    await asyncio.sleep(0)
+    assert held.cancelled()
+
+
+async def test_a_detached_failure_is_logged_with_what_it_was(caplog):
+    from executor.backends._shared import background
+
+    async def fails() -> None:
+        raise RuntimeError("the socket went away")
+
+    with caplog.at_level("ERROR", logger="executor.backends"):
+        task = background.detach(fails(), "settling exec 42")
+        with pytest.raises(RuntimeError):
+            await task
+        await asyncio.sleep(0)
+    assert any("settling exec 42 failed: the socket went away" in r.getMessage() for r in caplog.records)

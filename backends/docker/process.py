@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 
+from .._shared.background import detach
 from .._spawner import Spawner, spawner_argv
 from ..base import (
     BackendError,
@@ -228,7 +229,7 @@ class DockerProcess(Process):
 
     # stream end: a normal exit, or the container went away under us
     def _on_stream_end(self, exc: BaseException | None) -> None:
-        asyncio.ensure_future(self._settle(exc))
+        detach(self._settle(exc), f"settling docker exec {self.exec_id}")
 
     async def _settle(self, exc: BaseException | None) -> None:
         lost = await self._check_lost(exc)
@@ -531,13 +532,13 @@ class _SpawnerConn:
             io = holder.get("io")
             if io is not None:
                 io.close()
-                asyncio.ensure_future(self._on_close(mux, exec_id, exc))
+                detach(self._on_close(mux, exec_id, exc), "the process spawner's end")
 
         writer = _OrderedWriter(sock, on_error)
         mux = Spawner(writer.send, f"container {self._container.name}",
                       explain=lambda: self._container.pressure(backend))
-        io = _ExecSocket(sock, result, leftover, False, lambda exc: asyncio.ensure_future(
-            self._on_close(mux, exec_id, exc)), sink=mux)
+        io = _ExecSocket(sock, result, leftover, False, lambda exc: detach(
+            self._on_close(mux, exec_id, exc), "the process spawner's end"), sink=mux)
         holder["io"] = io
         self.mux, self._io, self._exec_id, self._cid = mux, io, exec_id, cid
         try:
