@@ -316,7 +316,7 @@ class _Walk:
                 return self.code(args[0], depth, live=live)
             return self.code(" ".join(args), depth, live=live)
         if name in ("source", "."):
-            return self.script_file(name, args[0] if args else "", depth, live, reads=True)
+            return self.script_file(name, args[0] if args else "", depth, live)
         if name in ("find", "fd", "fdfind"):
             return self.find(cmd, name, args, depth, live)
         if name == "xargs":
@@ -435,7 +435,7 @@ class _Walk:
             env = {str(n): v for n, v in enumerate(operands[1:])}
             return self.code(operands[0], depth, live=live, env=env)
         if operands and not read_stdin:
-            return self.script_file(name, operands[0], depth, live, reads=False)
+            return self.script_file(name, operands[0], depth, live)
         # the shell reads its program from stdin
         if cmd.stdin_text is not None:
             return self.code(cmd.stdin_text, depth, live=False)
@@ -445,7 +445,7 @@ class _Walk:
             return f"`{name}` runs the commands written to its input"
         return None
 
-    def script_file(self, name: str, path: str, depth: int, live: bool, *, reads: bool) -> str | None:
+    def script_file(self, name: str, path: str, depth: int, live: bool) -> str | None:
         if not path or _unknown(path):
             return f"`{name}` runs a script the gate cannot know"
         if path in _STDIN_PATHS:
@@ -641,7 +641,7 @@ class _Walk:
                 return f"`{name} -m {module}` runs the code written to its input" if live else None
             return None
         if file_op is not None:
-            return self.script_file(name, file_op, depth, live, reads=False)
+            return self.script_file(name, file_op, depth, live)
         if cmd.stdin_text is not None:
             return self.inline(name, lang, cmd.stdin_text, depth, False, False)
         return f"`{name}` runs the code written to its input" if live else None

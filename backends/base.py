@@ -35,7 +35,6 @@ import asyncio
 import enum
 import io
 import posixpath
-import shlex
 import tarfile
 import tempfile
 import threading
@@ -858,10 +857,6 @@ async def _pipe_through(proc: Process, data: AsyncIterator[bytes]) -> tuple[int,
         await out
         message = (await err).decode(errors="replace").strip() if err is not None else ""
     return code, message, written
-
-
-def shell_quote(argv: Sequence[str]) -> str:
-    return " ".join(shlex.quote(a) for a in argv)
 
 
 # Exit codes of the file helpers: 3 missing, 4 not a regular file, 5 a link appeared.

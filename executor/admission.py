@@ -141,7 +141,7 @@ class Admitted:
     """Proof that a request passed admission and was allowed. Only :class:`Admission` makes one;
     ``executor.launch`` starts nothing without one."""
 
-    __slots__ = ("request", "auth", "admitted_at")
+    __slots__ = ("request", "auth")
 
     def __init__(self, key: object, request: Request, auth: Authorization) -> None:
         if key is not _KEY:
@@ -150,7 +150,6 @@ class Admitted:
             raise TypeError("a refused request cannot be admitted")
         self.request = request
         self.auth = auth
-        self.admitted_at = time.monotonic()
 
 
 _KEY = object()

@@ -483,7 +483,6 @@ class _SpawnerConn:
         self._container = container
         self.mux: Spawner | None = None
         self._io: _ExecSocket | None = None
-        self._exec_id = ""
         self._lock = asyncio.Lock()
         self._cid: str | None = None
         self.unavailable = ""  # why this image cannot run the spawner (then: a docker exec per process)
@@ -540,7 +539,7 @@ class _SpawnerConn:
         io = _ExecSocket(sock, result, leftover, False, lambda exc: detach(
             self._on_close(mux, exec_id, exc), "the process spawner's end"), sink=mux)
         holder["io"] = io
-        self.mux, self._io, self._exec_id, self._cid = mux, io, exec_id, cid
+        self.mux, self._io, self._cid = mux, io, cid
         try:
             await asyncio.wait_for(asyncio.shield(mux.hello), self.HELLO_TIMEOUT)
         except asyncio.TimeoutError:
