@@ -201,7 +201,7 @@ class TaskManager:
         except BackendError as exc:
             log.warning("task %s: a pre-started shell could not be handed over (%s); starting a new one",
                         task.id, exc.message)
-            asyncio.ensure_future(shell.terminate())
+            pool.discard(shell)
             return None
         return shell
 
@@ -297,7 +297,10 @@ class ShellPool:
         self._extra_env = env
         self.kill_grace = kill_grace
         self.ready: list[PersistentShell] = []
-        self._filling: asyncio.Task | None = None
+        self._filling: asyncio.Task[None] | None = None
+        #: Shells being ended in the background (``discard``): held here until done, so none is
+        #: collected mid-flight, and awaited by ``close``.
+        self._ending: set[asyncio.Task[None]] = set()
         self.closed = False
         self.started = 0  # shells started for the pool
         self.handed = 0  # shells handed to tasks
@@ -310,9 +313,21 @@ class ShellPool:
             if candidate.alive:
                 shell = candidate
                 break
-            asyncio.ensure_future(candidate.terminate())
+            self.discard(candidate)
         self.refill()
         return shell
+
+    def discard(self, shell: PersistentShell) -> None:
+        """End a shell no task will use (dead in the pool, or its handoff failed), in the background;
+        ``close`` waits for it."""
+        ending = asyncio.ensure_future(shell.terminate())
+        self._ending.add(ending)
+        ending.add_done_callback(self._ended)
+
+    def _ended(self, ending: asyncio.Task[None]) -> None:
+        self._ending.discard(ending)
+        if not ending.cancelled() and (exc := ending.exception()) is not None:
+            log.warning("backend %s: ending a pre-started shell failed: %s", self.backend.name, exc)
 
     def refill(self) -> None:
         if not self.closed and (self._filling is None or self._filling.done()):
@@ -360,7 +375,8 @@ class ShellPool:
         if self._filling is not None:
             self._filling.cancel()
         shells, self.ready = self.ready, []
-        await asyncio.gather(*(s.terminate() for s in shells), return_exceptions=True)
+        # The shells still ready, and those being ended in the background (cancelled with this call).
+        await asyncio.gather(*(s.terminate() for s in shells), *self._ending, return_exceptions=True)
 
 
 async def _within(futures: list[asyncio.Future], seconds: float) -> None:
