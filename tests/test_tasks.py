@@ -63,7 +63,7 @@ async def test_a_failed_handoff_ends_the_shell_in_the_pool(tmp_path):
                           state_dir=tmp_path)
     manager.pools["fake"] = pool
     task = Task("t1", "fake", backend)
-    assert await manager._from_pool(task, {}) is None
+    assert await manager._from_pool(task, object(), {}) is None
     assert len(pool._ending) == 1
     closing = asyncio.ensure_future(pool.close())
     await asyncio.sleep(0.05)
