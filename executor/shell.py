@@ -25,12 +25,13 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from executor.backends.base import BackendError, ByteStream, ErrorKind, Process, PushStream, Sandbox
 from executor.events import ExitStatus
-from executor.shell_channel import Running
+from executor.shell_channel import Interrupt, Running
 # The protocol's names stay importable from here (executor.shell is what the rest of the daemon uses).
 from executor.shell_protocol import (
     BASH,
@@ -40,6 +41,7 @@ from executor.shell_protocol import (
     US,
     CommandSpec,
     Done,
+    Marker,
     MarkerScanner,
     PidHandshake,
     ansi_c_quote,
@@ -65,20 +67,12 @@ class CommandResult:
     first_byte_at: float = 0.0
 
 
-class Interrupt(Exception):
-    """Raised into a running command to stop it: timeout, cancel or task close."""
-
-    def __init__(self, status: str, message: str = "") -> None:
-        super().__init__(message or status)
-        self.status = status
-        self.message = message
-
-
 # ---------------------------------------------------------------------------
 # Sessions
 # ---------------------------------------------------------------------------
 
 Event = tuple[str, bytes]  # ("stdout" | "stderr", data)
+StreamName = Literal["stdout", "stderr"]
 
 
 class ShellBase:
@@ -102,10 +96,10 @@ class ShellBase:
     def alive(self) -> bool:
         return False
 
-    async def run(self, spec: CommandSpec, *, deadline: float | None
-                  ) -> AsyncIterator[Event | CommandResult]:
+    def run(self, spec: CommandSpec, *, deadline: float | None) -> AsyncGenerator[Event | CommandResult, None]:
+        """The command's events (``SENT`` first), then its CommandResult. Closing the stream early
+        kills the command."""
         raise NotImplementedError
-        yield  # pragma: no cover
 
     async def snapshot(self) -> str:
         """The state as a script that a fresh bash can eval."""
@@ -127,17 +121,18 @@ class ShellBase:
         return new_nonce()
 
 
-
 class PersistentShell(ShellBase):
     """One long-lived bash in the sandbox; commands cost a write and a read."""
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, sandbox: Sandbox, env: Mapping[str, str], *, cwd: str, state: str = "",
+                 kill_grace: float = 2.0) -> None:
+        super().__init__(sandbox, env, cwd=cwd, state=state, kill_grace=kill_grace)
         self.proc: Process | None = None
-        self._readers: list[asyncio.Task] = []
+        self._readers: list[asyncio.Task[None]] = []
         self._running: Running | None = None
         self._dead = True
-        self._ready: asyncio.Future | None = None
+        self._ready: asyncio.Future[int] | None = None  # the pid in the ready marker
+        self._start_output = bytearray()  # what the shell printed outside any command (its start)
         self._scanners: list[MarkerScanner] = []
         self.restarts = 0
 
@@ -145,26 +140,29 @@ class PersistentShell(ShellBase):
     def alive(self) -> bool:
         return not self._dead
 
-    def _attach(self, proc: Process) -> None:
-        """Start reading a freshly spawned shell's stdout and stderr."""
-        self._ready = asyncio.get_running_loop().create_future()
-        self._start_output = bytearray()  # what the shell printed outside any command (its start)
+    def _attach(self, proc: Process) -> asyncio.Future[int]:
+        """Start reading a freshly spawned shell's stdout and stderr; returns the future of its
+        ready marker (the pid it reports)."""
+        ready = self._ready = asyncio.get_running_loop().create_future()
+        self._start_output = bytearray()
         self.proc = proc
         self._dead = False
         self._readers = []
         self._scanners = []
-        for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
+        streams: tuple[tuple[ByteStream | None, StreamName], ...] = ((proc.stdout, "stdout"), (proc.stderr, "stderr"))
+        for stream, name in streams:
             scanner = MarkerScanner(self.ready_nonce, name == "stdout")
             self._scanners.append(scanner)
             if isinstance(stream, PushStream):  # pushed to us (host pipes): no task between bash and the command
                 self._subscribe(stream, scanner, name)
             else:
                 self._readers.append(asyncio.create_task(self._pump(stream, scanner, name)))
+        return ready
 
     def _session(self, reported: int) -> int:
         """What signal_session takes: the pid the shell reported, unless the backend names the
         session itself (``Process.session``: spawns each in a pid namespace of their own)."""
-        session = getattr(self.proc, "session", None)
+        session = self.proc.session if self.proc is not None else None
         return reported if session is None else session
 
     def _restore_script(self) -> str:
@@ -176,10 +174,11 @@ class PersistentShell(ShellBase):
 
     async def start(self) -> None:
         """Spawn the shell, restore the saved state, wait until it answers."""
-        self._attach(await self.sandbox.spawn(BASH, cwd=self.sandbox.root, env=self.env))
+        proc = await self.sandbox.spawn(BASH, cwd=self.sandbox.root, env=self.env)
+        ready = self._attach(proc)
         try:
-            await self.proc.write((prelude(self.ready_nonce) + self._restore_script()).encode())
-            self.pid = self._session(await asyncio.wait_for(self._ready, 30))
+            await proc.write((prelude(self.ready_nonce) + self._restore_script()).encode())
+            self.pid = self._session(await asyncio.wait_for(ready, 30))
         except (asyncio.TimeoutError, BackendError) as exc:
             if isinstance(exc, BackendError) and exc.message == EXITED_WHILE_STARTING:
                 exc = await self._why_exited(exc)
@@ -233,10 +232,12 @@ class PersistentShell(ShellBase):
             parts.append(extra)
         return BackendError(f"{EXITED_WHILE_STARTING} ({'; '.join(parts)})", exc.kind)
 
-    async def _pump(self, stream: ByteStream, scanner: MarkerScanner, name: str) -> None:
+    async def _pump(self, stream: ByteStream | None, scanner: MarkerScanner, name: StreamName) -> None:
         """Read one stream until EOF, routing output to the running command."""
         error: BaseException | None = None
         try:
+            if stream is None:  # spawned without a pty, a shell has both streams (the Backend contract)
+                raise BackendError(f"the backend gave the task's shell no {name}", ErrorKind.INTERNAL)
             while True:
                 data = await stream.read()
                 if not data:
@@ -257,7 +258,7 @@ class PersistentShell(ShellBase):
         finally:
             self._on_eof(name, error)
 
-    def _subscribe(self, stream: PushStream, scanner: MarkerScanner, name: str) -> None:
+    def _subscribe(self, stream: PushStream, scanner: MarkerScanner, name: StreamName) -> None:
         """What ``_pump`` does, from the stream's own callbacks: a stream that delivers chunks as they
         arrive (``subscribe``, ``pause``, ``resume``) hands the end marker to the waiting command in
         the same loop turn that read it."""
@@ -277,7 +278,7 @@ class PersistentShell(ShellBase):
 
         stream.subscribe(on_data, lambda error: self._on_eof(name, error))
 
-    def _on_marker(self, name: str, marker) -> None:
+    def _on_marker(self, name: str, marker: Marker) -> None:
         if isinstance(marker, tuple) and marker[0] == "ready":
             if self._ready is not None and not self._ready.done():
                 self._ready.set_result(marker[1])
@@ -310,7 +311,7 @@ class PersistentShell(ShellBase):
             running.channel.put_control(("eof", error))
 
     async def run(self, spec: CommandSpec, *, deadline: float | None
-                  ) -> AsyncIterator[Event | CommandResult]:
+                  ) -> AsyncGenerator[Event | CommandResult, None]:
         if self._dead:
             if self.proc is not None:
                 await self._discard()
@@ -321,7 +322,7 @@ class PersistentShell(ShellBase):
         self._expect(nonce)
         self._running = running
         try:
-            await self.proc.write(command_line(spec, nonce, want_state=spec.want_state).encode())
+            await self._write(command_line(spec, nonce, want_state=spec.want_state).encode())
         except BackendError as exc:
             if self._running is running:
                 self._running = None
@@ -334,12 +335,18 @@ class PersistentShell(ShellBase):
         finally:
             await follow.aclose()  # at once, not at garbage collection: a closed stream kills its command
 
+    async def _write(self, data: bytes) -> None:
+        """Write to the live shell's stdin (a shell that is not dead has a process)."""
+        if self.proc is None:
+            raise BackendError("the task's shell is not running", ErrorKind.UNAVAILABLE)
+        await self.proc.write(data)
+
     def _expect(self, nonce: str) -> None:
         for scanner in self._scanners:
             scanner.expect(nonce)
 
     async def _follow(self, running: Running, deadline: float | None
-                      ) -> AsyncIterator[Event | CommandResult]:
+                      ) -> AsyncGenerator[Event | CommandResult, None]:
         """Relay the running command's output until its end markers, a deadline or an interrupt."""
         self._running = running
         ends = 0  # end markers and EOFs consumed, in stream order: two means both streams are done
@@ -353,23 +360,22 @@ class PersistentShell(ShellBase):
                 if item is None:
                     interrupt = Interrupt(ExitStatus.TIMED_OUT)
                     break
-                kind, data = item
-                if kind == "interrupt":
-                    interrupt = data
+                if item[0] == "interrupt":
+                    interrupt = item[1]
                     break
-                if kind == "eof":
+                if item[0] == "eof":
                     ends += 1
-                    if data is not None:  # the transport failed
+                    if item[1] is not None:  # the transport failed
                         settled = True
-                        yield CommandResult(0, self.cwd, ExitStatus.BACKEND_ERROR, str(data))
+                        yield CommandResult(0, self.cwd, ExitStatus.BACKEND_ERROR, str(item[1]))
                         return
                     continue
-                if kind == "marker":
+                if item[0] == "marker":
                     ends += 1
                     continue
                 if not first_byte:
                     first_byte = time.monotonic()
-                yield (kind, data)
+                yield item
             if interrupt is not None:
                 async for event in self._stop(running, interrupt):
                     settled = settled or isinstance(event, CommandResult)
@@ -415,7 +421,7 @@ class PersistentShell(ShellBase):
         running.channel.put_control(("interrupt", Interrupt(status, message)))
         return True
 
-    async def _stop(self, running: Running, interrupt: Interrupt) -> AsyncIterator[Event | CommandResult]:
+    async def _stop(self, running: Running, interrupt: Interrupt) -> AsyncGenerator[Event | CommandResult, None]:
         """TERM the shell's session; collect what the command still prints; KILL the rest.
 
         The grace is waited only while something still holds the shell's streams: a stream ends with
@@ -428,17 +434,16 @@ class PersistentShell(ShellBase):
             item = await running.channel.get(grace_end - time.monotonic())
             if item is None:
                 break
-            kind, data = item
-            if kind in ("eof", "marker"):
+            if item[0] in ("eof", "marker"):
                 ended += 1
-            elif kind in ("stdout", "stderr"):
-                yield (kind, data)
+            elif item[0] in ("stdout", "stderr"):
+                yield item
         await self._kill_tree(term_first=False)
         # Drain what was already read, without waiting.
         while running.channel.items:
-            kind, data = running.channel.items.popleft()
-            if kind in ("stdout", "stderr"):
-                yield (kind, data)
+            item = running.channel.items.popleft()
+            if item[0] in ("stdout", "stderr"):
+                yield item
         code = -signal.SIGKILL if running.done is None else running.done.rc
         yield CommandResult(code, self.cwd, interrupt.status, interrupt.message)
 
@@ -483,7 +488,7 @@ class PersistentShell(ShellBase):
         self._expect(nonce)
         self._running = running
         try:
-            await self.proc.write(f"\\__ex_end_state 0; \\__ex_mark {nonce}\n".encode())
+            await self._write(f"\\__ex_end_state 0; \\__ex_mark {nonce}\n".encode())
             while running.done is None or not running.stderr_done:
                 item = await running.channel.get(10)
                 if item is None or item[0] == "eof":

@@ -11,6 +11,7 @@ import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 BASH = ["bash", "--noprofile", "--norc"]
 RS, US = b"\x1e", b"\x1f"
@@ -217,6 +218,14 @@ class Done:
     exit: bool = False  # printed by the EXIT trap: the shell says it is going away
 
 
+#: The ready marker: ("ready", the pid the shell reported).
+Ready = tuple[Literal["ready"], int]
+#: A stderr end marker: ("err", the command's nonce), or ("errx", "") from the EXIT trap.
+ErrEnd = tuple[Literal["err", "errx"], str]
+Marker = Done | Ready | ErrEnd
+#: What ``MarkerScanner.feed`` returns, in stream order: output bytes and markers.
+ScanItem = bytes | Marker
+
 _MAX_CWD = 1 << 16
 _MAX_STATE = 1 << 26
 _HEAD_OUT = re.compile(rb"\x1e\x1fEX:([0-9a-f]{1,64}):(\d{1,10}):(\d{1,6}):(\d{1,9}):")
@@ -244,14 +253,14 @@ class MarkerScanner:
         """The nonce of the command now running (or of the ready marker while starting)."""
         self.nonce = nonce.encode()
 
-    def feed(self, data: bytes) -> list:
+    def feed(self, data: bytes) -> list[ScanItem]:
         """Splits data into an ordered list of payload chunks (bytes) and markers: Done
         records (stdout), ("err", nonce) / ("errx", "") tuples (stderr), ("ready", pid) tuples."""
         if not self.buf:
             if RS not in data:  # fast path: no marker can start in this chunk
                 return [data] if data else []
         self.buf += data
-        items: list = []
+        items: list[ScanItem] = []
         buf = self.buf
         out = bytearray()
         while True:
@@ -262,7 +271,7 @@ class MarkerScanner:
                 break
             out += buf[:i]
             del buf[:i]
-            markers: list = []
+            markers: list[Marker] = []
             n = self._parse(buf, markers)
             if n == 0:  # incomplete: wait for more
                 break
@@ -279,7 +288,7 @@ class MarkerScanner:
             items.append(bytes(out))
         return items
 
-    def _parse(self, buf: bytearray, markers: list) -> int:
+    def _parse(self, buf: bytearray, markers: list[Marker]) -> int:
         """At buf[0] == RS: length of a complete marker, 0 if incomplete, -1 if none."""
         m = _HEAD_READY.match(buf)
         if m is not None:
