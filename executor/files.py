@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import AsyncIterator
 from typing import IO, Protocol
 
-from executor.backends.base import BackendError, ErrorKind, Sandbox, plan_archive
+from executor.backends.base import BackendError, ErrorKind, plan_archive
 from executor.errors import CoreError, from_backend, invalid
 from executor.tasks import Task, resolve_inside
 from executor.v1 import executor_pb2 as pb
@@ -28,12 +28,6 @@ class FilesCore(Protocol):
     async def task_for_files(self, task_id: str, backend: str) -> Task:
         """The task, created if new, with its sandbox open."""
         ...
-
-
-def _sandbox(task: Task) -> Sandbox:
-    """The task's sandbox, which ``task_for_files`` opened."""
-    assert task.sandbox is not None, "task_for_files opens the task's sandbox"
-    return task.sandbox
 
 
 def check_members(tar_file: IO[bytes]) -> int:
@@ -75,7 +69,7 @@ async def put_archive(core: FilesCore, chunks: AsyncIterator[pb.PutArchiveChunk]
                 yield data
 
         try:
-            await _sandbox(task).put_archive(dest, body())
+            await task.open_sandbox.put_archive(dest, body())
         except BackendError as exc:
             raise from_backend(task.backend_name, exc) from exc
     return received, entries
@@ -85,7 +79,7 @@ async def get_archive(core: FilesCore, task_id: str, path: str, backend: str) ->
     task = await core.task_for_files(task_id, backend)
     target = resolve_inside(task.root, path or ".", "path")
     try:
-        async for data in _sandbox(task).get_archive(target):
+        async for data in task.open_sandbox.get_archive(target):
             yield data
     except BackendError as exc:
         raise from_backend(task.backend_name, exc) from exc
@@ -97,7 +91,7 @@ async def read_file(core: FilesCore, task_id: str, path: str, backend: str) -> A
     task = await core.task_for_files(task_id, backend)
     target = resolve_inside(task.root, path, "path")
     try:
-        async for data in _sandbox(task).read_file(target):
+        async for data in task.open_sandbox.read_file(target):
             yield data
     except BackendError as exc:
         raise from_backend(task.backend_name, exc) from exc
@@ -125,7 +119,7 @@ async def write_file(core: FilesCore, chunks: AsyncIterator[pb.WriteFileChunk]) 
                 yield chunk.data
 
     try:
-        return await _sandbox(task).write_file(target, body(), mode=first.mode, make_parents=first.make_parents)
+        return await task.open_sandbox.write_file(target, body(), mode=first.mode, make_parents=first.make_parents)
     except BackendError as exc:
         raise from_backend(task.backend_name, exc) from exc
 

@@ -305,6 +305,7 @@ class Executor:
         run_deadline = time.monotonic() + req.timeout
         if deadline is not None:
             run_deadline = min(run_deadline, deadline)
+        stream: AsyncIterator[tuple[str, bytes] | CommandResult]
         if req.terminal is not None:
             stream = self.pty.exec(admitted, task, spec, run_deadline)
         else:

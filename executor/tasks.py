@@ -80,6 +80,13 @@ class Task:
         return self.shell.cwd if self.shell else self.root
 
     @property
+    def open_sandbox(self) -> Sandbox:
+        """The sandbox, for code that runs after it was opened (``ensure_shell``, ``task_for_files``,
+        a spawn in it); it is never closed while the task lives."""
+        assert self.sandbox is not None, "the task's sandbox is opened before it is used"
+        return self.sandbox
+
+    @property
     def home(self) -> str:
         """$HOME of the task's commands (the task directory on most backends)."""
         if self.sandbox is None:
@@ -212,8 +219,7 @@ class TaskManager:
     def command_env(self, task: Task) -> dict[str, str]:
         """The clean environment a task's commands start from: never the daemon's own. The task's
         sandbox is open (its callers open it first)."""
-        assert task.sandbox is not None, "a task's environment needs its sandbox"
-        env = task.backend.base_env(task.sandbox)
+        env = task.backend.base_env(task.open_sandbox)
         env.update(self.env_base.get(task.backend_name, {}))
         env["EXECUTOR_TASK_ID"] = task.id
         return env
