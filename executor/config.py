@@ -42,32 +42,32 @@ class _Model(BaseModel):
 
 
 class Limits(_Model):
-    default_timeout_seconds: float = Field(180.0, gt=0)
-    max_timeout_seconds: float = Field(3600.0, gt=0)
-    kill_grace_seconds: float = Field(2.0, ge=0, le=60)
-    max_command_bytes: int = Field(1 << 20, gt=0)
-    max_stdin_bytes: int = Field(16 << 20, ge=0)
-    max_env_vars: int = Field(256, ge=0)
-    max_env_bytes: int = Field(256 << 10, ge=0)
-    run_output_bytes: int = Field(64 << 10, gt=0)  # Run: head + tail kept of each stream
-    max_tasks: int = Field(1024, gt=0)
-    max_concurrent_execs: int = Field(256, gt=0)
-    max_queued_per_task: int = Field(16, gt=0)  # Execs waiting for a busy task
-    task_idle_seconds: float = Field(0.0, ge=0)  # 0 = never reap idle tasks
-    max_message_bytes: int = Field(32 << 20, gt=1024)
-    drain_seconds: float = Field(10.0, ge=0)  # SIGTERM: grace for running commands
+    default_timeout_seconds: float = Field(default=180.0, gt=0)
+    max_timeout_seconds: float = Field(default=3600.0, gt=0)
+    kill_grace_seconds: float = Field(default=2.0, ge=0, le=60)
+    max_command_bytes: int = Field(default=1 << 20, gt=0)
+    max_stdin_bytes: int = Field(default=16 << 20, ge=0)
+    max_env_vars: int = Field(default=256, ge=0)
+    max_env_bytes: int = Field(default=256 << 10, ge=0)
+    run_output_bytes: int = Field(default=64 << 10, gt=0)  # Run: head + tail kept of each stream
+    max_tasks: int = Field(default=1024, gt=0)
+    max_concurrent_execs: int = Field(default=256, gt=0)
+    max_queued_per_task: int = Field(default=16, gt=0)  # Execs waiting for a busy task
+    task_idle_seconds: float = Field(default=0.0, ge=0)  # 0 = never reap idle tasks
+    max_message_bytes: int = Field(default=32 << 20, gt=1024)
+    drain_seconds: float = Field(default=10.0, ge=0)  # SIGTERM: grace for running commands
 
 
 class ProcessLimits(_Model):
-    max_per_task: int = Field(32, gt=0)
-    max_total: int = Field(512, gt=0)
-    memory_buffer_bytes: int = Field(1 << 20, gt=0)  # kept in memory per process
-    spill_file_bytes: int = Field(64 << 20, gt=0)  # a spill file rotates past this
-    spill_files: int = Field(2, ge=1)  # rotated files kept
-    retain_seconds: float = Field(1800.0, ge=0)  # finished processes stay readable
+    max_per_task: int = Field(default=32, gt=0)
+    max_total: int = Field(default=512, gt=0)
+    memory_buffer_bytes: int = Field(default=1 << 20, gt=0)  # kept in memory per process
+    spill_file_bytes: int = Field(default=64 << 20, gt=0)  # a spill file rotates past this
+    spill_files: int = Field(default=2, ge=1)  # rotated files kept
+    retain_seconds: float = Field(default=1800.0, ge=0)  # finished processes stay readable
     #: All processes' spill files together, on the state directory's disk; 0 = a quarter of its free
     #: space at start, between 64 MiB and 16 GiB. Past it, finished processes' files go first.
-    max_spill_bytes: int = Field(0, ge=0)
+    max_spill_bytes: int = Field(default=0, ge=0)
 
 
 class TokenConfig(_Model):
@@ -85,6 +85,7 @@ class TokenConfig(_Model):
     def secret(self) -> str:
         if self.token:
             return self.token
+        assert self.token_file is not None  # _one_source: without a token, a token_file
         try:
             value = Path(self.token_file).expanduser().read_text().strip()
         except OSError as exc:
@@ -159,9 +160,9 @@ class StreamsConfig(_Model):
 
     #: A heartbeat event on Exec, Pty and StreamProcessOutput streams after this many seconds
     #: without output (0 = none). Set it below the proxy's read/idle timeout.
-    heartbeat_seconds: float = Field(0.0, ge=0)
+    heartbeat_seconds: float = Field(default=0.0, ge=0)
     #: HTTP/2 keepalive PINGs from the daemon on every connection (0 = none).
-    http2_ping_seconds: float = Field(0.0, ge=0)
+    http2_ping_seconds: float = Field(default=0.0, ge=0)
 
 
 class Config(_Model):
@@ -205,7 +206,7 @@ class Config(_Model):
         return out
 
 
-def secret_paths(config: Config, config_path: str | os.PathLike | None, listen: list[str]) -> list[str]:
+def secret_paths(config: Config, config_path: str | os.PathLike[str] | None, listen: list[str]) -> list[str]:
     """Files no command may see (handed to every backend's ``hide()``): the config file, every
     ``token_file``, the TLS key, the unix sockets listened on and the paths backend options name
     as secrets (options whose name ends in ``key_file``, ``token_file`` or ``secret_file``)."""
@@ -235,7 +236,7 @@ def _explain(exc: ValidationError, prefix: str = "") -> str:
     return "invalid configuration: " + "; ".join(lines)
 
 
-def load_config(path: str | os.PathLike | None = None, overrides: dict[str, Any] | None = None) -> Config:
+def load_config(path: str | os.PathLike[str] | None = None, overrides: dict[str, Any] | None = None) -> Config:
     """Read and validate the config file (or an empty config), then check cross-references."""
     data: dict[str, Any] = {}
     if path:

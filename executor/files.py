@@ -12,15 +12,25 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import AsyncIterator
+from typing import IO, Protocol
 
 from executor.backends.base import BackendError, ErrorKind, plan_archive
 from executor.errors import CoreError, from_backend, invalid
-from executor.tasks import resolve_inside
+from executor.tasks import Task, resolve_inside
+from executor.v1 import executor_pb2 as pb
 
 CHUNK = 1 << 20
 
 
-def check_members(tar_file) -> int:
+class FilesCore(Protocol):
+    """What these calls need of the core (``executor.service.Executor``)."""
+
+    async def task_for_files(self, task_id: str, backend: str) -> Task:
+        """The task, created if new, with its sandbox open."""
+        ...
+
+
+def check_members(tar_file: IO[bytes]) -> int:
     """The first pass over an archive (a binary file object at its start): raises CoreError
     for a member that would leave the destination as written; returns the member count."""
     try:
@@ -31,7 +41,8 @@ def check_members(tar_file) -> int:
         raise
 
 
-async def put_archive(core, chunks: AsyncIterator, max_bytes: int) -> tuple[int, int]:
+async def put_archive(core: FilesCore, chunks: AsyncIterator[pb.PutArchiveChunk], max_bytes: int
+                      ) -> tuple[int, int]:
     first = None
     received = 0
     with tempfile.SpooledTemporaryFile(max_size=8 << 20) as spool:
@@ -50,7 +61,7 @@ async def put_archive(core, chunks: AsyncIterator, max_bytes: int) -> tuple[int,
         entries = check_members(spool)
         spool.seek(0)
 
-        async def body():
+        async def body() -> AsyncIterator[bytes]:
             while True:
                 data = spool.read(CHUNK)
                 if not data:
@@ -58,35 +69,35 @@ async def put_archive(core, chunks: AsyncIterator, max_bytes: int) -> tuple[int,
                 yield data
 
         try:
-            await task.sandbox.put_archive(dest, body())
+            await task.open_sandbox.put_archive(dest, body())
         except BackendError as exc:
             raise from_backend(task.backend_name, exc) from exc
     return received, entries
 
 
-async def get_archive(core, task_id: str, path: str, backend: str) -> AsyncIterator[bytes]:
+async def get_archive(core: FilesCore, task_id: str, path: str, backend: str) -> AsyncIterator[bytes]:
     task = await core.task_for_files(task_id, backend)
     target = resolve_inside(task.root, path or ".", "path")
     try:
-        async for data in task.sandbox.get_archive(target):
+        async for data in task.open_sandbox.get_archive(target):
             yield data
     except BackendError as exc:
         raise from_backend(task.backend_name, exc) from exc
 
 
-async def read_file(core, task_id: str, path: str, backend: str) -> AsyncIterator[bytes]:
+async def read_file(core: FilesCore, task_id: str, path: str, backend: str) -> AsyncIterator[bytes]:
     if not path:
         raise invalid("path is required: the file to read")
     task = await core.task_for_files(task_id, backend)
     target = resolve_inside(task.root, path, "path")
     try:
-        async for data in task.sandbox.read_file(target):
+        async for data in task.open_sandbox.read_file(target):
             yield data
     except BackendError as exc:
         raise from_backend(task.backend_name, exc) from exc
 
 
-async def write_file(core, chunks: AsyncIterator) -> tuple[str, int]:
+async def write_file(core: FilesCore, chunks: AsyncIterator[pb.WriteFileChunk]) -> tuple[str, int]:
     """The first chunk names the task, the path, the mode and make_parents; every chunk's data
     goes to the file as it arrives (no size limit but the sandbox's disk)."""
     first = None
@@ -100,7 +111,7 @@ async def write_file(core, chunks: AsyncIterator) -> tuple[str, int]:
     task = await core.task_for_files(first.task_id, first.backend)
     target = resolve_inside(task.root, first.path, "path")
 
-    async def body():
+    async def body() -> AsyncIterator[bytes]:
         if first.data:
             yield first.data
         async for chunk in chunks:
@@ -108,7 +119,7 @@ async def write_file(core, chunks: AsyncIterator) -> tuple[str, int]:
                 yield chunk.data
 
     try:
-        return await task.sandbox.write_file(target, body(), mode=first.mode, make_parents=first.make_parents)
+        return await task.open_sandbox.write_file(target, body(), mode=first.mode, make_parents=first.make_parents)
     except BackendError as exc:
         raise from_backend(task.backend_name, exc) from exc
 

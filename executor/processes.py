@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from executor import launch
 from executor.admission import Admission, Admitted, Caller, Refused, StartParams
-from executor.backends.base import BackendError, Process
+from executor.backends.base import BackendError, ByteStream, Process, Sandbox
 from executor.placement import with_task
 from executor.config import ProcessLimits
 from executor.errors import CoreError, exhausted, from_backend, invalid, not_found, precondition
@@ -208,8 +208,7 @@ class OutputLog:
                 pos += len(chunk)
         if len(out) < max_bytes and pos >= self._mem_start:
             i = pos - self._mem_start
-            chunk = self._mem[i:i + max_bytes - len(out)]
-            out += chunk
+            out += self._mem[i:i + max_bytes - len(out)]
         return bytes(out), offset, rotated
 
     def release_files(self) -> int:
@@ -262,7 +261,7 @@ async def _exit_code(proc: Process, timeout: float) -> int:
         return -1
 
 
-async def end_session(sandbox, pid: int, grace: float, done: asyncio.Event) -> None:
+async def end_session(sandbox: Sandbox, pid: int, grace: float, done: asyncio.Event) -> None:
     """TERM the session inside the backend, give it ``grace`` to end, then KILL it."""
     for sig, wait in ((signal_mod.SIGTERM, grace), (signal_mod.SIGKILL, 5.0)):
         try:
@@ -311,7 +310,7 @@ class ManagedProcess:
         self._changed = asyncio.Event()
         self._last_signal = 0
         self._stdin_lock = asyncio.Lock()
-        self._supervisor: asyncio.Task | None = None
+        self._supervisor: asyncio.Task[None] | None = None
         limits = manager.limits
         spill = manager.dir / self.id
 
@@ -328,6 +327,11 @@ class ManagedProcess:
     @property
     def running(self) -> bool:
         return self.state == RUNNING
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """The task's sandbox, where the process was started."""
+        return self.task.open_sandbox
 
     def log(self, stream: str) -> OutputLog:
         if stream not in self.logs:
@@ -356,7 +360,7 @@ class ManagedProcess:
             self.logs[""].append(data)
         self._notify()
 
-    def finish(self, state: str, code: int = 0, message: str = "") -> None:
+    def finish(self, state: ProcessState, code: int = 0, message: str = "") -> None:
         if not self.running:
             return
         for stream, tail in self.pipeline.flush():  # what redaction still held back
@@ -565,7 +569,7 @@ class ProcessManager:
                 pass
             log.info("process %s ended: %s %s", mp.id, mp.state, mp.signal or mp.exit_code)
 
-    async def _pump(self, mp: ManagedProcess, stream, name: str) -> None:
+    async def _pump(self, mp: ManagedProcess, stream: ByteStream, name: str) -> None:
         while True:
             data = await stream.read()
             if not data:
@@ -574,7 +578,7 @@ class ProcessManager:
 
     async def _signal_quietly(self, mp: ManagedProcess, sig: int) -> None:
         try:
-            await mp.task.sandbox.signal_session(mp.pid, sig)
+            await mp.sandbox.signal_session(mp.pid, sig)
         except BackendError:
             pass
 
@@ -665,7 +669,7 @@ class ProcessManager:
             return mp  # already ended: nothing to signal
         mp._last_signal = int(sig)
         try:
-            await mp.task.sandbox.signal_session(mp.pid, int(sig))
+            await mp.sandbox.signal_session(mp.pid, int(sig))
         except BackendError as exc:
             raise from_backend(mp.backend, exc) from exc
         if sig in (signal_mod.SIGKILL, signal_mod.SIGTERM):  # answer with the outcome when it is quick
@@ -679,7 +683,7 @@ class ProcessManager:
         if not mp.running:
             return
         mp._last_signal = int(signal_mod.SIGTERM)
-        await end_session(mp.task.sandbox, mp.pid, self.grace, mp.done)
+        await end_session(mp.sandbox, mp.pid, self.grace, mp.done)
         if mp.running and mp._supervisor is not None:  # the backend does not answer: stop following
             mp._supervisor.cancel()
             try:

@@ -22,7 +22,8 @@ import asyncio
 import logging
 import signal as signal_mod
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from typing import Literal
 
 from executor import launch
 from executor.admission import DEFAULT_SIZE, Admission, Admitted, Caller, PtyOpenParams, Refused, pty_size
@@ -37,6 +38,12 @@ from executor.shell import CommandResult, CommandSpec
 from executor.tasks import Task, TaskManager
 
 log = logging.getLogger("executor.pty")
+
+
+#: What a terminal's queue holds, in order: its output, the end of its output, the program's exit
+#: code, or the backend's failure.
+TermItem = (tuple[Literal["data"], bytes] | tuple[Literal["eof"], None] | tuple[Literal["exit"], int]
+            | tuple[Literal["error"], BackendError])
 
 
 class Terminal:
@@ -55,7 +62,7 @@ class Terminal:
         self.exited = asyncio.Event()
         self.bytes_out = 0
         self._eof = False
-        self._q: asyncio.Queue[tuple[str, object]] = asyncio.Queue()
+        self._q: asyncio.Queue[TermItem] = asyncio.Queue()
         if spawned.first:
             self._q.put_nowait(("data", spawned.first))
         self._tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._wait())]
@@ -73,15 +80,15 @@ class Terminal:
 
     async def _wait(self) -> None:
         try:
-            self.code = await self.proc.wait()
+            code = self.code = await self.proc.wait()
         except BackendError as exc:
             self._q.put_nowait(("error", exc))
             return
         finally:
             self.exited.set()
-        self._q.put_nowait(("exit", self.code))
+        self._q.put_nowait(("exit", code))
 
-    async def _get(self, until: float | None):
+    async def _get(self, until: float | None) -> TermItem | None:
         """The next queued item; None when ``until`` (monotonic) passes first."""
         if not self._q.empty():
             return self._q.get_nowait()
@@ -108,17 +115,16 @@ class Terminal:
                     await self._signal(signal_mod.SIGKILL)
                     return
                 raise TimeoutError
-            kind, value = item
-            if kind == "data":
-                self.bytes_out += len(value)
-                yield value
-            elif kind == "eof":
+            if item[0] == "data":
+                self.bytes_out += len(item[1])
+                yield item[1]
+            elif item[0] == "eof":
                 self._eof = True
-            elif kind == "exit":
+            elif item[0] == "exit":
                 got_exit = True
                 drain_until = time.monotonic() + EXIT_DRAIN_SECONDS
-            elif kind == "error":
-                self.error = value
+            elif item[0] == "error":
+                self.error = item[1]
                 return
 
     async def stop(self) -> bytes:
@@ -131,13 +137,12 @@ class Terminal:
             item = await self._get(end)
             if item is None:
                 break
-            kind, value = item
-            if kind == "data":
-                out += value
-            elif kind == "eof":
+            if item[0] == "data":
+                out += item[1]
+            elif item[0] == "eof":
                 self._eof = True
-            elif kind == "error":
-                self.error = value
+            elif item[0] == "error":
+                self.error = item[1]
                 break
         self.bytes_out += len(out)
         return bytes(out)
@@ -209,7 +214,7 @@ class PtySession:
         except BackendError as exc:
             raise from_backend(backend_name, exc) from exc
         timings.spawn = time.monotonic() - s0
-        term = self.term = Terminal(task.sandbox, spawned, manager.grace)
+        term = self.term = Terminal(task.open_sandbox, spawned, manager.grace)
         manager._register(self)
         self.ready.set()
         out = OutputPipeline(manager.redactor, ("stdout",))
@@ -243,27 +248,33 @@ class PtySession:
             await term.close()
             manager._unregister(self)
 
-    async def write(self, data: bytes) -> None:
+    async def _terminal(self) -> Terminal:
+        """The session's terminal, once it is open."""
         await self.ready.wait()
+        assert self.term is not None  # set before ready
+        return self.term
+
+    async def write(self, data: bytes) -> None:
+        term = await self._terminal()
         if data:
             try:
-                await self.term.proc.write(data)
+                await term.proc.write(data)
             except BackendError as exc:
                 log.info("terminal input dropped: %s", exc.message)
 
     async def resize(self, rows: int, cols: int) -> None:
         size = pty_size(rows, cols)
-        await self.ready.wait()
+        term = await self._terminal()
         try:
-            await self.term.proc.resize(size)
+            await term.proc.resize(size)
         except BackendError as exc:  # the backend cannot resize: the session goes on
             log.info("terminal resize ignored: %s", exc.message)
 
     async def signal(self, name: str) -> None:
         sig = parse_signal(name)
-        await self.ready.wait()
+        term = await self._terminal()
         try:
-            await self.term.sandbox.signal_session(self.term.pid, int(sig))
+            await term.sandbox.signal_session(term.pid, int(sig))
         except BackendError as exc:
             log.info("terminal signal failed: %s", exc.message)
 
@@ -301,13 +312,13 @@ class PtyManager:
         return PtySession(self, params, caller)
 
     async def exec(self, admitted: Admitted, task: Task, spec: CommandSpec, deadline: float
-                   ) -> AsyncIterator[tuple[str, bytes] | CommandResult]:
+                   ) -> AsyncGenerator[tuple[str, bytes] | CommandResult, None]:
         """An admitted Exec with pty=true (the caller holds the task's lock and passes the output
         through its pipeline): the terminal stream as stdout, then a CommandResult. At the deadline
         the session is ended in the backend and what it printed is still returned."""
         spawned = await launch.spawn(admitted, task, self.tasks, workdir=spec.workdir,
                                      size=admitted.request.terminal or DEFAULT_SIZE, lock_held=True)
-        term = Terminal(task.sandbox, spawned, self.grace)
+        term = Terminal(task.open_sandbox, spawned, self.grace)
         finished = False
         first_byte = 0.0
         try:

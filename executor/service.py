@@ -12,8 +12,9 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from executor import launch
@@ -42,6 +43,29 @@ class RunOutcome:
     stdout: bytes
     stderr: bytes
     exit: ExitInfo
+
+
+@dataclass
+class _ExecRun:
+    """One Exec's bookkeeping, shared by the steps of ``Executor._exec``."""
+
+    req: Request
+    caller: Caller
+    task: Task
+    #: The Started event while it has not gone out yet (None once sent).
+    started: Started | None
+    t0: float
+    timings: Timings = field(default_factory=Timings)
+    outcome: Admitted | Refused | None = None  # the gate's, once settled
+    gate: str = ""  # how the gate settled it, as ExecRecord says: allow, deny, approved or denied
+
+    def take_started(self) -> Started | None:
+        """Started, if it has not gone out yet (then it counts as sent)."""
+        started, self.started = self.started, None
+        return started
+
+    def auth_rule(self) -> str:
+        return self.outcome.auth.verdict.rule if self.outcome is not None else ""
 
 
 @dataclass
@@ -86,9 +110,9 @@ class Executor:
         self._execs = 0
         self._exec_slots = asyncio.Semaphore(config.limits.max_concurrent_execs)
         self._idempotent: OrderedDict[tuple[str, str], asyncio.Future[RunOutcome]] = OrderedDict()
-        self._reaper: asyncio.Task | None = None
+        self._reaper: asyncio.Task[None] | None = None
         self.started_at = time.time()
-        self.listeners: list = []  # callables taking an ExecRecord (metrics, structured logs)
+        self.listeners: list[Callable[[ExecRecord], object]] = []  # metrics, structured logs
         # The managers are the core's own parts: they get what they need, not the core.
         self.pty = PtyManager(self.admission, self.tasks, self.redactor, self.publish,
                               grace=config.limits.kill_grace_seconds)
@@ -159,7 +183,7 @@ class Executor:
     # -- Exec ----------------------------------------------------------------------------
 
     def exec(self, p: ExecParams, *, caller: Caller = Caller(), deadline: float | None = None
-             ) -> AsyncIterator[Event]:
+             ) -> AsyncGenerator[Event, None]:
         """Run one command: the stream of Started, ApprovalNeeded, Output..., then Finished.
 
         Checks the request at once (CoreError), then returns the stream (no extra generator layer
@@ -179,57 +203,39 @@ class Executor:
             except Exception:  # an observer never breaks a command
                 log.exception("exec listener failed")
 
-    async def _exec(self, req: Request, caller: Caller, deadline: float | None) -> AsyncIterator[Event]:
+    async def _exec(self, req: Request, caller: Caller, deadline: float | None) -> AsyncGenerator[Event, None]:
         """``started`` goes out as soon as the command is in the shell, so sending it overlaps the
         command's run; before that only if something may wait (an approval, the task's queue, a
-        shell to start), so a client always hears of its call before it waits."""
+        shell to start), so a client always hears of its call before it waits.
+
+        The steps: the gate (``_admit``), the task's queue (one command at a time per task), an exec
+        slot, then the run (``_run_admitted``)."""
         t0 = time.monotonic()
-        timings = Timings()
-        backend_name = req.backend
-        task = self.tasks.get_or_create(req.task_id, backend_name)
+        task = self.tasks.get_or_create(req.task_id, req.backend)
         task.touch()
-        started: Started | None = Started(os.urandom(8).hex(), backend_name, req.task_id)
+        run = _ExecRun(req, caller, task, Started(os.urandom(8).hex(), req.backend, req.task_id), t0)
 
         # Admission: every command passes the gate before it reaches a backend.
-        g0 = time.monotonic()
-        await self.admission.prepare(req)
-        verdict = self.admission.verdict(req)
-        if verdict.decision is Decision.ASK:
-            yield started
-            started = None
-            g0 = time.monotonic()  # after `started` went out: the gate's own time
-            outcome: Admitted | Refused | None = None
-            async for item in self.admission.decide(req, caller, verdict):
-                if isinstance(item, ApprovalNeeded):
-                    yield item
-                else:
-                    outcome = item
-            assert outcome is not None
-        else:
-            outcome = self.admission.settle_now(req, verdict, caller)
-        timings.gate = time.monotonic() - g0
-        auth = outcome.auth
-        if auth.approval_id:
-            timings.approval = timings.gate
-        gate = ("approved" if auth.allowed else "denied") if auth.approval_id else ("allow" if auth.allowed else "deny")
+        async with aclosing(self._admit(run)) as gate_events:
+            async for event in gate_events:
+                yield event
+        outcome = run.outcome
+        assert outcome is not None  # _admit settles it or raises
         if isinstance(outcome, Refused):
-            info = ExitInfo(0, "denied", cwd=task.cwd, duration=time.monotonic() - t0, message=outcome.message,
-                            rule=auth.verdict.rule, backend=backend_name, timings=timings)
-            self.publish(ExecRecord(req.task_id, backend_name, info, gate, caller.name))
-            if started is not None:
+            info = self._refused(run, outcome)
+            if (started := run.take_started()) is not None:
                 yield started
             yield Finished(info)
             return
-        admitted = outcome
 
         # The task's queue: one command at a time per task.
         if task.waiting >= self.config.limits.max_queued_per_task:
             raise exhausted(f"task {req.task_id!r} already has {task.waiting} commands waiting; "
                             f"wait for them (limits.max_queued_per_task)")
-        if started is not None and (task.lock.locked() or self._exec_slots.locked()
-                                    or task.shell is None or not task.shell.alive):
-            yield started
-            started = None
+        if run.started is not None and (task.lock.locked() or self._exec_slots.locked()
+                                        or task.shell is None or not task.shell.alive):
+            yield run.started
+            run.started = None
         q0 = time.monotonic()
         task.waiting += 1
         try:
@@ -238,75 +244,128 @@ class Executor:
             task.waiting -= 1
         try:
             if task.closed:
-                if started is not None:
+                if (started := run.take_started()) is not None:
                     yield started
                 yield Finished(ExitInfo(0, "cancelled", message="the task was closed while the command waited",
-                                        backend=backend_name, timings=timings))
+                                        backend=req.backend, timings=run.timings))
                 return
             async with self._exec_slots:
-                timings.queue = time.monotonic() - q0
-                s0 = time.monotonic()
-                shell = await self.tasks.ensure_shell(task)
-                spec = await launch.command_spec(admitted, task)
-                run_deadline = time.monotonic() + req.timeout
-                if deadline is not None:
-                    run_deadline = min(run_deadline, deadline)
-                if req.terminal is not None:
-                    stream = self.pty.exec(admitted, task, spec, run_deadline)
-                else:
-                    stream = launch.run_in_shell(admitted, shell, spec, run_deadline)
-                out = OutputPipeline(self.redactor)
-                result: CommandResult | None = None
-                timings.spawn = time.monotonic() - s0
-                r0 = time.monotonic()
-                try:
-                    async for item in stream:
-                        if started is not None:  # the first item of any kind: the command is under way
-                            yield started
-                            started = None
-                        if isinstance(item, CommandResult):
-                            result = item
-                            break
-                        if item is SENT:
-                            continue
-                        kind, data = item
-                        data = out.feed(kind, data)
-                        if data:
-                            yield Output(kind, data)
-                except BackendError as exc:
-                    result = CommandResult(0, task.cwd, "backend_error", exc.message)
-                finally:
-                    await stream.aclose()
-                for kind, tail in out.flush():
-                    yield Output(kind, tail)
-                task.commands_run += 1
-                task.touch()
-                if result is None:
-                    result = CommandResult(0, task.cwd, "backend_error", "the backend ended the command without a result")
-                timings.run = time.monotonic() - r0
-                if result.first_byte_at:
-                    timings.first_byte = max(0.0, result.first_byte_at - r0)
-                message = result.message
-                notice = task.sandbox.take_notice() if task.sandbox is not None else None
-                if notice:  # e.g. the container was gone and has been recreated
-                    message = f"{message}; {notice}" if message else notice
-                if result.status == "timed_out" and not message:
-                    message = f"timed out after {req.timeout:g} s; the command's process tree was killed"
-                if result.status == "backend_error":
-                    message = f"backend {backend_name!r}: {message}"
-                info = ExitInfo(result.exit_code, result.status, cwd=result.cwd or task.cwd,
-                                duration=time.monotonic() - t0, stdout_bytes=out.counts["stdout"],
-                                stderr_bytes=out.counts["stderr"], message=message, rule=auth.verdict.rule,
-                                backend=backend_name, timings=timings)
-                self.publish(ExecRecord(req.task_id, backend_name, info, gate, caller.name))
-                if started is not None:
-                    yield started
-                yield Finished(info)
+                run.timings.queue = time.monotonic() - q0
+                async with aclosing(self._run_admitted(run, outcome, deadline)) as run_events:
+                    async for event in run_events:
+                        yield event
         finally:
             task.lock.release()
 
+    async def _admit(self, run: _ExecRun) -> AsyncGenerator[Event, None]:
+        """The gate's part of an Exec: settles ``run.outcome`` (Admitted or Refused) and ``run.gate``.
+        When a human is asked, ``started`` goes out first, then each ApprovalNeeded."""
+        req = run.req
+        g0 = time.monotonic()
+        await self.admission.prepare(req)
+        verdict = self.admission.verdict(req)
+        if verdict.decision is Decision.ASK:
+            if (started := run.take_started()) is not None:
+                yield started
+            g0 = time.monotonic()  # after `started` went out: the gate's own time
+            outcome: Admitted | Refused | None = None
+            async for item in self.admission.decide(req, run.caller, verdict):
+                if isinstance(item, ApprovalNeeded):
+                    yield item
+                else:
+                    outcome = item
+            assert outcome is not None
+        else:
+            outcome = self.admission.settle_now(req, verdict, run.caller)
+        run.timings.gate = time.monotonic() - g0
+        auth = outcome.auth
+        if auth.approval_id:
+            run.timings.approval = run.timings.gate
+            run.gate = "approved" if auth.allowed else "denied"
+        else:
+            run.gate = "allow" if auth.allowed else "deny"
+        run.outcome = outcome
+
+    def _refused(self, run: _ExecRun, refused: Refused) -> ExitInfo:
+        """The Exit of a command the gate (or a human) refused, published like any other."""
+        info = ExitInfo(0, "denied", cwd=run.task.cwd, duration=time.monotonic() - run.t0, message=refused.message,
+                        rule=refused.auth.verdict.rule, backend=run.req.backend, timings=run.timings)
+        self.publish(ExecRecord(run.req.task_id, run.req.backend, info, run.gate, run.caller.name))
+        return info
+
+    async def _run_admitted(self, run: _ExecRun, admitted: Admitted, deadline: float | None
+                            ) -> AsyncGenerator[Event, None]:
+        """An admitted command, in its task's turn and an exec slot: the task's shell (started if
+        needed), the command in it (or in a terminal), its output redacted, then Finished. Closing
+        this stream closes the command's, which kills its tree in the backend."""
+        task, req, timings = run.task, run.req, run.timings
+        s0 = time.monotonic()
+        shell = await self.tasks.ensure_shell(task)
+        spec = await launch.command_spec(admitted, task)
+        run_deadline = time.monotonic() + req.timeout
+        if deadline is not None:
+            run_deadline = min(run_deadline, deadline)
+        stream: AsyncIterator[tuple[str, bytes] | CommandResult]
+        if req.terminal is not None:
+            stream = self.pty.exec(admitted, task, spec, run_deadline)
+        else:
+            stream = launch.run_in_shell(admitted, shell, spec, run_deadline)
+        out = OutputPipeline(self.redactor)
+        result: CommandResult | None = None
+        timings.spawn = time.monotonic() - s0
+        r0 = time.monotonic()
+        try:
+            async for item in stream:
+                if (started := run.take_started()) is not None:  # the first item of any kind: under way
+                    yield started
+                if isinstance(item, CommandResult):
+                    result = item
+                    break
+                if item is SENT:
+                    continue
+                kind, data = item
+                data = out.feed(kind, data)
+                if data:
+                    yield Output(kind, data)
+        except BackendError as exc:
+            result = CommandResult(0, task.cwd, "backend_error", exc.message)
+        finally:
+            if isinstance(stream, AsyncGenerator):  # what both kinds of stream are
+                await stream.aclose()
+        for kind, tail in out.flush():
+            yield Output(kind, tail)
+        task.commands_run += 1
+        task.touch()
+        info = self._finished(run, result, out, r0)
+        self.publish(ExecRecord(req.task_id, req.backend, info, run.gate, run.caller.name))
+        if (started := run.take_started()) is not None:
+            yield started
+        yield Finished(info)
+
+    def _finished(self, run: _ExecRun, result: CommandResult | None, out: OutputPipeline, r0: float) -> ExitInfo:
+        """The Exit of a command that ran (``r0``: when its run began): its timings, and a message
+        that says why it ended when that was not the command's own doing."""
+        task, timings, backend_name = run.task, run.timings, run.req.backend
+        if result is None:
+            result = CommandResult(0, task.cwd, "backend_error", "the backend ended the command without a result")
+        timings.run = time.monotonic() - r0
+        if result.first_byte_at:
+            timings.first_byte = max(0.0, result.first_byte_at - r0)
+        message = result.message
+        notice = task.sandbox.take_notice() if task.sandbox is not None else None
+        if notice:  # e.g. the container was gone and has been recreated
+            message = f"{message}; {notice}" if message else notice
+        if result.status == "timed_out" and not message:
+            message = f"timed out after {run.req.timeout:g} s; the command's process tree was killed"
+        if result.status == "backend_error":
+            message = f"backend {backend_name!r}: {message}"
+        return ExitInfo(result.exit_code, result.status, cwd=result.cwd or task.cwd,
+                        duration=time.monotonic() - run.t0, stdout_bytes=out.counts["stdout"],
+                        stderr_bytes=out.counts["stderr"], message=message, rule=run.auth_rule(),
+                        backend=backend_name, timings=timings)
+
     async def _idempotent_exec(self, req: Request, idempotency_key: str, caller: Caller, deadline: float | None
-                               ) -> AsyncIterator[Event]:
+                               ) -> AsyncGenerator[Event, None]:
         """A retried call with the same key gets the first call's result (bounded output)."""
         key = (req.task_id, idempotency_key)
         fut = self._idempotent.get(key)
@@ -338,7 +397,7 @@ class Executor:
         """The buffered form of exec: head and tail of each stream, exact byte counts."""
         return await self._collect(self.exec(p, caller=caller, deadline=deadline), live=None)
 
-    async def _collect(self, events: AsyncIterator[Event], live) -> RunOutcome:
+    async def _collect(self, events: AsyncIterator[Event], live: None) -> RunOutcome:
         limit = self.config.limits.run_output_bytes
         out, err = HeadTail(limit), HeadTail(limit)
         exit_info = None

@@ -13,6 +13,7 @@ import os
 import posixpath
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,6 +78,13 @@ class Task:
     @property
     def cwd(self) -> str:
         return self.shell.cwd if self.shell else self.root
+
+    @property
+    def open_sandbox(self) -> Sandbox:
+        """The sandbox, for code that runs after it was opened (``ensure_shell``, ``task_for_files``,
+        a spawn in it); it is never closed while the task lives."""
+        assert self.sandbox is not None, "the task's sandbox is opened before it is used"
+        return self.sandbox
 
     @property
     def home(self) -> str:
@@ -151,27 +159,30 @@ class TaskManager:
 
     async def ensure_shell(self, task: Task) -> ShellBase:
         """The task's sandbox and shell, created on first use (BackendError -> CoreError)."""
-        if task.shell is not None:
-            return task.shell
-        async with task._setup:
-            if task.shell is not None:
-                return task.shell
-            try:
-                if task.sandbox is None:
-                    task.sandbox = await task.backend.sandbox(task.id)
-                env = self.command_env(task)
-                if not task.saved_state:
-                    shell = await self._from_pool(task, env)
-                    if shell is not None:
-                        task.shell = shell
-                        return shell
-                shell = PersistentShell(task.sandbox, env, cwd=task.sandbox.root, state=task.saved_state,
-                                        kill_grace=self.kill_grace)
-                await shell.start()
-            except BackendError as exc:
-                raise from_backend(task.backend_name, exc) from exc
-            task.shell = shell
-            return shell
+        if task.shell is None:
+            async with task._setup:
+                if task.shell is None:  # not made by a caller that held _setup before us
+                    task.shell = await self._new_shell(task)
+        return task.shell
+
+    async def _new_shell(self, task: Task) -> ShellBase:
+        """A started shell for the task: a pre-started one made the task's, or a new one restoring
+        its saved state (BackendError -> CoreError)."""
+        try:
+            if task.sandbox is None:
+                task.sandbox = await task.backend.sandbox(task.id)
+            sandbox = task.sandbox
+            env = self.command_env(task)
+            if not task.saved_state:
+                pooled = await self._from_pool(task, sandbox, env)
+                if pooled is not None:
+                    return pooled
+            shell = PersistentShell(sandbox, env, cwd=sandbox.root, state=task.saved_state,
+                                    kill_grace=self.kill_grace)
+            await shell.start()
+        except BackendError as exc:
+            raise from_backend(task.backend_name, exc) from exc
+        return shell
 
     def pool(self, backend_name: str) -> ShellPool | None:
         """The backend's pool of pre-started shells (created on first use), or None without one."""
@@ -187,7 +198,7 @@ class TaskManager:
                 kill_grace=self.kill_grace)
         return pool
 
-    async def _from_pool(self, task: Task, env: dict[str, str]) -> PersistentShell | None:
+    async def _from_pool(self, task: Task, sandbox: Sandbox, env: dict[str, str]) -> PersistentShell | None:
         """A pre-started shell made the task's own (its directory, its environment), or None (no
         pool, none ready, or the handoff failed: the caller starts a shell as usual)."""
         pool = self.pool(task.backend_name)
@@ -197,17 +208,18 @@ class TaskManager:
         if shell is None:
             return None
         try:
-            await pool.hand_over(shell, task.sandbox, env)
+            await pool.hand_over(shell, sandbox, env)
         except BackendError as exc:
             log.warning("task %s: a pre-started shell could not be handed over (%s); starting a new one",
                         task.id, exc.message)
-            asyncio.ensure_future(shell.terminate())
+            pool.discard(shell)
             return None
         return shell
 
     def command_env(self, task: Task) -> dict[str, str]:
-        """The clean environment a task's commands start from: never the daemon's own."""
-        env = task.backend.base_env(task.sandbox)
+        """The clean environment a task's commands start from: never the daemon's own. The task's
+        sandbox is open (its callers open it first)."""
+        env = task.backend.base_env(task.open_sandbox)
         env.update(self.env_base.get(task.backend_name, {}))
         env["EXECUTOR_TASK_ID"] = task.id
         return env
@@ -297,7 +309,10 @@ class ShellPool:
         self._extra_env = env
         self.kill_grace = kill_grace
         self.ready: list[PersistentShell] = []
-        self._filling: asyncio.Task | None = None
+        self._filling: asyncio.Task[None] | None = None
+        #: Shells being ended in the background (``discard``): held here until done, so none is
+        #: collected mid-flight, and awaited by ``close``.
+        self._ending: set[asyncio.Task[None]] = set()
         self.closed = False
         self.started = 0  # shells started for the pool
         self.handed = 0  # shells handed to tasks
@@ -310,9 +325,21 @@ class ShellPool:
             if candidate.alive:
                 shell = candidate
                 break
-            asyncio.ensure_future(candidate.terminate())
+            self.discard(candidate)
         self.refill()
         return shell
+
+    def discard(self, shell: PersistentShell) -> None:
+        """End a shell no task will use (dead in the pool, or its handoff failed), in the background;
+        ``close`` waits for it."""
+        ending = asyncio.ensure_future(shell.terminate())
+        self._ending.add(ending)
+        ending.add_done_callback(self._ended)
+
+    def _ended(self, ending: asyncio.Task[None]) -> None:
+        self._ending.discard(ending)
+        if not ending.cancelled() and (exc := ending.exception()) is not None:
+            log.warning("backend %s: ending a pre-started shell failed: %s", self.backend.name, exc)
 
     def refill(self) -> None:
         if not self.closed and (self._filling is None or self._filling.done()):
@@ -345,9 +372,13 @@ class ShellPool:
                 await asyncio.sleep(self.RETRY_SECONDS)
                 continue
             self.started += 1
-            if self.closed:
-                await shell.terminate()
-                return
+            await self._keep(shell)
+
+    async def _keep(self, shell: PersistentShell) -> None:
+        """A shell just started for the pool joins it, unless the pool was closed meanwhile."""
+        if self.closed:
+            await shell.terminate()
+        else:
             self.ready.append(shell)
 
     async def hand_over(self, shell: PersistentShell, sandbox: Sandbox, env: dict[str, str]) -> None:
@@ -360,10 +391,11 @@ class ShellPool:
         if self._filling is not None:
             self._filling.cancel()
         shells, self.ready = self.ready, []
-        await asyncio.gather(*(s.terminate() for s in shells), return_exceptions=True)
+        # The shells still ready, and those being ended in the background (cancelled with this call).
+        await asyncio.gather(*(s.terminate() for s in shells), *self._ending, return_exceptions=True)
 
 
-async def _within(futures: list[asyncio.Future], seconds: float) -> None:
+async def _within(futures: Sequence[asyncio.Future[None]], seconds: float) -> None:
     """Wait for futures at most ``seconds``; cancel the rest. Their failures are not news here."""
     if not futures:
         return
