@@ -10,7 +10,7 @@ task directory cannot lead the command out of it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 
 from executor.admission import Admitted
@@ -58,7 +58,7 @@ async def command_spec(admitted: Admitted, task: Task) -> CommandSpec:
 
 
 def run_in_shell(admitted: Admitted, shell: ShellBase, spec: CommandSpec, deadline: float
-                 ) -> AsyncIterator[tuple[str, bytes] | CommandResult]:
+                 ) -> AsyncGenerator[tuple[str, bytes] | CommandResult, None]:
     """An admitted Exec in the task's persistent shell (the caller holds the task's lock)."""
     _admitted(admitted)
     return shell.run(spec, deadline=deadline)

@@ -13,7 +13,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
@@ -101,7 +101,6 @@ class Servicer(ServicerPart, pb_grpc.ExecutorServicer):
             stream = self.core.exec(exec_params(request), caller=caller, deadline=_deadline(context))
         except CoreError as exc:
             await _abort(context, exc)
-        assert isinstance(stream, AsyncGenerator)  # the core's streams are async generators: aclose() below
         beat = self.core.config.streams.heartbeat_seconds
         try:
             if beat:  # opt-in (streams.heartbeat_seconds): keeps quiet calls alive through proxies

@@ -305,7 +305,7 @@ class Executor:
         run_deadline = time.monotonic() + req.timeout
         if deadline is not None:
             run_deadline = min(run_deadline, deadline)
-        stream: AsyncIterator[tuple[str, bytes] | CommandResult]
+        stream: AsyncGenerator[tuple[str, bytes] | CommandResult, None]
         if req.terminal is not None:
             stream = self.pty.exec(admitted, task, spec, run_deadline)
         else:
@@ -330,8 +330,7 @@ class Executor:
         except BackendError as exc:
             result = CommandResult(0, task.cwd, "backend_error", exc.message)
         finally:
-            if isinstance(stream, AsyncGenerator):  # what both kinds of stream are
-                await stream.aclose()
+            await stream.aclose()
         for kind, tail in out.flush():
             yield Output(kind, tail)
         task.commands_run += 1
