@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import posixpath
 import re
 import time
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from executor.backends.base import Backend, BackendError, Sandbox
+from executor.backends._shared.files import atomic_write
 from executor.errors import CoreError, exhausted, from_backend, invalid, precondition
 from executor.placement import SLOTS, slot_of, slot_table, task_of
 from executor.shell import PersistentShell, ShellBase
@@ -233,11 +233,7 @@ class TaskManager:
             return
         state = await task.shell.snapshot()
         if state:
-            path = self._state_file(task.id)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(state)
-            os.chmod(tmp, 0o600)
-            tmp.replace(path)
+            atomic_write(self._state_file(task.id), state.encode(), mode=0o600)
 
     async def close(self, task_id: str, remove_files: bool, keep_state: bool = False) -> Task | None:
         """End the task: interrupt its command, kill its shell, release its sandbox.

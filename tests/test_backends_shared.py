@@ -260,3 +260,49 @@ async def test_a_detached_failure_is_logged_with_what_it_was(caplog):
             await task
         await asyncio.sleep(0)
     assert any("settling exec 42 failed: the socket went away" in r.getMessage() for r in caplog.records)
+
+
+# --- files: atomic_write with many writers at once -------------------------------------------------
+
+def test_concurrent_atomic_writes_each_land_whole(tmp_path):
+    import threading
+
+    from executor.backends._shared.files import atomic_write
+
+    target = tmp_path / "state" / "containers.json"
+    errors: list[BaseException] = []
+    start = threading.Barrier(32)
+
+    def writer(i: int) -> None:
+        start.wait()
+        try:
+            for _ in range(20):
+                atomic_write(target, (chr(65 + i) * 1000).encode())
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    body = target.read_text()
+    assert len(body) == 1000 and len(set(body)) == 1  # one writer's whole content, never a mix
+    assert [p.name for p in target.parent.iterdir()] == ["containers.json"]  # no temporary left behind
+    assert target.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_failed_atomic_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    from executor.backends._shared import files
+
+    target = tmp_path / "f"
+    files.atomic_write(target, b"old")
+
+    def full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(files.os, "fsync", full)
+    with pytest.raises(OSError, match="No space left"):
+        files.atomic_write(target, b"new")
+    assert target.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["f"]

@@ -741,3 +741,41 @@ async def test_first_spawn_makes_the_task_directory_owned_by_the_user(make_backe
     sb = await backend.sandbox("fresh")
     code, out, _ = await run(sb, "pwd; stat -c '%u:%g %a' .", cwd=sb.root)
     assert (code, out.split("\n")[:2]) == (0, [sb.root, "1000:1000 755"])
+
+
+def test_containers_started_together_are_all_remembered(tmp_path):
+    """Per-task containers start in parallel Engine API threads, each noting its container: none of
+    the notes may fail the start (it did: one renamed another's temporary file away, ENOENT) or be lost."""
+    import json
+    import threading
+
+    backend = DockerBackend("dk", DockerOptions(labels=LABELS), state_dir=tmp_path / "state")
+    start = threading.Barrier(32)
+    errors: list[BaseException] = []
+
+    def starts(i: int) -> None:
+        start.wait()
+        try:
+            backend.remember(f"task-{i}", f"{i:064x}")
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=starts, args=(i,)) for i in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    known = json.loads((tmp_path / "state" / "containers.json").read_text())
+    assert known == {f"task-{i}": f"{i:064x}" for i in range(32)}
+    assert backend.remembered("task-7") == f"{7:064x}"
+
+
+def test_a_state_disk_that_refuses_the_note_does_not_fail_the_container(tmp_path, caplog):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "containers.json").mkdir()  # replacing a directory with a file fails, as a full disk would
+    backend = DockerBackend("dk", DockerOptions(labels=LABELS), state_dir=state)
+    with caplog.at_level("WARNING", logger="executor.backends.docker"):
+        backend.remember("shared", "ab" * 32)
+    assert any("could not record container abababababab" in r.getMessage() for r in caplog.records)

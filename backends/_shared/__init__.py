@@ -8,6 +8,7 @@
   daemon ends what a crashed one left running.
 * ``kill``     the reaper and the in-sandbox tree kill (one walk, repeated until nothing new), and
   ``CLEANUP_SCRIPT`` for registries kept inside a sandbox.
+* ``files``    ``atomic_write``: small state files replaced whole, safe with concurrent writers.
 * ``background`` ``detach``: work started on the side, held until it ends, its failure logged.
 
 Nothing here imports a backend, an SDK, gRPC or the core.

@@ -14,6 +14,8 @@ import re
 import secrets
 from pathlib import Path
 
+from .files import atomic_write
+
 FILE = "instance-id"
 #: Files older versions kept it in, read when ``FILE`` is missing.
 LEGACY_FILES = ("daemon-id",)
@@ -31,10 +33,7 @@ def instance_id(state_dir: Path) -> str:
         if _VALID.fullmatch(value):
             return value
     value = secrets.token_hex(ID_LENGTH // 2)
-    state_dir.mkdir(parents=True, exist_ok=True)
-    tmp = state_dir / (FILE + ".tmp")
-    tmp.write_text(value + "\n")
-    tmp.replace(state_dir / FILE)
+    atomic_write(state_dir / FILE, (value + "\n").encode(), mode=0o644)
     return value
 
 

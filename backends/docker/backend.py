@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -14,6 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 
+from .._shared.files import atomic_write
 from .._spawner import Spawner, SpawnedProcess
 from ..base import (
     Backend,
@@ -32,6 +34,8 @@ from ..base import (
 from .options import CLEANUP_SCRIPT, CONTAINER_RECIPE, DockerOptions, LABEL_BACKEND, LABEL_DAEMON, LABEL_SCOPE, MKDIR_WRAPPER, POOL_TASK, PROCS_PER_CONTAINER, PROCS_PER_START, PROCS_PER_TASK, PTY_WRAPPER, SHARED, _TASK_ID, _docker_error
 from .process import DockerProcess
 from .container import _AsyncReader, _Container, _EventWatcher, _dir_tar, _owned_tar
+
+log = logging.getLogger(__name__.rpartition('.')[0])
 
 T = TypeVar("T")
 
@@ -229,6 +233,7 @@ class DockerBackend(Backend):
                        sort_keys=True).encode()).hexdigest()[:16]
         self._api: Any = None
         self._api_lock = threading.Lock()
+        self._remember_lock = threading.Lock()
         self._shared: _Container | None = None
         self._per_task: dict[str, _Container] = {}
         self._watcher: _EventWatcher | None = None
@@ -246,20 +251,28 @@ class DockerBackend(Backend):
         try:
             cid: str | None = json.loads((self.state_dir / "containers.json").read_text()).get(scope)
             return cid
-        except (FileNotFoundError, ValueError):
+        except (OSError, ValueError):
             return None
 
     def remember(self, scope: str, cid: str) -> None:
+        """Note the container of a scope (read back only to tell a task its container was recreated).
+
+        Called from the Engine API threads, many at once when per-task containers start together:
+        the read-modify-write is serialized, and a state disk that refuses the write (full,
+        read-only) costs that note only, never the container."""
         path = self.state_dir / "containers.json"
-        try:
-            known = json.loads(path.read_text())
-        except (FileNotFoundError, ValueError):
-            known = {}
-        if known.get(scope) != cid:
+        with self._remember_lock:
+            try:
+                known = json.loads(path.read_text())
+            except (OSError, ValueError):
+                known = {}
+            if known.get(scope) == cid:
+                return
             known[scope] = cid
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(known))
-            tmp.replace(path)
+            try:
+                atomic_write(path, json.dumps(known).encode())
+            except OSError as exc:
+                log.warning("docker backend %s: could not record container %s in %s: %s", self.name, cid[:12], path, exc)
 
     # the Engine API --------------------------------------------------------
     def new_client(self, timeout: float | None) -> Any:
