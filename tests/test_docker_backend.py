@@ -779,3 +779,20 @@ def test_a_state_disk_that_refuses_the_note_does_not_fail_the_container(tmp_path
     with caplog.at_level("WARNING", logger="executor.backends.docker"):
         backend.remember("shared", "ab" * 32)
     assert any("could not record container abababababab" in r.getMessage() for r in caplog.records)
+
+
+def test_the_daemons_own_file_errors_are_not_called_an_unreachable_engine():
+    import requests
+
+    from executor.backends.docker.options import _docker_error
+
+    own = _docker_error(FileNotFoundError(2, "No such file or directory", "/state/containers.json.tmp"), "preparing x")
+    assert own.kind is ErrorKind.INTERNAL and "cannot reach the Docker engine" not in own.message
+    assert "/state/containers.json.tmp" in own.message
+    full = _docker_error(OSError(28, "No space left on device", "/state/upload"), "uploading")
+    assert full.kind is ErrorKind.RESOURCE_EXHAUSTED
+    gone = _docker_error(requests.exceptions.ConnectionError(
+        "('Connection aborted.', FileNotFoundError(2, 'No such file or directory'))"), "preparing x")
+    assert gone.kind is ErrorKind.UNAVAILABLE and "cannot reach the Docker engine" in gone.message
+    reset = _docker_error(ConnectionResetError(104, "Connection reset by peer"), "reading")
+    assert reset.kind is ErrorKind.UNAVAILABLE

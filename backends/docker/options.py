@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 
+import errno
 import re
 import tarfile
 from typing import Any
@@ -193,6 +194,11 @@ def _docker_error(exc: BaseException, what: str) -> BackendError:
         kind = ErrorKind.FAILED_PRECONDITION if code in (400, 409) else (
             ErrorKind.PERMISSION_DENIED if code == 403 else ErrorKind.UNAVAILABLE)
         return BackendError(f"{what}: Docker engine said {code}: {_explain(exc)}", kind)
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return BackendError(f"{what}: {exc}", ErrorKind.RESOURCE_EXHAUSTED)
+    if isinstance(exc, OSError) and exc.filename is not None and not isinstance(exc, ConnectionError):
+        # a file of the daemon's own (state, an upload's spool), not the engine's socket
+        return BackendError(f"{what}: {exc}", ErrorKind.INTERNAL)
     if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout, ConnectionError,
                         docker.errors.DockerException, OSError)):
         return BackendError(f"{what}: cannot reach the Docker engine ({exc}); start dockerd "
