@@ -67,11 +67,14 @@ async def test_output_exit_codes_and_signals(spawner, tmp_path):
 async def test_a_slow_reader_holds_back_only_its_own_process(spawner):
     big = 3 * WINDOW
     hog = await start(spawner, f"head -c {big} /dev/zero")  # nobody reads it for now
-    await asyncio.sleep(0.5)
+    async def window_full() -> None:  # the spawner has sent a whole window and waits for acks
+        while len(hog.stdout) < WINDOW:
+            await asyncio.sleep(0.01)
+    await asyncio.wait_for(window_full(), 30)
     quick = await start(spawner, "echo quick")
     out, _ = await asyncio.wait_for(drain(quick), 10)
     assert out == b"quick\n" and await quick.wait() == 0
-    assert not hog._exit.done()  # blocked on its pipe, not finished
+    assert not hog._exit.done() and len(hog.stdout) == WINDOW  # held at its window, blocked on its pipe
     out, _ = await asyncio.wait_for(drain(hog), 30)
     assert len(out) == big and await hog.wait() == 0
 
