@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from executor.client import ExecutorError
+    from executor.client import Client, ExecutorError
     from executor.v1 import executor_pb2 as pb
 
 
@@ -156,7 +156,6 @@ def _exec_pty(args: argparse.Namespace, command: str) -> int:
     import threading
     import tty
 
-    from executor.client import Client
     from executor.v1 import executor_pb2 as pb
 
     inputs: queue.Queue[pb.PtyInput | None] = queue.Queue()
@@ -194,7 +193,7 @@ def _exec_pty(args: argparse.Namespace, command: str) -> int:
             tty.setraw(sys.stdin.fileno())
             signal.signal(signal.SIGWINCH, on_resize)
         threading.Thread(target=pump_stdin, daemon=True).start()
-        with Client(args.target or _default_target(), token=args.token) as client:
+        with connect(args, args.target or _default_target()) as client:
             for out in client.pty(requests()):
                 kind = out.WhichOneof("output")
                 if kind == "data":
@@ -236,7 +235,7 @@ def _exit_code(e: pb.Exit) -> int:
 
 
 def _exec(args: argparse.Namespace) -> int:
-    from executor.client import Client, ExecutorError
+    from executor.client import ExecutorError
 
     command = args.command
     if command and command[0] == "--":
@@ -252,7 +251,7 @@ def _exec(args: argparse.Namespace) -> int:
     if args.json:
         return _exec_json(args, text, stdin)
     try:
-        with Client(args.target or _default_target(), token=args.token) as client:
+        with connect(args, args.target or _default_target()) as client:
             code = None
             for event in client.exec(args.task, text, timeout=args.timeout, backend=args.backend, stdin=stdin,
                                      workdir=args.workdir):
@@ -278,10 +277,10 @@ def _exec_json(args: argparse.Namespace, text: str, stdin: bytes) -> int:
     """``exec --json``: one JSON object at the end (stdout, stderr, exit_code, status, cwd, …)."""
     import json
 
-    from executor.client import Client, ExecutorError, collect
+    from executor.client import ExecutorError, collect
 
     try:
-        with Client(args.target or _default_target(), token=args.token) as client:
+        with connect(args, args.target or _default_target()) as client:
             r = collect(client.exec(args.task, text, timeout=args.timeout, backend=args.backend, stdin=stdin,
                                     workdir=args.workdir))
     except ExecutorError as exc:
@@ -322,16 +321,22 @@ def _tool_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def connect(args: argparse.Namespace, target: str) -> "Client":
+    """The client the command line asked for (token, TLS), to ``target``."""
+    from executor.cli_commands import client
+
+    return client(args, target)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="executor", description="A sandboxed execution backend for AI agents.")
     sub = parser.add_subparsers(dest="cmd", required=True)
+    from executor.cli_commands import add_commands, add_connection
+
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--target", default=os.environ.get("EXECUTOR_TARGET"), help="daemon address (EXECUTOR_TARGET)")
-    common.add_argument("--token", default=os.environ.get("EXECUTOR_TOKEN"), help="bearer token (EXECUTOR_TOKEN)")
+    add_connection(common)
     common.add_argument("--json", action="store_true", help="machine-readable output")
     common.add_argument("--deadline", type=float, default=60.0, help="seconds for each call")
-    from executor.cli_commands import add_commands
-
     add_commands(sub, common)
 
     s = sub.add_parser("serve", help="run the daemon")
@@ -379,8 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     ts.set_defaults(func=_tool_schema)
 
     e = sub.add_parser("exec", help="run one command in a task and stream its output")
-    e.add_argument("--target", default=os.environ.get("EXECUTOR_TARGET"), help="daemon address (EXECUTOR_TARGET)")
-    e.add_argument("--token", default=os.environ.get("EXECUTOR_TOKEN"), help="bearer token (EXECUTOR_TOKEN)")
+    add_connection(e)
     e.add_argument("--task", required=True, help="task id")
     e.add_argument("--backend", default="", help="backend name (default: the daemon's default)")
     e.add_argument("--timeout", type=float, default=0.0, help="seconds (0 = the daemon's default)")

@@ -12,7 +12,9 @@ import sys
 import time
 from typing import Any
 
-from executor.client import PROCESS_STATES, Client, ExecutorError
+import grpc
+
+from executor.client import PROCESS_STATES, Client, ExecutorError, tls_credentials
 from executor.v1 import executor_pb2 as pb
 
 GATE = {pb.GATE_DECISION_ALLOW: "allow", pb.GATE_DECISION_ASK: "ask", pb.GATE_DECISION_DENY: "deny"}
@@ -42,8 +44,32 @@ def _proc_dict(p: pb.ProcessInfo) -> dict[str, Any]:
             "started_at": p.started_at, "ended_at": p.ended_at}
 
 
-def client(args: argparse.Namespace) -> Client:
-    return Client(args.target or None, token=args.token, deadline=args.deadline)
+def add_connection(parser: argparse.ArgumentParser) -> None:
+    """--target, --token and TLS (--ca, --cert, --key), each with its environment variable."""
+    env = os.environ.get
+    parser.add_argument("--target", default=env("EXECUTOR_TARGET"), help="daemon address (EXECUTOR_TARGET)")
+    parser.add_argument("--token", default=env("EXECUTOR_TOKEN"), help="bearer token (EXECUTOR_TOKEN)")
+    parser.add_argument("--ca", default=env("EXECUTOR_CA"), metavar="PEM",
+                        help="TLS: the CA that signed the daemon's certificate (EXECUTOR_CA); any of --ca, --cert "
+                             "and --key connects with TLS (system roots without --ca)")
+    parser.add_argument("--cert", default=env("EXECUTOR_CERT"), metavar="PEM",
+                        help="TLS: this client's certificate, when the daemon asks for one (EXECUTOR_CERT)")
+    parser.add_argument("--key", default=env("EXECUTOR_KEY"), metavar="PEM",
+                        help="TLS: the key of --cert (EXECUTOR_KEY)")
+
+
+def credentials(args: argparse.Namespace) -> grpc.ChannelCredentials | None:
+    """TLS credentials from --ca/--cert/--key; a file that cannot be used ends the command saying which."""
+    try:
+        return tls_credentials(getattr(args, "ca", None), getattr(args, "cert", None), getattr(args, "key", None))
+    except ValueError as exc:
+        raise SystemExit(f"executor: {exc}") from None
+
+
+def client(args: argparse.Namespace, target: str | None = None) -> Client:
+    """A client as the command line asked for it (target, token, TLS, deadline)."""
+    return Client(target or args.target or None, token=args.token, credentials=credentials(args),
+                  deadline=getattr(args, "deadline", None))
 
 
 def cmd_ps(args: argparse.Namespace) -> int:
@@ -148,7 +174,8 @@ def cmd_fleet_approvals(args: argparse.Namespace) -> int:
     from executor.fleet import FleetApprovals
 
     interactive = sys.stdin.isatty() and not args.json
-    with FleetApprovals(_fleet_members(args.fleet), token=args.token, deadline=args.deadline) as fa:
+    with FleetApprovals(_fleet_members(args.fleet), token=args.token, deadline=args.deadline,
+                        credentials=credentials(args)) as fa:
         for item in fa.watch(args.task or ""):
             p = item.approval
             if args.json:
@@ -180,7 +207,8 @@ def cmd_fleet_approvals(args: argparse.Namespace) -> int:
 def cmd_fleet_approve(args: argparse.Namespace) -> int:
     from executor.fleet import FleetApprovals
 
-    with FleetApprovals(_fleet_members(args.fleet), token=args.token, deadline=args.deadline) as fa:
+    with FleetApprovals(_fleet_members(args.fleet), token=args.token, deadline=args.deadline,
+                        credentials=credentials(args)) as fa:
         pending = None
         if args.decision == "always":  # the command and rule to share: from the owner's pending list
             pending = next((p for p in fa.pending_on(fa.owner(args.approval_id)) if p.approval_id == args.approval_id),

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import os
+from pathlib import Path
 import signal as _signal
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -268,6 +269,30 @@ def default_target() -> str:
         return os.environ["EXECUTOR_TARGET"]
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return f"unix://{os.path.join(base, 'executor', 'executor.sock')}"
+
+
+def tls_credentials(ca: str | None = None, cert: str | None = None, key: str | None = None
+                    ) -> grpc.ChannelCredentials | None:
+    """TLS for a daemon listening on TCP with ``tls:``: ``ca`` the PEM file that signed the daemon's
+    certificate (the system's roots when omitted), ``cert``/``key`` this client's own certificate when
+    the daemon asks for one (``tls.client_ca``). None when none is given (plaintext: unix sockets).
+    A file that cannot be read, or a certificate without its key, is a ValueError that says which."""
+    if not (ca or cert or key):
+        return None
+    if bool(cert) != bool(key):
+        raise ValueError("a client certificate needs its key and a key its certificate: give both or neither")
+
+    def read(what: str, path: str | None) -> bytes | None:
+        if not path:
+            return None
+        try:
+            return Path(path).expanduser().read_bytes()
+        except OSError as exc:
+            raise ValueError(f"cannot read the {what} file {path}: {exc.strerror or exc}") from None
+
+    return grpc.ssl_channel_credentials(root_certificates=read("CA certificate", ca),
+                                        private_key=read("client key", key),
+                                        certificate_chain=read("client certificate", cert))
 
 
 class _NoDeadline(float):

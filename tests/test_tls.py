@@ -6,10 +6,9 @@ import shutil
 import socket
 import subprocess
 
-import grpc
 import pytest
 
-from executor.client import Client, Unauthenticated, Unavailable
+from executor.client import Client, Unauthenticated, Unavailable, tls_credentials
 from tests.daemon import DaemonProcess
 
 TOKEN = "tls-agent-token-0123"
@@ -56,11 +55,8 @@ def daemon(pki, tmp_path_factory):
 
 
 def creds(pki, cert: str | None):
-    ca = (pki / "ca.crt").read_bytes()
-    if cert is None:
-        return grpc.ssl_channel_credentials(root_certificates=ca)
-    return grpc.ssl_channel_credentials(root_certificates=ca, private_key=(pki / f"{cert}.key").read_bytes(),
-                                        certificate_chain=(pki / f"{cert}.crt").read_bytes())
+    """The client library's own TLS helper (the CLI's --ca/--cert/--key use it too)."""
+    return tls_credentials(str(pki / "ca.crt"), cert and str(pki / f"{cert}.crt"), cert and str(pki / f"{cert}.key"))
 
 
 def test_tls_with_client_certificate_and_token(daemon, pki):
@@ -82,3 +78,37 @@ def test_plaintext_is_refused(daemon):
     with Client(daemon.target, token=TOKEN, deadline=10) as c:
         with pytest.raises(Unavailable):
             c.run("tls", "true")
+
+
+def test_tls_credentials_say_what_is_wrong(pki, tmp_path):
+    assert tls_credentials() is None  # plaintext (unix sockets)
+    with pytest.raises(ValueError, match="give both or neither"):
+        tls_credentials(str(pki / "ca.crt"), cert=str(pki / "client.crt"))
+    with pytest.raises(ValueError, match=r"cannot read the CA certificate file .*nope\.crt"):
+        tls_credentials(str(tmp_path / "nope.crt"))
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "executor", *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
+
+
+def test_the_command_line_speaks_tls(daemon, pki):
+    tls = ["--ca", str(pki / "ca.crt"), "--cert", str(pki / "client.crt"), "--key", str(pki / "client.key")]
+    r = cli("exec", "--target", daemon.target, "--token", TOKEN, *tls, "--task", "tls-cli", "--", "echo", "over tls")
+    assert (r.returncode, r.stdout) == (0, "over tls\n"), r.stderr
+    r = cli("approvals", "--target", daemon.target, "--json", "--deadline", "10",
+            env={"EXECUTOR_TOKEN": TOKEN, "EXECUTOR_CA": str(pki / "ca.crt"), "EXECUTOR_CERT": str(pki / "client.crt"),
+                 "EXECUTOR_KEY": str(pki / "client.key")})
+    # through TLS (from the environment) to the daemon, which answers: this token may not approve
+    assert r.returncode != 0 and "lacks the 'approve' role" in r.stderr, r.stdout + r.stderr
+    r = cli("ps", "--target", daemon.target, "--token", TOKEN, *tls, "--json")
+    assert r.returncode == 0, r.stderr
+    plain = cli("ps", "--target", daemon.target, "--token", TOKEN, "--json", "--deadline", "10")
+    assert plain.returncode != 0
+    missing = cli("ps", "--target", daemon.target, "--token", TOKEN, "--ca", str(pki / "ca.crt"), "--cert",
+                  str(pki / "client.crt"))
+    assert missing.returncode != 0 and "give both or neither" in missing.stderr
