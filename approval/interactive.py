@@ -29,6 +29,8 @@ from __future__ import annotations
 import functools
 import logging
 import re
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 from . import inline
 from .commands import SHELLS, base_name, command_start, interpreter_lang, peel, split_options
@@ -223,6 +225,24 @@ def _unknown(word: str) -> bool:
     return UNKNOWN in word or _MARK in word
 
 
+class _Call(NamedTuple):
+    """One program to judge, wrappers peeled: ``argv[0]`` as written, its base name and arguments."""
+
+    cmd: Cmd
+    argv: list[str]
+    name: str
+    args: list[str]
+    depth: int
+    live: bool
+
+
+class _Pass:
+    """A route's answer when the program is not its case (``ip addr``, plain ``nc``): try the next."""
+
+
+_PASS = _Pass()
+
+
 class _Walk:
     def __init__(self, terminal: bool) -> None:
         self.terminal = terminal
@@ -304,91 +324,21 @@ class _Walk:
         return self.command(cmd, argv, depth + 1, live)
 
     def program(self, cmd: Cmd, argv: list[str], depth: int, live: bool) -> str | None:
-        name = base_name(argv[0])
-        args = argv[1:]
-        t = self.terminal
-        if name in SHELLS:
-            return self.shell(cmd, name, args, depth, live)
-        if name in ("eval", "trap"):
-            if name == "trap":
-                if not args or args[0].startswith("-") or args[0] == "":
-                    return None
-                return self.code(args[0], depth, live=live)
-            return self.code(" ".join(args), depth, live=live)
-        if name in ("source", "."):
-            return self.script_file(name, args[0] if args else "", depth, live)
-        if name in ("find", "fd", "fdfind"):
-            return self.find(cmd, name, args, depth, live)
-        if name == "xargs":
-            return self.xargs(cmd, args, depth, live)
-        if name in ("parallel", "sem"):
-            return self.parallel(cmd, args, depth, live)
-        if name in ("awk", "gawk", "mawk", "nawk", "busybox-awk"):
-            return self.awk(cmd, name, args, depth, live)
-        if name in ("sed", "gsed"):
-            return self.sed(name, args)
-        lang = interpreter_lang(name)
-        if lang or name in _REPL_ONLY:
-            return self.interpreter(cmd, name, lang or "", args, depth, live)
-        if name in ("docker", "podman", "nerdctl", "kubectl", "oc", "lxc", "incus"):
-            r = self.container(cmd, name, args, depth, live)
-            if r != "":
+        """A program with its wrappers peeled: its routes (:func:`_routes`) in order, the first that
+        answers decides; a program no route decides is left to :meth:`unlisted`."""
+        c = _Call(cmd, argv, base_name(argv[0]), argv[1:], depth, live)
+        for route in _routes(c.name):
+            r = route(self, c)
+            if not isinstance(r, _Pass):
                 return r
-        if name == "ip" and "exec" in args[:4] and "netns" in args[:3]:
-            k = args.index("exec")
-            return self.sub(cmd, args[k + 2 :], depth, live) if args[k + 2 :] else f"{_q(argv)} starts a shell"
-        if name in _BARE_SHELL and (live or t):  # not peeled as a wrapper: newgrp g, systemd-nspawn -D dir
-            return f"{_q(argv)} can start an interactive shell"
-        if name in _SHELL_SUBCOMMANDS and args[:1] and args[0] in _SHELL_SUBCOMMANDS[name]:
-            if "-c" in args or "--command" in args:
-                i = args.index("-c") if "-c" in args else args.index("--command")
-                return self.code(" ".join(args[i + 1 : i + 2]), depth, live=live) if i + 1 < len(args) else None
-            return f"{_q(argv)} starts an interactive shell"
-        if name in ("nc", "ncat", "netcat", "nc.traditional", "nc.openbsd", "pwncat", "cryptcat", "sbd") and any(
-            a in ("-e", "-c", "--exec", "--sh-exec", "--lua-exec") or re.fullmatch(r"-[a-zA-Z]*[ec]", a) for a in args
-        ):
-            return f"{_q(argv)} runs a program wired to a network connection"
-        if name == "socat" and any(re.search(r"(?i)(?:^|[,!])(?:exec|system):", a) for a in args):
-            return f"{_q(argv)} runs a program wired to its input"
-        if name in _MULTIPLEXERS:
-            return self.multiplexer(argv)
-        if name in _REMOTE:
-            return f"{_q(argv)} opens a session on another host"
-        if name in ("at", "batch"):
-            opts, _ = split_options(args, {"-f", "-q", "-t"})
-            if any(o in ("-f", "-l", "-r", "-d", "-c") for o in opts) or "atq" == name:
-                return None
-            return f"`{name}` schedules the commands it reads from its input" if (live or t) else None
-        if name == "crontab":
-            opts, ops = split_options(args, {"-u"})
-            if any(o in ("-l", "-r", "-T") for o in opts) or (ops and ops[0] not in _STDIN_PATHS):
-                return None
-            return "`crontab` installs a crontab (commands run later) read from its input" if (live or t) else None
-        if name == "expect":
-            return self.expect(argv, live)
-        if name in _EDITORS:
-            if name == "emacs" and any(a in ("--batch", "-batch", "--script", "-script") for a in args):
-                return None if not t else f"{_q(argv)} runs code that can read the terminal"
-            return f"`{name}` can run a shell from what is typed into it (:!sh, M-!)"
-        if name in _DEBUGGERS:
-            if not t and any(a in ("-batch", "--batch", "-b", "--batch-silent") for a in args):
-                return None
-            return f"`{name}` runs shell commands typed at its prompt (shell, !)"
-        if name in _SQL:
-            return self.sql(name, args, live)
-        if name in _FILE_CLIENTS:
-            if not t and name == "sftp" and "-b" in args and args[args.index("-b") + 1 :][:1] not in (["-"], []):
-                return None
-            if not t and name in ("lftp", "smbclient") and any(a in ("-c", "-e", "-f") for a in args):
-                return None
-            if not t and name == "dc" and [a for a in args if not a.startswith("-")]:
-                return None
-            return f"`{name}` runs shell commands typed into it (!cmd)" if (live or t) else None
-        if name == "git" and not t:
-            return self.git(args, live)
-        if not t:
+        return self.unlisted(c)
+
+    def unlisted(self, c: _Call) -> str | None:
+        """A program no route decided: nothing with stdin only; with a terminal, default deny
+        (only :data:`TERMINAL_SAFE` programs without an option that starts a program pass)."""
+        name, args = c.name, c.args
+        if not self.terminal:
             return None
-        # terminal: default deny
         if name in TERMINAL_SAFE:
             bad = _UNSAFE_OPTIONS.get(name, set())
             hit = next((a for a in args if _PROGRAM_OPTION.match(a) or a in bad), None)
@@ -402,6 +352,96 @@ class _Walk:
         return (
             f"`{name}` is not on the list of programs known not to run what is typed into a terminal"
         )
+
+    # ---- routes of programs that run code or a shell (see _FIRST_ROUTES and _ROUTES)
+
+    def eval_trap(self, c: _Call) -> str | None:
+        """``eval words``: the words as shell code; ``trap code SIG``: the code (not ``trap -...``)."""
+        args = c.args
+        if c.name == "trap":
+            if not args or args[0].startswith("-") or args[0] == "":
+                return None
+            return self.code(args[0], c.depth, live=c.live)
+        return self.code(" ".join(args), c.depth, live=c.live)
+
+    def netns(self, c: _Call) -> str | None | _Pass:
+        """``ip netns exec NS cmd``: the command (a shell without one); other ``ip`` commands pass."""
+        args = c.args
+        if not ("exec" in args[:4] and "netns" in args[:3]):
+            return _PASS
+        k = args.index("exec")
+        return self.sub(c.cmd, args[k + 2 :], c.depth, c.live) if args[k + 2 :] else f"{_q(c.argv)} starts a shell"
+
+    def bare_shell(self, c: _Call) -> str | None | _Pass:
+        """A wrapper not peeled as one (``newgrp g``, ``systemd-nspawn -D dir``): can start a shell."""
+        if c.live or self.terminal:
+            return f"{_q(c.argv)} can start an interactive shell"
+        return _PASS
+
+    def shell_subcommand(self, c: _Call) -> str | None | _Pass:
+        """``poetry shell``, ``nix develop``...: a shell, or the ``-c``/``--command`` code given."""
+        args = c.args
+        if not (args[:1] and args[0] in _SHELL_SUBCOMMANDS[c.name]):
+            return _PASS
+        if "-c" in args or "--command" in args:
+            i = args.index("-c") if "-c" in args else args.index("--command")
+            return self.code(" ".join(args[i + 1 : i + 2]), c.depth, live=c.live) if i + 1 < len(args) else None
+        return f"{_q(c.argv)} starts an interactive shell"
+
+    def netcat(self, c: _Call) -> str | None | _Pass:
+        """``nc -e prog``, ``ncat --sh-exec``: a program wired to a connection; plain ``nc`` passes."""
+        if any(a in ("-e", "-c", "--exec", "--sh-exec", "--lua-exec") or re.fullmatch(r"-[a-zA-Z]*[ec]", a) for a in c.args):
+            return f"{_q(c.argv)} runs a program wired to a network connection"
+        return _PASS
+
+    def socat(self, c: _Call) -> str | None | _Pass:
+        """``socat ... exec:prog`` / ``system:``: a program wired to its input; other addresses pass."""
+        if any(re.search(r"(?i)(?:^|[,!])(?:exec|system):", a) for a in c.args):
+            return f"{_q(c.argv)} runs a program wired to its input"
+        return _PASS
+
+    # ---- routes of programs that read commands (or keys) from their input
+
+    def remote(self, c: _Call) -> str | None:
+        """``telnet``, ``rlogin``...: a session on another host."""
+        return f"{_q(c.argv)} opens a session on another host"
+
+    def at(self, c: _Call) -> str | None:
+        """``at``/``batch`` without ``-f`` (or a listing option): schedules the commands it reads."""
+        opts, _ = split_options(c.args, {"-f", "-q", "-t"})
+        if any(o in ("-f", "-l", "-r", "-d", "-c") for o in opts) or "atq" == c.name:
+            return None
+        return f"`{c.name}` schedules the commands it reads from its input" if (c.live or self.terminal) else None
+
+    def crontab(self, c: _Call) -> str | None:
+        """``crontab`` / ``crontab -``: installs a crontab read from its input."""
+        opts, ops = split_options(c.args, {"-u"})
+        if any(o in ("-l", "-r", "-T") for o in opts) or (ops and ops[0] not in _STDIN_PATHS):
+            return None
+        return "`crontab` installs a crontab (commands run later) read from its input" if (c.live or self.terminal) else None
+
+    def editor(self, c: _Call) -> str | None:
+        """Editors run a shell from what is typed (``:!sh``); ``emacs --batch`` only with a terminal."""
+        if c.name == "emacs" and any(a in ("--batch", "-batch", "--script", "-script") for a in c.args):
+            return None if not self.terminal else f"{_q(c.argv)} runs code that can read the terminal"
+        return f"`{c.name}` can run a shell from what is typed into it (:!sh, M-!)"
+
+    def debugger(self, c: _Call) -> str | None:
+        """Debuggers run shell commands typed at their prompt (not in batch mode without a terminal)."""
+        if not self.terminal and any(a in ("-batch", "--batch", "-b", "--batch-silent") for a in c.args):
+            return None
+        return f"`{c.name}` runs shell commands typed at its prompt (shell, !)"
+
+    def file_client(self, c: _Call) -> str | None:
+        """``ftp``/``sftp``/``lftp``/``dc``: ``!cmd`` typed in; batch spellings pass without a terminal."""
+        name, args, t = c.name, c.args, self.terminal
+        if not t and name == "sftp" and "-b" in args and args[args.index("-b") + 1 :][:1] not in (["-"], []):
+            return None
+        if not t and name in ("lftp", "smbclient") and any(a in ("-c", "-e", "-f") for a in args):
+            return None
+        if not t and name == "dc" and [a for a in args if not a.startswith("-")]:
+            return None
+        return f"`{name}` runs shell commands typed into it (!cmd)" if (c.live or t) else None
 
     # ---- families
 
@@ -787,6 +827,81 @@ class _Walk:
         if verb == "add" and any(a in ("-p", "--patch", "-i", "--interactive", "-e", "--edit") for a in rest):
             return "`git add` reads choices from its input and can open an editor"
         return None
+
+
+# ---------------------------------------------------------------------------------------------
+# program routes: which method judges which program, in the order they are tried
+
+_Route = Callable[[_Walk, _Call], "str | None | _Pass"]
+
+
+def _container(w: _Walk, c: _Call) -> str | None | _Pass:
+    """docker/podman/kubectl/lxc exec, run, attach...; any other verb passes (``lxc shell`` is next)."""
+    r = w.container(c.cmd, c.name, c.args, c.depth, c.live)
+    return _PASS if r == "" else r
+
+
+# Programs that always decide, tried before the interpreters (an earlier entry wins a name).
+_FIRST_ROUTES: tuple[tuple[Iterable[str], _Route], ...] = (
+    (SHELLS, lambda w, c: w.shell(c.cmd, c.name, c.args, c.depth, c.live)),
+    (("eval", "trap"), _Walk.eval_trap),
+    (("source", "."), lambda w, c: w.script_file(c.name, c.args[0] if c.args else "", c.depth, c.live)),
+    (("find", "fd", "fdfind"), lambda w, c: w.find(c.cmd, c.name, c.args, c.depth, c.live)),
+    (("xargs",), lambda w, c: w.xargs(c.cmd, c.args, c.depth, c.live)),
+    (("parallel", "sem"), lambda w, c: w.parallel(c.cmd, c.args, c.depth, c.live)),
+    (("awk", "gawk", "mawk", "nawk", "busybox-awk"), lambda w, c: w.awk(c.cmd, c.name, c.args, c.depth, c.live)),
+    (("sed", "gsed"), lambda w, c: w.sed(c.name, c.args)),
+)
+# After the interpreters: every route of a program is tried in this order until one does not pass
+# (``lxc`` is a container tool, then a shell subcommand; ``machinectl`` a bare shell, then one).
+_LATER_ROUTES: tuple[tuple[Iterable[str], _Route], ...] = (
+    (("docker", "podman", "nerdctl", "kubectl", "oc", "lxc", "incus"), _container),
+    (("ip",), _Walk.netns),
+    (_BARE_SHELL, _Walk.bare_shell),
+    (_SHELL_SUBCOMMANDS, _Walk.shell_subcommand),
+    (("nc", "ncat", "netcat", "nc.traditional", "nc.openbsd", "pwncat", "cryptcat", "sbd"), _Walk.netcat),
+    (("socat",), _Walk.socat),
+    (_MULTIPLEXERS, lambda w, c: w.multiplexer(c.argv)),
+    (_REMOTE, _Walk.remote),
+    (("at", "batch"), _Walk.at),
+    (("crontab",), _Walk.crontab),
+    (("expect",), lambda w, c: w.expect(c.argv, c.live)),
+    (_EDITORS, _Walk.editor),
+    (_DEBUGGERS, _Walk.debugger),
+    (_SQL, lambda w, c: w.sql(c.name, c.args, c.live)),
+    (_FILE_CLIENTS, _Walk.file_client),
+    (("git",), lambda w, c: _PASS if w.terminal else w.git(c.args, c.live)),
+)
+
+
+
+def _by_name(routes: tuple[tuple[Iterable[str], _Route], ...]) -> dict[str, tuple[_Route, ...]]:
+    """program name -> its routes, in the order of ``routes``."""
+    table: dict[str, tuple[_Route, ...]] = {}
+    for names, route in routes:
+        for n in names:
+            table[n] = (*table.get(n, ()), route)
+    return table
+
+
+_FIRST = {n: routes[:1] for n, routes in _by_name(_FIRST_ROUTES).items()}  # the first always decides
+_LATER = _by_name(_LATER_ROUTES)
+
+
+def _interpreter(w: _Walk, c: _Call) -> str | None:
+    """Interpreters and REPLs (python, perl, node, irb, ghci...)."""
+    return w.interpreter(c.cmd, c.name, interpreter_lang(c.name) or "", c.args, c.depth, c.live)
+
+
+def _routes(name: str) -> tuple[_Route, ...]:
+    """The routes that judge program ``name``, in order: its first route (shells, eval, find,
+    xargs, awk, sed...), else the interpreter and REPL route, else its later routes (none: the
+    program is judged by :meth:`_Walk.unlisted`)."""
+    if name in _FIRST:
+        return _FIRST[name]
+    if interpreter_lang(name) or name in _REPL_ONLY:
+        return (_interpreter,)
+    return _LATER.get(name, ())
 
 
 __all__ = ["TERMINAL_SAFE", "interactive_risk", "runs_input"]
