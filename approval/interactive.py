@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
@@ -241,6 +242,77 @@ class _Pass:
 
 
 _PASS = _Pass()
+
+
+@dataclass
+class _Run:
+    """What an interpreter's options tell it to run (:func:`_interpreter_run`)."""
+
+    codes: list[str] = field(default_factory=list)  # -c / -e / --eval code
+    module: str | None = None  # python -m module
+    file_op: str | None = None  # a script operand (``-`` is stdin)
+    loop: bool = False  # perl/ruby -n/-p: the code runs once per input line
+    repl: bool = False  # python -i, node -i, lua -i, php -a, perl -d: a prompt after the code
+
+
+_CODE_FLAGS = frozenset({"-c", "-e", "-E", "-r", "--eval", "-p", "--print", "--command", "-Command", "-command"})
+
+
+def _repl_flag(lang: str, a: str) -> bool:
+    """An option that opens a prompt after the code (python/lua -i, node -i, php -a, perl -d)."""
+    return bool(
+        (lang in ("python", "lua") and re.fullmatch(r"-[a-zA-Z]*i[a-zA-Z]*", a))
+        or (lang == "node" and a in ("-i", "--interactive"))
+        or (lang == "php" and a == "-a")
+        or (lang == "perl" and re.fullmatch(r"-d(?::\w+)?", a))
+    )
+
+
+def _code_flag(lang: str, a: str) -> bool:
+    """An option whose value is code to run (``-c``, ``-e``, perl's ``-ne``, python's ``-Ic``...)."""
+    return bool(
+        a in _CODE_FLAGS
+        or (lang in ("perl", "ruby") and re.fullmatch(r"-[a-zA-Z]*[eE]", a))
+        or (lang == "python" and re.fullmatch(r"-[a-zA-Z]*c", a))
+    )
+
+
+def _interpreter_run(name: str, lang: str, args: list[str]) -> _Run:
+    """Read an interpreter's options up to its code, module or script operand."""
+    run = _Run()
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if lang in ("perl", "ruby") and re.fullmatch(r"-[a-zA-Z]*[np][a-zA-Z]*", a):
+            run.loop = True
+        if _repl_flag(lang, a):
+            run.repl = True
+        if _code_flag(lang, a):
+            if lang == "node" and a in ("-p", "--print") and i + 1 >= len(args):
+                break
+            if i + 1 < len(args):
+                run.codes.append(args[i + 1])
+            i += 2
+            if lang == "python":
+                break
+            continue
+        if lang == "python" and a in ("-m",) and i + 1 < len(args):
+            run.module = args[i + 1]
+            break
+        if lang == "python" and a.startswith("-m") and len(a) > 2:
+            run.module = a[2:]
+            break
+        if lang == "node" and name == "deno" and a in ("eval", "repl"):
+            if a == "repl":
+                break
+            run.codes.append(args[i + 1] if i + 1 < len(args) else "")
+            break
+        if a.startswith("-") and a != "-":
+            i += 1
+            continue
+        run.file_op = a
+        break
+    return run
 
 
 class _Walk:
@@ -617,71 +689,30 @@ class _Walk:
         return None
 
     def interpreter(self, cmd: Cmd, name: str, lang: str, args: list[str], depth: int, live: bool) -> str | None:
-        codes: list[str] = []
-        module: str | None = None
-        file_op: str | None = None
-        loop = False  # perl/ruby -n/-p: the code runs once per input line
-        i = 0
-        code_flags = {"-c", "-e", "-E", "-r", "--eval", "-p", "--print", "--command", "-Command", "-command"}
-        repl_flag = False  # python -i, node -i, lua -i, php -a, perl -d: a prompt after the code
-        while i < len(args):
-            a = args[i]
-            if lang in ("perl", "ruby") and re.fullmatch(r"-[a-zA-Z]*[np][a-zA-Z]*", a):
-                loop = True
-            if (
-                (lang in ("python", "lua") and re.fullmatch(r"-[a-zA-Z]*i[a-zA-Z]*", a))
-                or (lang == "node" and a in ("-i", "--interactive"))
-                or (lang == "php" and a == "-a")
-                or (lang == "perl" and re.fullmatch(r"-d(?::\w+)?", a))
-            ):
-                repl_flag = True
-            if a in code_flags or (lang in ("perl", "ruby") and re.fullmatch(r"-[a-zA-Z]*[eE]", a)) or (
-                lang == "python" and re.fullmatch(r"-[a-zA-Z]*c", a)
-            ):
-                if lang == "node" and a in ("-p", "--print") and i + 1 >= len(args):
-                    break
-                if i + 1 < len(args):
-                    codes.append(args[i + 1])
-                i += 2
-                if lang == "python":
-                    break
-                continue
-            if lang == "python" and a in ("-m",) and i + 1 < len(args):
-                module = args[i + 1]
-                break
-            if lang == "python" and a.startswith("-m") and len(a) > 2:
-                module = a[2:]
-                break
-            if lang == "node" and name == "deno" and a in ("eval", "repl"):
-                if a == "repl":
-                    break
-                codes.append(args[i + 1] if i + 1 < len(args) else "")
-                break
-            if a.startswith("-") and a != "-":
-                i += 1
-                continue
-            file_op = a
-            break
+        """An interpreter or REPL: with a terminal it always counts; with stdin only, when it runs
+        its input (no code, ``-i``, ``-m code``, a script on stdin) or its code reads input and runs it."""
+        run = _interpreter_run(name, lang, args)
+        codes = run.codes
         if self.terminal:
-            if not codes and module is None and file_op is None:
+            if not codes and run.module is None and run.file_op is None:
                 return f"`{name}` reads code typed into it and runs it"
             return f"`{name}` runs code that can read the terminal and run what is typed (input(), pty.spawn)"
-        if repl_flag:
+        if run.repl:
             return f"`{name}` opens a prompt that runs the code written to its input" if live else None
-        if name in _REPL_ONLY and not codes and file_op is None:
+        if name in _REPL_ONLY and not codes and run.file_op is None:
             return f"`{name}` runs the code written to its input" if live else None
         for code in codes:
-            r = self.inline(name, lang, code, depth, live, loop)
+            r = self.inline(name, lang, code, depth, live, run.loop)
             if r:
                 return r
         if codes:
             return None
-        if module is not None:
-            if module.split(".")[0] in _PY_REPL_MODULES:
-                return f"`{name} -m {module}` runs the code written to its input" if live else None
+        if run.module is not None:
+            if run.module.split(".")[0] in _PY_REPL_MODULES:
+                return f"`{name} -m {run.module}` runs the code written to its input" if live else None
             return None
-        if file_op is not None:
-            return self.script_file(name, file_op, depth, live)
+        if run.file_op is not None:
+            return self.script_file(name, run.file_op, depth, live)
         if cmd.stdin_text is not None:
             return self.inline(name, lang, cmd.stdin_text, depth, False, False)
         return f"`{name}` runs the code written to its input" if live else None
