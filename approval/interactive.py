@@ -315,6 +315,58 @@ def _interpreter_run(name: str, lang: str, args: list[str]) -> _Run:
     return run
 
 
+_CONTAINER_GLOBAL_WITH_VALUE = frozenset(
+    {"-H", "--host", "-c", "--context", "-n", "--namespace", "-f", "--file", "-p", "--project-name", "--kubeconfig",
+     "--log-level", "--config"}
+)
+
+
+def _container_verb(name: str, args: list[str]) -> tuple[int, str, list[str]]:
+    """A container tool's verb past ``compose`` and the global options: (the verb's index, the verb,
+    its arguments); ``docker container exec`` is ``exec``."""
+    k = 0
+    if name in ("docker", "podman", "nerdctl") and args[:1] == ["compose"]:
+        k = 1
+    while k < len(args) and args[k].startswith("-"):  # global options
+        k += 2 if args[k] in _CONTAINER_GLOBAL_WITH_VALUE else 1
+    verb = args[k] if k < len(args) else ""
+    rest = args[k + 1 :]
+    if verb in ("container",) and rest[:1] and rest[0] in ("exec", "run", "attach", "start"):
+        verb, rest = rest[0], rest[1:]
+    return k, verb, rest
+
+
+_EXEC_BOOL_SHORT = frozenset("itdPqT")
+_EXEC_BOOL_LONG = frozenset(
+    {"--interactive", "--tty", "--detach", "--rm", "--privileged", "--init", "--read-only", "--stdin",
+     "--publish-all", "--no-deps", "--service-ports", "--quiet", "--sig-proxy", "--no-TTY", "--build",
+     "--remove-orphans", "--use-aliases", "--pull=always"}
+)
+
+
+def _exec_options(name: str, rest: list[str], *, interactive: bool) -> tuple[bool, int]:
+    """The options of ``exec``/``run``: (whether stdin is attached, where the operands start)."""
+    j = 0
+    while j < len(rest):
+        a = rest[j]
+        if a == "--":
+            j += 1
+            break
+        if a.startswith("--"):
+            if a in ("--interactive", "--stdin", "--tty") or a.startswith(("--interactive=t", "--stdin=t")):
+                interactive = True
+            j += 1 if ("=" in a or a in _EXEC_BOOL_LONG) else 2
+            continue
+        if a.startswith("-") and len(a) > 1:
+            letters = a[1:]
+            if "i" in letters or (name not in ("kubectl", "oc") and "t" in letters):
+                interactive = True
+            j += 1 if all(ch in _EXEC_BOOL_SHORT for ch in letters) else (1 if len(letters) > 1 and "=" in a else 2)
+            continue
+        break
+    return interactive, j
+
+
 class _Walk:
     def __init__(self, terminal: bool) -> None:
         self.terminal = terminal
@@ -736,52 +788,20 @@ class _Walk:
 
     def container(self, cmd: Cmd, name: str, args: list[str], depth: int, live: bool) -> str | None:
         """docker/podman/kubectl exec, run, attach: '' when it is none of these."""
-        k = 0
-        if name in ("docker", "podman", "nerdctl") and args[:1] == ["compose"]:
-            k = 1
-        while k < len(args) and args[k].startswith("-"):  # global options
-            k += 2 if args[k] in ("-H", "--host", "-c", "--context", "-n", "--namespace", "-f", "--file",
-                                  "-p", "--project-name", "--kubeconfig", "--log-level", "--config") else 1
-        verb = args[k] if k < len(args) else ""
-        rest = args[k + 1 :]
-        if verb in ("container",) and rest[:1] and rest[0] in ("exec", "run", "attach", "start"):
-            verb, rest = rest[0], rest[1:]
+        k, verb, rest = _container_verb(name, args)
         if verb in ("attach",) or (verb == "start" and any(a in ("-a", "-i", "--attach", "--interactive") for a in rest)):
             return f"`{name} {verb}` connects to a container's main process (often a shell)" if (live or self.terminal) else None
         if verb in ("debug", "shell", "console"):
             return f"`{name} {verb}` opens a shell" if (live or self.terminal) else None
         if verb not in ("exec", "run"):
             return ""
-        bool_short = set("itdPqT")
-        bool_long = {"--interactive", "--tty", "--detach", "--rm", "--privileged", "--init", "--read-only",
-                     "--stdin", "--publish-all", "--no-deps", "--service-ports", "--quiet", "--sig-proxy",
-                     "--no-TTY", "--build", "--remove-orphans", "--use-aliases", "--pull=always"}
-        interactive = k == 1  # compose exec/run keep stdin attached unless told otherwise
-        j = 0
-        while j < len(rest):
-            a = rest[j]
-            if a == "--":
-                j += 1
-                break
-            if a.startswith("--"):
-                if a in ("--interactive", "--stdin", "--tty") or a.startswith(("--interactive=t", "--stdin=t")):
-                    interactive = True
-                j += 1 if ("=" in a or a in bool_long) else 2
-                continue
-            if a.startswith("-") and len(a) > 1:
-                letters = a[1:]
-                if "i" in letters or (name not in ("kubectl", "oc") and "t" in letters):
-                    interactive = True
-                j += 1 if all(ch in bool_short for ch in letters) else (1 if len(letters) > 1 and "=" in a else 2)
-                continue
-            break
+        # compose exec/run keep stdin attached unless told otherwise
+        interactive, j = _exec_options(name, rest, interactive=k == 1)
         operands = rest[j:]
         if name in ("kubectl", "oc") and "--" in rest:
             inner = rest[rest.index("--") + 1 :]
-        elif verb == "exec" or name in ("docker", "podman", "nerdctl"):
-            inner = operands[1:]  # container/service/image, then the command
         else:
-            inner = operands[1:]
+            inner = operands[1:]  # container/service/image, then the command
         if not (interactive or self.terminal and verb == "run"):
             return None  # the client's input never reaches the container
         if not inner:
