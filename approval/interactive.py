@@ -29,6 +29,9 @@ from __future__ import annotations
 import functools
 import logging
 import re
+from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 from . import inline
 from .commands import SHELLS, base_name, command_start, interpreter_lang, peel, split_options
@@ -223,6 +226,147 @@ def _unknown(word: str) -> bool:
     return UNKNOWN in word or _MARK in word
 
 
+class _Call(NamedTuple):
+    """One program to judge, wrappers peeled: ``argv[0]`` as written, its base name and arguments."""
+
+    cmd: Cmd
+    argv: list[str]
+    name: str
+    args: list[str]
+    depth: int
+    live: bool
+
+
+class _Pass:
+    """A route's answer when the program is not its case (``ip addr``, plain ``nc``): try the next."""
+
+
+_PASS = _Pass()
+
+
+@dataclass
+class _Run:
+    """What an interpreter's options tell it to run (:func:`_interpreter_run`)."""
+
+    codes: list[str] = field(default_factory=list)  # -c / -e / --eval code
+    module: str | None = None  # python -m module
+    file_op: str | None = None  # a script operand (``-`` is stdin)
+    loop: bool = False  # perl/ruby -n/-p: the code runs once per input line
+    repl: bool = False  # python -i, node -i, lua -i, php -a, perl -d: a prompt after the code
+
+
+_CODE_FLAGS = frozenset({"-c", "-e", "-E", "-r", "--eval", "-p", "--print", "--command", "-Command", "-command"})
+
+
+def _repl_flag(lang: str, a: str) -> bool:
+    """An option that opens a prompt after the code (python/lua -i, node -i, php -a, perl -d)."""
+    return bool(
+        (lang in ("python", "lua") and re.fullmatch(r"-[a-zA-Z]*i[a-zA-Z]*", a))
+        or (lang == "node" and a in ("-i", "--interactive"))
+        or (lang == "php" and a == "-a")
+        or (lang == "perl" and re.fullmatch(r"-d(?::\w+)?", a))
+    )
+
+
+def _code_flag(lang: str, a: str) -> bool:
+    """An option whose value is code to run (``-c``, ``-e``, perl's ``-ne``, python's ``-Ic``...)."""
+    return bool(
+        a in _CODE_FLAGS
+        or (lang in ("perl", "ruby") and re.fullmatch(r"-[a-zA-Z]*[eE]", a))
+        or (lang == "python" and re.fullmatch(r"-[a-zA-Z]*c", a))
+    )
+
+
+def _interpreter_run(name: str, lang: str, args: list[str]) -> _Run:
+    """Read an interpreter's options up to its code, module or script operand."""
+    run = _Run()
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if lang in ("perl", "ruby") and re.fullmatch(r"-[a-zA-Z]*[np][a-zA-Z]*", a):
+            run.loop = True
+        if _repl_flag(lang, a):
+            run.repl = True
+        if _code_flag(lang, a):
+            if lang == "node" and a in ("-p", "--print") and i + 1 >= len(args):
+                break
+            if i + 1 < len(args):
+                run.codes.append(args[i + 1])
+            i += 2
+            if lang == "python":
+                break
+            continue
+        if lang == "python" and a in ("-m",) and i + 1 < len(args):
+            run.module = args[i + 1]
+            break
+        if lang == "python" and a.startswith("-m") and len(a) > 2:
+            run.module = a[2:]
+            break
+        if lang == "node" and name == "deno" and a in ("eval", "repl"):
+            if a == "repl":
+                break
+            run.codes.append(args[i + 1] if i + 1 < len(args) else "")
+            break
+        if a.startswith("-") and a != "-":
+            i += 1
+            continue
+        run.file_op = a
+        break
+    return run
+
+
+_CONTAINER_GLOBAL_WITH_VALUE = frozenset(
+    {"-H", "--host", "-c", "--context", "-n", "--namespace", "-f", "--file", "-p", "--project-name", "--kubeconfig",
+     "--log-level", "--config"}
+)
+
+
+def _container_verb(name: str, args: list[str]) -> tuple[int, str, list[str]]:
+    """A container tool's verb past ``compose`` and the global options: (the verb's index, the verb,
+    its arguments); ``docker container exec`` is ``exec``."""
+    k = 0
+    if name in ("docker", "podman", "nerdctl") and args[:1] == ["compose"]:
+        k = 1
+    while k < len(args) and args[k].startswith("-"):  # global options
+        k += 2 if args[k] in _CONTAINER_GLOBAL_WITH_VALUE else 1
+    verb = args[k] if k < len(args) else ""
+    rest = args[k + 1 :]
+    if verb in ("container",) and rest[:1] and rest[0] in ("exec", "run", "attach", "start"):
+        verb, rest = rest[0], rest[1:]
+    return k, verb, rest
+
+
+_EXEC_BOOL_SHORT = frozenset("itdPqT")
+_EXEC_BOOL_LONG = frozenset(
+    {"--interactive", "--tty", "--detach", "--rm", "--privileged", "--init", "--read-only", "--stdin",
+     "--publish-all", "--no-deps", "--service-ports", "--quiet", "--sig-proxy", "--no-TTY", "--build",
+     "--remove-orphans", "--use-aliases", "--pull=always"}
+)
+
+
+def _exec_options(name: str, rest: list[str], *, interactive: bool) -> tuple[bool, int]:
+    """The options of ``exec``/``run``: (whether stdin is attached, where the operands start)."""
+    j = 0
+    while j < len(rest):
+        a = rest[j]
+        if a == "--":
+            j += 1
+            break
+        if a.startswith("--"):
+            if a in ("--interactive", "--stdin", "--tty") or a.startswith(("--interactive=t", "--stdin=t")):
+                interactive = True
+            j += 1 if ("=" in a or a in _EXEC_BOOL_LONG) else 2
+            continue
+        if a.startswith("-") and len(a) > 1:
+            letters = a[1:]
+            if "i" in letters or (name not in ("kubectl", "oc") and "t" in letters):
+                interactive = True
+            j += 1 if all(ch in _EXEC_BOOL_SHORT for ch in letters) else (1 if len(letters) > 1 and "=" in a else 2)
+            continue
+        break
+    return interactive, j
+
+
 class _Walk:
     def __init__(self, terminal: bool) -> None:
         self.terminal = terminal
@@ -304,91 +448,21 @@ class _Walk:
         return self.command(cmd, argv, depth + 1, live)
 
     def program(self, cmd: Cmd, argv: list[str], depth: int, live: bool) -> str | None:
-        name = base_name(argv[0])
-        args = argv[1:]
-        t = self.terminal
-        if name in SHELLS:
-            return self.shell(cmd, name, args, depth, live)
-        if name in ("eval", "trap"):
-            if name == "trap":
-                if not args or args[0].startswith("-") or args[0] == "":
-                    return None
-                return self.code(args[0], depth, live=live)
-            return self.code(" ".join(args), depth, live=live)
-        if name in ("source", "."):
-            return self.script_file(name, args[0] if args else "", depth, live)
-        if name in ("find", "fd", "fdfind"):
-            return self.find(cmd, name, args, depth, live)
-        if name == "xargs":
-            return self.xargs(cmd, args, depth, live)
-        if name in ("parallel", "sem"):
-            return self.parallel(cmd, args, depth, live)
-        if name in ("awk", "gawk", "mawk", "nawk", "busybox-awk"):
-            return self.awk(cmd, name, args, depth, live)
-        if name in ("sed", "gsed"):
-            return self.sed(name, args)
-        lang = interpreter_lang(name)
-        if lang or name in _REPL_ONLY:
-            return self.interpreter(cmd, name, lang or "", args, depth, live)
-        if name in ("docker", "podman", "nerdctl", "kubectl", "oc", "lxc", "incus"):
-            r = self.container(cmd, name, args, depth, live)
-            if r != "":
+        """A program with its wrappers peeled: its routes (:func:`_routes`) in order, the first that
+        answers decides; a program no route decides is left to :meth:`unlisted`."""
+        c = _Call(cmd, argv, base_name(argv[0]), argv[1:], depth, live)
+        for route in _routes(c.name):
+            r = route(self, c)
+            if not isinstance(r, _Pass):
                 return r
-        if name == "ip" and "exec" in args[:4] and "netns" in args[:3]:
-            k = args.index("exec")
-            return self.sub(cmd, args[k + 2 :], depth, live) if args[k + 2 :] else f"{_q(argv)} starts a shell"
-        if name in _BARE_SHELL and (live or t):  # not peeled as a wrapper: newgrp g, systemd-nspawn -D dir
-            return f"{_q(argv)} can start an interactive shell"
-        if name in _SHELL_SUBCOMMANDS and args[:1] and args[0] in _SHELL_SUBCOMMANDS[name]:
-            if "-c" in args or "--command" in args:
-                i = args.index("-c") if "-c" in args else args.index("--command")
-                return self.code(" ".join(args[i + 1 : i + 2]), depth, live=live) if i + 1 < len(args) else None
-            return f"{_q(argv)} starts an interactive shell"
-        if name in ("nc", "ncat", "netcat", "nc.traditional", "nc.openbsd", "pwncat", "cryptcat", "sbd") and any(
-            a in ("-e", "-c", "--exec", "--sh-exec", "--lua-exec") or re.fullmatch(r"-[a-zA-Z]*[ec]", a) for a in args
-        ):
-            return f"{_q(argv)} runs a program wired to a network connection"
-        if name == "socat" and any(re.search(r"(?i)(?:^|[,!])(?:exec|system):", a) for a in args):
-            return f"{_q(argv)} runs a program wired to its input"
-        if name in _MULTIPLEXERS:
-            return self.multiplexer(argv)
-        if name in _REMOTE:
-            return f"{_q(argv)} opens a session on another host"
-        if name in ("at", "batch"):
-            opts, _ = split_options(args, {"-f", "-q", "-t"})
-            if any(o in ("-f", "-l", "-r", "-d", "-c") for o in opts) or "atq" == name:
-                return None
-            return f"`{name}` schedules the commands it reads from its input" if (live or t) else None
-        if name == "crontab":
-            opts, ops = split_options(args, {"-u"})
-            if any(o in ("-l", "-r", "-T") for o in opts) or (ops and ops[0] not in _STDIN_PATHS):
-                return None
-            return "`crontab` installs a crontab (commands run later) read from its input" if (live or t) else None
-        if name == "expect":
-            return self.expect(argv, live)
-        if name in _EDITORS:
-            if name == "emacs" and any(a in ("--batch", "-batch", "--script", "-script") for a in args):
-                return None if not t else f"{_q(argv)} runs code that can read the terminal"
-            return f"`{name}` can run a shell from what is typed into it (:!sh, M-!)"
-        if name in _DEBUGGERS:
-            if not t and any(a in ("-batch", "--batch", "-b", "--batch-silent") for a in args):
-                return None
-            return f"`{name}` runs shell commands typed at its prompt (shell, !)"
-        if name in _SQL:
-            return self.sql(name, args, live)
-        if name in _FILE_CLIENTS:
-            if not t and name == "sftp" and "-b" in args and args[args.index("-b") + 1 :][:1] not in (["-"], []):
-                return None
-            if not t and name in ("lftp", "smbclient") and any(a in ("-c", "-e", "-f") for a in args):
-                return None
-            if not t and name == "dc" and [a for a in args if not a.startswith("-")]:
-                return None
-            return f"`{name}` runs shell commands typed into it (!cmd)" if (live or t) else None
-        if name == "git" and not t:
-            return self.git(args, live)
-        if not t:
+        return self.unlisted(c)
+
+    def unlisted(self, c: _Call) -> str | None:
+        """A program no route decided: nothing with stdin only; with a terminal, default deny
+        (only :data:`TERMINAL_SAFE` programs without an option that starts a program pass)."""
+        name, args = c.name, c.args
+        if not self.terminal:
             return None
-        # terminal: default deny
         if name in TERMINAL_SAFE:
             bad = _UNSAFE_OPTIONS.get(name, set())
             hit = next((a for a in args if _PROGRAM_OPTION.match(a) or a in bad), None)
@@ -402,6 +476,96 @@ class _Walk:
         return (
             f"`{name}` is not on the list of programs known not to run what is typed into a terminal"
         )
+
+    # ---- routes of programs that run code or a shell (see _FIRST_ROUTES and _ROUTES)
+
+    def eval_trap(self, c: _Call) -> str | None:
+        """``eval words``: the words as shell code; ``trap code SIG``: the code (not ``trap -...``)."""
+        args = c.args
+        if c.name == "trap":
+            if not args or args[0].startswith("-") or args[0] == "":
+                return None
+            return self.code(args[0], c.depth, live=c.live)
+        return self.code(" ".join(args), c.depth, live=c.live)
+
+    def netns(self, c: _Call) -> str | None | _Pass:
+        """``ip netns exec NS cmd``: the command (a shell without one); other ``ip`` commands pass."""
+        args = c.args
+        if not ("exec" in args[:4] and "netns" in args[:3]):
+            return _PASS
+        k = args.index("exec")
+        return self.sub(c.cmd, args[k + 2 :], c.depth, c.live) if args[k + 2 :] else f"{_q(c.argv)} starts a shell"
+
+    def bare_shell(self, c: _Call) -> str | None | _Pass:
+        """A wrapper not peeled as one (``newgrp g``, ``systemd-nspawn -D dir``): can start a shell."""
+        if c.live or self.terminal:
+            return f"{_q(c.argv)} can start an interactive shell"
+        return _PASS
+
+    def shell_subcommand(self, c: _Call) -> str | None | _Pass:
+        """``poetry shell``, ``nix develop``...: a shell, or the ``-c``/``--command`` code given."""
+        args = c.args
+        if not (args[:1] and args[0] in _SHELL_SUBCOMMANDS[c.name]):
+            return _PASS
+        if "-c" in args or "--command" in args:
+            i = args.index("-c") if "-c" in args else args.index("--command")
+            return self.code(" ".join(args[i + 1 : i + 2]), c.depth, live=c.live) if i + 1 < len(args) else None
+        return f"{_q(c.argv)} starts an interactive shell"
+
+    def netcat(self, c: _Call) -> str | None | _Pass:
+        """``nc -e prog``, ``ncat --sh-exec``: a program wired to a connection; plain ``nc`` passes."""
+        if any(a in ("-e", "-c", "--exec", "--sh-exec", "--lua-exec") or re.fullmatch(r"-[a-zA-Z]*[ec]", a) for a in c.args):
+            return f"{_q(c.argv)} runs a program wired to a network connection"
+        return _PASS
+
+    def socat(self, c: _Call) -> str | None | _Pass:
+        """``socat ... exec:prog`` / ``system:``: a program wired to its input; other addresses pass."""
+        if any(re.search(r"(?i)(?:^|[,!])(?:exec|system):", a) for a in c.args):
+            return f"{_q(c.argv)} runs a program wired to its input"
+        return _PASS
+
+    # ---- routes of programs that read commands (or keys) from their input
+
+    def remote(self, c: _Call) -> str | None:
+        """``telnet``, ``rlogin``...: a session on another host."""
+        return f"{_q(c.argv)} opens a session on another host"
+
+    def at(self, c: _Call) -> str | None:
+        """``at``/``batch`` without ``-f`` (or a listing option): schedules the commands it reads."""
+        opts, _ = split_options(c.args, {"-f", "-q", "-t"})
+        if any(o in ("-f", "-l", "-r", "-d", "-c") for o in opts) or "atq" == c.name:
+            return None
+        return f"`{c.name}` schedules the commands it reads from its input" if (c.live or self.terminal) else None
+
+    def crontab(self, c: _Call) -> str | None:
+        """``crontab`` / ``crontab -``: installs a crontab read from its input."""
+        opts, ops = split_options(c.args, {"-u"})
+        if any(o in ("-l", "-r", "-T") for o in opts) or (ops and ops[0] not in _STDIN_PATHS):
+            return None
+        return "`crontab` installs a crontab (commands run later) read from its input" if (c.live or self.terminal) else None
+
+    def editor(self, c: _Call) -> str | None:
+        """Editors run a shell from what is typed (``:!sh``); ``emacs --batch`` only with a terminal."""
+        if c.name == "emacs" and any(a in ("--batch", "-batch", "--script", "-script") for a in c.args):
+            return None if not self.terminal else f"{_q(c.argv)} runs code that can read the terminal"
+        return f"`{c.name}` can run a shell from what is typed into it (:!sh, M-!)"
+
+    def debugger(self, c: _Call) -> str | None:
+        """Debuggers run shell commands typed at their prompt (not in batch mode without a terminal)."""
+        if not self.terminal and any(a in ("-batch", "--batch", "-b", "--batch-silent") for a in c.args):
+            return None
+        return f"`{c.name}` runs shell commands typed at its prompt (shell, !)"
+
+    def file_client(self, c: _Call) -> str | None:
+        """``ftp``/``sftp``/``lftp``/``dc``: ``!cmd`` typed in; batch spellings pass without a terminal."""
+        name, args, t = c.name, c.args, self.terminal
+        if not t and name == "sftp" and "-b" in args and args[args.index("-b") + 1 :][:1] not in (["-"], []):
+            return None
+        if not t and name in ("lftp", "smbclient") and any(a in ("-c", "-e", "-f") for a in args):
+            return None
+        if not t and name == "dc" and [a for a in args if not a.startswith("-")]:
+            return None
+        return f"`{name}` runs shell commands typed into it (!cmd)" if (c.live or t) else None
 
     # ---- families
 
@@ -577,71 +741,30 @@ class _Walk:
         return None
 
     def interpreter(self, cmd: Cmd, name: str, lang: str, args: list[str], depth: int, live: bool) -> str | None:
-        codes: list[str] = []
-        module: str | None = None
-        file_op: str | None = None
-        loop = False  # perl/ruby -n/-p: the code runs once per input line
-        i = 0
-        code_flags = {"-c", "-e", "-E", "-r", "--eval", "-p", "--print", "--command", "-Command", "-command"}
-        repl_flag = False  # python -i, node -i, lua -i, php -a, perl -d: a prompt after the code
-        while i < len(args):
-            a = args[i]
-            if lang in ("perl", "ruby") and re.fullmatch(r"-[a-zA-Z]*[np][a-zA-Z]*", a):
-                loop = True
-            if (
-                (lang in ("python", "lua") and re.fullmatch(r"-[a-zA-Z]*i[a-zA-Z]*", a))
-                or (lang == "node" and a in ("-i", "--interactive"))
-                or (lang == "php" and a == "-a")
-                or (lang == "perl" and re.fullmatch(r"-d(?::\w+)?", a))
-            ):
-                repl_flag = True
-            if a in code_flags or (lang in ("perl", "ruby") and re.fullmatch(r"-[a-zA-Z]*[eE]", a)) or (
-                lang == "python" and re.fullmatch(r"-[a-zA-Z]*c", a)
-            ):
-                if lang == "node" and a in ("-p", "--print") and i + 1 >= len(args):
-                    break
-                if i + 1 < len(args):
-                    codes.append(args[i + 1])
-                i += 2
-                if lang == "python":
-                    break
-                continue
-            if lang == "python" and a in ("-m",) and i + 1 < len(args):
-                module = args[i + 1]
-                break
-            if lang == "python" and a.startswith("-m") and len(a) > 2:
-                module = a[2:]
-                break
-            if lang == "node" and name == "deno" and a in ("eval", "repl"):
-                if a == "repl":
-                    break
-                codes.append(args[i + 1] if i + 1 < len(args) else "")
-                break
-            if a.startswith("-") and a != "-":
-                i += 1
-                continue
-            file_op = a
-            break
+        """An interpreter or REPL: with a terminal it always counts; with stdin only, when it runs
+        its input (no code, ``-i``, ``-m code``, a script on stdin) or its code reads input and runs it."""
+        run = _interpreter_run(name, lang, args)
+        codes = run.codes
         if self.terminal:
-            if not codes and module is None and file_op is None:
+            if not codes and run.module is None and run.file_op is None:
                 return f"`{name}` reads code typed into it and runs it"
             return f"`{name}` runs code that can read the terminal and run what is typed (input(), pty.spawn)"
-        if repl_flag:
+        if run.repl:
             return f"`{name}` opens a prompt that runs the code written to its input" if live else None
-        if name in _REPL_ONLY and not codes and file_op is None:
+        if name in _REPL_ONLY and not codes and run.file_op is None:
             return f"`{name}` runs the code written to its input" if live else None
         for code in codes:
-            r = self.inline(name, lang, code, depth, live, loop)
+            r = self.inline(name, lang, code, depth, live, run.loop)
             if r:
                 return r
         if codes:
             return None
-        if module is not None:
-            if module.split(".")[0] in _PY_REPL_MODULES:
-                return f"`{name} -m {module}` runs the code written to its input" if live else None
+        if run.module is not None:
+            if run.module.split(".")[0] in _PY_REPL_MODULES:
+                return f"`{name} -m {run.module}` runs the code written to its input" if live else None
             return None
-        if file_op is not None:
-            return self.script_file(name, file_op, depth, live)
+        if run.file_op is not None:
+            return self.script_file(name, run.file_op, depth, live)
         if cmd.stdin_text is not None:
             return self.inline(name, lang, cmd.stdin_text, depth, False, False)
         return f"`{name}` runs the code written to its input" if live else None
@@ -665,52 +788,20 @@ class _Walk:
 
     def container(self, cmd: Cmd, name: str, args: list[str], depth: int, live: bool) -> str | None:
         """docker/podman/kubectl exec, run, attach: '' when it is none of these."""
-        k = 0
-        if name in ("docker", "podman", "nerdctl") and args[:1] == ["compose"]:
-            k = 1
-        while k < len(args) and args[k].startswith("-"):  # global options
-            k += 2 if args[k] in ("-H", "--host", "-c", "--context", "-n", "--namespace", "-f", "--file",
-                                  "-p", "--project-name", "--kubeconfig", "--log-level", "--config") else 1
-        verb = args[k] if k < len(args) else ""
-        rest = args[k + 1 :]
-        if verb in ("container",) and rest[:1] and rest[0] in ("exec", "run", "attach", "start"):
-            verb, rest = rest[0], rest[1:]
+        k, verb, rest = _container_verb(name, args)
         if verb in ("attach",) or (verb == "start" and any(a in ("-a", "-i", "--attach", "--interactive") for a in rest)):
             return f"`{name} {verb}` connects to a container's main process (often a shell)" if (live or self.terminal) else None
         if verb in ("debug", "shell", "console"):
             return f"`{name} {verb}` opens a shell" if (live or self.terminal) else None
         if verb not in ("exec", "run"):
             return ""
-        bool_short = set("itdPqT")
-        bool_long = {"--interactive", "--tty", "--detach", "--rm", "--privileged", "--init", "--read-only",
-                     "--stdin", "--publish-all", "--no-deps", "--service-ports", "--quiet", "--sig-proxy",
-                     "--no-TTY", "--build", "--remove-orphans", "--use-aliases", "--pull=always"}
-        interactive = k == 1  # compose exec/run keep stdin attached unless told otherwise
-        j = 0
-        while j < len(rest):
-            a = rest[j]
-            if a == "--":
-                j += 1
-                break
-            if a.startswith("--"):
-                if a in ("--interactive", "--stdin", "--tty") or a.startswith(("--interactive=t", "--stdin=t")):
-                    interactive = True
-                j += 1 if ("=" in a or a in bool_long) else 2
-                continue
-            if a.startswith("-") and len(a) > 1:
-                letters = a[1:]
-                if "i" in letters or (name not in ("kubectl", "oc") and "t" in letters):
-                    interactive = True
-                j += 1 if all(ch in bool_short for ch in letters) else (1 if len(letters) > 1 and "=" in a else 2)
-                continue
-            break
+        # compose exec/run keep stdin attached unless told otherwise
+        interactive, j = _exec_options(name, rest, interactive=k == 1)
         operands = rest[j:]
         if name in ("kubectl", "oc") and "--" in rest:
             inner = rest[rest.index("--") + 1 :]
-        elif verb == "exec" or name in ("docker", "podman", "nerdctl"):
-            inner = operands[1:]  # container/service/image, then the command
         else:
-            inner = operands[1:]
+            inner = operands[1:]  # container/service/image, then the command
         if not (interactive or self.terminal and verb == "run"):
             return None  # the client's input never reaches the container
         if not inner:
@@ -787,6 +878,81 @@ class _Walk:
         if verb == "add" and any(a in ("-p", "--patch", "-i", "--interactive", "-e", "--edit") for a in rest):
             return "`git add` reads choices from its input and can open an editor"
         return None
+
+
+# ---------------------------------------------------------------------------------------------
+# program routes: which method judges which program, in the order they are tried
+
+_Route = Callable[[_Walk, _Call], "str | None | _Pass"]
+
+
+def _container(w: _Walk, c: _Call) -> str | None | _Pass:
+    """docker/podman/kubectl/lxc exec, run, attach...; any other verb passes (``lxc shell`` is next)."""
+    r = w.container(c.cmd, c.name, c.args, c.depth, c.live)
+    return _PASS if r == "" else r
+
+
+# Programs that always decide, tried before the interpreters (an earlier entry wins a name).
+_FIRST_ROUTES: tuple[tuple[Iterable[str], _Route], ...] = (
+    (SHELLS, lambda w, c: w.shell(c.cmd, c.name, c.args, c.depth, c.live)),
+    (("eval", "trap"), _Walk.eval_trap),
+    (("source", "."), lambda w, c: w.script_file(c.name, c.args[0] if c.args else "", c.depth, c.live)),
+    (("find", "fd", "fdfind"), lambda w, c: w.find(c.cmd, c.name, c.args, c.depth, c.live)),
+    (("xargs",), lambda w, c: w.xargs(c.cmd, c.args, c.depth, c.live)),
+    (("parallel", "sem"), lambda w, c: w.parallel(c.cmd, c.args, c.depth, c.live)),
+    (("awk", "gawk", "mawk", "nawk", "busybox-awk"), lambda w, c: w.awk(c.cmd, c.name, c.args, c.depth, c.live)),
+    (("sed", "gsed"), lambda w, c: w.sed(c.name, c.args)),
+)
+# After the interpreters: every route of a program is tried in this order until one does not pass
+# (``lxc`` is a container tool, then a shell subcommand; ``machinectl`` a bare shell, then one).
+_LATER_ROUTES: tuple[tuple[Iterable[str], _Route], ...] = (
+    (("docker", "podman", "nerdctl", "kubectl", "oc", "lxc", "incus"), _container),
+    (("ip",), _Walk.netns),
+    (_BARE_SHELL, _Walk.bare_shell),
+    (_SHELL_SUBCOMMANDS, _Walk.shell_subcommand),
+    (("nc", "ncat", "netcat", "nc.traditional", "nc.openbsd", "pwncat", "cryptcat", "sbd"), _Walk.netcat),
+    (("socat",), _Walk.socat),
+    (_MULTIPLEXERS, lambda w, c: w.multiplexer(c.argv)),
+    (_REMOTE, _Walk.remote),
+    (("at", "batch"), _Walk.at),
+    (("crontab",), _Walk.crontab),
+    (("expect",), lambda w, c: w.expect(c.argv, c.live)),
+    (_EDITORS, _Walk.editor),
+    (_DEBUGGERS, _Walk.debugger),
+    (_SQL, lambda w, c: w.sql(c.name, c.args, c.live)),
+    (_FILE_CLIENTS, _Walk.file_client),
+    (("git",), lambda w, c: _PASS if w.terminal else w.git(c.args, c.live)),
+)
+
+
+
+def _by_name(routes: tuple[tuple[Iterable[str], _Route], ...]) -> dict[str, tuple[_Route, ...]]:
+    """program name -> its routes, in the order of ``routes``."""
+    table: dict[str, tuple[_Route, ...]] = {}
+    for names, route in routes:
+        for n in names:
+            table[n] = (*table.get(n, ()), route)
+    return table
+
+
+_FIRST = {n: routes[:1] for n, routes in _by_name(_FIRST_ROUTES).items()}  # the first always decides
+_LATER = _by_name(_LATER_ROUTES)
+
+
+def _interpreter(w: _Walk, c: _Call) -> str | None:
+    """Interpreters and REPLs (python, perl, node, irb, ghci...)."""
+    return w.interpreter(c.cmd, c.name, interpreter_lang(c.name) or "", c.args, c.depth, c.live)
+
+
+def _routes(name: str) -> tuple[_Route, ...]:
+    """The routes that judge program ``name``, in order: its first route (shells, eval, find,
+    xargs, awk, sed...), else the interpreter and REPL route, else its later routes (none: the
+    program is judged by :meth:`_Walk.unlisted`)."""
+    if name in _FIRST:
+        return _FIRST[name]
+    if interpreter_lang(name) or name in _REPL_ONLY:
+        return (_interpreter,)
+    return _LATER.get(name, ())
 
 
 __all__ = ["TERMINAL_SAFE", "interactive_risk", "runs_input"]

@@ -7,7 +7,8 @@ arguments rather than from its name.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..commands import (
     SHELLS,
@@ -469,17 +470,43 @@ _FS_TOOL = re.compile(
 )
 
 
+class _Tool(NamedTuple):
+    """A tool as the generic checks see it: its name, arguments, the first plain operands (and
+    their lower-case spellings), whether a handler of its own judged it, and how it was invoked."""
+
+    name: str
+    args: list[str]
+    ops: list[str]
+    low: list[str]
+    cmd: Cmd
+    ctx: Ctx
+    handled: bool
+    path: str
+
+    @property
+    def project_script(self) -> bool:
+        """Invoked by a relative path with a directory (``./stop.sh``, ``bin/stop``): the project's own."""
+        return "/" in self.path and not self.path.startswith("/")
+
+
 def generic_semantics(
     d: Detector, name: str, args: list[str], cmd: Cmd, ctx: Ctx, handled: bool = False, path: str = ""
 ) -> None:
     """Semantics that hold across tools: stop verbs on daemons, power verbs, drops, block devices."""
-    ops = _plain_operands(args)
-    low = [o.lower() for o in ops[:4]]
     if name in _READERS:
         return
-    # block devices handed to a tool that can write
-    if (
-        not handled
+    ops = _plain_operands(args)
+    t = _Tool(name, args, ops, [o.lower() for o in ops[:4]], cmd, ctx, handled, path)
+    for check in _CHECKS:
+        check(d, t)
+
+
+def _may_write_devices(t: _Tool) -> bool:
+    """Whether a tool without a handler may write the block devices it is given (not a reader,
+    a listing verb, a no-act/list option, nor ``debugfs`` without ``-w``)."""
+    name, args, low = t.name, t.args, t.low
+    return (
+        not t.handled
         and name not in READ_ONLY_DEVICE
         and not name.startswith(("ls", "mount.", "fsck", "e2fsck", "dm"))
         and not (low[:1] and low[0] in _READ_VERBS)
@@ -487,78 +514,110 @@ def generic_semantics(
             a in ("-n", "-h", "--no-act", "-l", "--list") or re.fullmatch(r"-[a-zA-Z]*n[a-zA-Z]*", a) for a in args
         )
         and (name != "debugfs" or "-w" in args)  # debugfs opens read-only unless -w
-    ):
-        prev = ""
-        for a in args:
-            v = a.split("=", 1)[1] if "=" in a and (a.startswith("-") or a.startswith(("of=", "if="))) else a
-            if (
-                v.startswith("/dev/")
-                and is_block_device(v)
-                and prev not in ("-i", "--input", "--source", "-s", "--src", "--from")
-                and not a.startswith("if=")
-            ):
-                d.add(ctx, "device_write", cmd.text, f"{name} is pointed at the block device {v} and may overwrite it.")
-                break
-            prev = a
-    if _FS_TOOL.search(name) and any(w in ("format", "mkfs", "wipe", "erase") for w in low[:2]):
-        d.add(ctx, "disk_format", cmd.text, f"{name} formats a filesystem.")
-    # daemons told to stop (not task runners and dev environments, not the project's own scripts)
-    if handled and name in HANDLERS and HANDLERS[name] in (_h_daemon_stop, _h_service) or name in _DEV_RUNNERS:
-        pass
-    elif "/" in path and not path.startswith("/"):
-        pass
-    elif (
-        re.search(r"(?:^|[-_])stop(?:[-_.]|$)", name) and name not in _NOT_DAEMONS and not name.startswith("stopwatch")
-    ):
+    )
+
+
+def _device_write(d: Detector, t: _Tool) -> None:
+    """Block devices handed to a tool that can write (``of=/dev/sda``; not an input option's value)."""
+    if not _may_write_devices(t):
+        return
+    prev = ""
+    for a in t.args:
+        v = a.split("=", 1)[1] if "=" in a and (a.startswith("-") or a.startswith(("of=", "if="))) else a
+        if (
+            v.startswith("/dev/")
+            and is_block_device(v)
+            and prev not in ("-i", "--input", "--source", "-s", "--src", "--from")
+            and not a.startswith("if=")
+        ):
+            d.add(t.ctx, "device_write", t.cmd.text, f"{t.name} is pointed at the block device {v} and may overwrite it.")
+            break
+        prev = a
+
+
+def _disk_format(d: Detector, t: _Tool) -> None:
+    """Filesystem tools told to format, mkfs, wipe or erase."""
+    if _FS_TOOL.search(t.name) and any(w in ("format", "mkfs", "wipe", "erase") for w in t.low[:2]):
+        d.add(t.ctx, "disk_format", t.cmd.text, f"{t.name} formats a filesystem.")
+
+
+def _service_stop(d: Detector, t: _Tool) -> None:
+    """Daemons told to stop (not task runners and dev environments, not the project's own scripts,
+    not tools whose own stop handler judged them)."""
+    name, low, cmd, ctx = t.name, t.low, t.cmd, t.ctx
+    if t.handled and name in HANDLERS and HANDLERS[name] in (_h_daemon_stop, _h_service) or name in _DEV_RUNNERS:
+        return
+    if t.project_script:
+        return
+    if re.search(r"(?:^|[-_])stop(?:[-_.]|$)", name) and name not in _NOT_DAEMONS and not name.startswith("stopwatch"):
         d.add(ctx, "service_stop", cmd.text, f"{name} stops a service.")
     elif low[:1] and low[0] in ("stop", "shutdown") and name not in _NOT_DAEMONS:
         d.add(ctx, "service_stop", cmd.text, f"{name} {low[0]} stops a service.")
     elif any(w in _STOP_WORDS for w in low[:3]) and name not in _NOT_DAEMONS:
         if "firewall" in name:
             d.add(ctx, "firewall_flush", cmd.text, f"{name} stops the firewall.")
-        elif _DAEMONISH.search(name) or any(w in _SERVICE_NOUNS for w in low[:3]) or "--service" in args:
-            d.add(ctx, "service_stop", cmd.text, f"{name} {' '.join(ops[:3])} stops a service.")
-    # power verbs and flags
+        elif _DAEMONISH.search(name) or any(w in _SERVICE_NOUNS for w in low[:3]) or "--service" in t.args:
+            d.add(ctx, "service_stop", cmd.text, f"{name} {' '.join(t.ops[:3])} stops a service.")
+
+
+def _power(d: Detector, t: _Tool) -> None:
+    """Power verbs and flags (``X reboot``, ``--poweroff``) of tools without a handler."""
     if (
-        not handled
-        and name not in _NOT_DAEMONS
-        and name not in _DEV_RUNNERS
-        and not ("/" in path and not path.startswith("/"))
+        not t.handled
+        and t.name not in _NOT_DAEMONS
+        and t.name not in _DEV_RUNNERS
+        and not t.project_script
         and (
-            any(w in _POWER_WORDS for w in low[:2])
-            or any(a in ("--reboot", "--poweroff", "--shutdown", "--halt") for a in args)
+            any(w in _POWER_WORDS for w in t.low[:2])
+            or any(a in ("--reboot", "--poweroff", "--shutdown", "--halt") for a in t.args)
         )
     ):
-        d.add(ctx, "power", cmd.text, f"{name} reboots or powers off the machine.")
-    # database drops spelled as subcommands
+        d.add(t.ctx, "power", t.cmd.text, f"{t.name} reboots or powers off the machine.")
+
+
+def _db_drop(d: Detector, t: _Tool) -> None:
+    """Database drops spelled as subcommands (``db:drop``, ``drop-database``, ``database drop``)."""
+    low = t.low
     if any(_DB_WORD.match(w) for w in low[:3]) or any(
         a in ("database", "db", "schema") and b in ("drop", "reset", "wipe", "purge", "destroy")
         for a, b in zip(low, low[1:])
     ):
-        d.add(ctx, "db_drop", cmd.text, f"{name} {' '.join(ops[:3])} drops a database or its tables.")
-    # factory resets, destroy verbs
+        d.add(t.ctx, "db_drop", t.cmd.text, f"{t.name} {' '.join(t.ops[:3])} drops a database or its tables.")
+
+
+def _destroy(d: Detector, t: _Tool) -> None:
+    """Factory resets, destroy verbs, and deleting clusters or namespaces."""
+    low = t.low
     if any(w in ("factory-reset", "factory_reset", "factoryreset") for w in low):
-        d.add(ctx, "system_restore", cmd.text, f"{name} factory-resets a device or system.")
+        d.add(t.ctx, "system_restore", t.cmd.text, f"{t.name} factory-resets a device or system.")
     elif any(w == "destroy" or w.startswith("destroy-") for w in low[:2]):
-        d.add(ctx, "infra_destroy", cmd.text, f"{name} {' '.join(ops[:3])} destroys resources.")
+        d.add(t.ctx, "infra_destroy", t.cmd.text, f"{t.name} {' '.join(t.ops[:3])} destroys resources.")
     elif any(w in ("delete", "remove", "rm") for w in low[:2]) and any(
         w in ("cluster", "clusters", "vcluster", "namespace", "namespaces") for w in low[:3]
     ):
-        d.add(ctx, "cluster_delete", cmd.text)
-    # output options pointed at system paths (``--save /etc/x``, ``-o /usr/local/bin/x``)
-    for i, a in enumerate(args[:-1]):
-        if a in (
-            "-o",
-            "--output",
-            "--out",
-            "--save",
-            "--output-file",
-            "--outfile",
-            "--out-file",
-            "-O",
-            "--target",
-            "--write",
-            "--dest",
-            "--destination",
-        ):
-            d.write_target(args[i + 1], cmd, ctx)
+        d.add(t.ctx, "cluster_delete", t.cmd.text)
+
+
+_OUTPUT_OPTIONS = frozenset(
+    {"-o", "--output", "--out", "--save", "--output-file", "--outfile", "--out-file", "-O", "--target", "--write",
+     "--dest", "--destination"}
+)
+
+
+def _output_targets(d: Detector, t: _Tool) -> None:
+    """Output options pointed at system paths (``--save /etc/x``, ``-o /usr/local/bin/x``)."""
+    for i, a in enumerate(t.args[:-1]):
+        if a in _OUTPUT_OPTIONS:
+            d.write_target(t.args[i + 1], t.cmd, t.ctx)
+
+
+# The generic checks, in the order their findings are reported.
+_CHECKS: tuple[Callable[[Detector, _Tool], None], ...] = (
+    _device_write,
+    _disk_format,
+    _service_stop,
+    _power,
+    _db_drop,
+    _destroy,
+    _output_targets,
+)
