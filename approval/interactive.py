@@ -317,23 +317,35 @@ def _interpreter_run(name: str, lang: str, args: list[str]) -> _Run:
 
 _CONTAINER_GLOBAL_WITH_VALUE = frozenset(
     {"-H", "--host", "-c", "--context", "-n", "--namespace", "-f", "--file", "-p", "--project-name", "--kubeconfig",
-     "--log-level", "--config"}
+     "--log-level", "--config", "--profile", "--env-file", "--project-directory", "--ansi", "--progress",
+     "--parallel", "--tlscacert", "--tlscert", "--tlskey", "-l", "--url", "--connection", "--root", "--runroot",
+     "--address", "-a", "--cgroup-manager", "--storage-driver"}
 )
+_COMPOSE_PROGRAMS = frozenset({"docker-compose", "podman-compose", "nerdctl-compose"})
 
 
-def _container_verb(name: str, args: list[str]) -> tuple[int, str, list[str]]:
-    """A container tool's verb past ``compose`` and the global options: (the verb's index, the verb,
-    its arguments); ``docker container exec`` is ``exec``."""
-    k = 0
-    if name in ("docker", "podman", "nerdctl") and args[:1] == ["compose"]:
-        k = 1
-    while k < len(args) and args[k].startswith("-"):  # global options
+def _past_globals(args: list[str], k: int) -> int:
+    """The index of the first word at or after ``k`` that is not a global option (or its value)."""
+    while k < len(args) and args[k].startswith("-") and args[k] != "-":
         k += 2 if args[k] in _CONTAINER_GLOBAL_WITH_VALUE else 1
+    return k
+
+
+def _container_verb(name: str, args: list[str]) -> tuple[bool, str, list[str]]:
+    """A container tool's verb past the tool's global options, ``compose`` and compose's own:
+    (whether it is compose, the verb, its arguments); ``docker container exec`` is ``exec``.
+    Compose is told by the word, not by where the verb stands (``docker --context x compose -f
+    y.yml exec`` is compose; ``docker -D exec`` is not)."""
+    compose = name in _COMPOSE_PROGRAMS
+    k = _past_globals(args, 0)
+    if not compose and name in ("docker", "podman", "nerdctl") and k < len(args) and args[k] == "compose":
+        compose = True
+        k = _past_globals(args, k + 1)
     verb = args[k] if k < len(args) else ""
     rest = args[k + 1 :]
     if verb in ("container",) and rest[:1] and rest[0] in ("exec", "run", "attach", "start"):
         verb, rest = rest[0], rest[1:]
-    return k, verb, rest
+    return compose, verb, rest
 
 
 _EXEC_BOOL_SHORT = frozenset("itdPqT")
@@ -788,7 +800,7 @@ class _Walk:
 
     def container(self, cmd: Cmd, name: str, args: list[str], depth: int, live: bool) -> str | None:
         """docker/podman/kubectl exec, run, attach: '' when it is none of these."""
-        k, verb, rest = _container_verb(name, args)
+        compose, verb, rest = _container_verb(name, args)
         if verb in ("attach",) or (verb == "start" and any(a in ("-a", "-i", "--attach", "--interactive") for a in rest)):
             return f"`{name} {verb}` connects to a container's main process (often a shell)" if (live or self.terminal) else None
         if verb in ("debug", "shell", "console"):
@@ -796,7 +808,7 @@ class _Walk:
         if verb not in ("exec", "run"):
             return ""
         # compose exec/run keep stdin attached unless told otherwise
-        interactive, j = _exec_options(name, rest, interactive=k == 1)
+        interactive, j = _exec_options(name, rest, interactive=compose)
         operands = rest[j:]
         if name in ("kubectl", "oc") and "--" in rest:
             inner = rest[rest.index("--") + 1 :]
@@ -906,7 +918,7 @@ _FIRST_ROUTES: tuple[tuple[Iterable[str], _Route], ...] = (
 # After the interpreters: every route of a program is tried in this order until one does not pass
 # (``lxc`` is a container tool, then a shell subcommand; ``machinectl`` a bare shell, then one).
 _LATER_ROUTES: tuple[tuple[Iterable[str], _Route], ...] = (
-    (("docker", "podman", "nerdctl", "kubectl", "oc", "lxc", "incus"), _container),
+    (("docker", "podman", "nerdctl", "kubectl", "oc", "lxc", "incus", *_COMPOSE_PROGRAMS), _container),
     (("ip",), _Walk.netns),
     (_BARE_SHELL, _Walk.bare_shell),
     (_SHELL_SUBCOMMANDS, _Walk.shell_subcommand),

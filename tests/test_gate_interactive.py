@@ -532,9 +532,22 @@ def test_program_routes_fall_through_in_order(command: str, stdin: str | None, t
     assert interactive_risk(command, terminal=True) == terminal
 
 
-@pytest.mark.xfail(strict=True, reason="known gap, left for the lead: compose exec/run attach stdin by default, but "
-                   "a global option before the verb (-f, -p) hides that it is compose (interactive._container_verb "
-                   "index != 1); `docker -D exec` is, conversely, judged attached")
-def test_compose_with_global_options_keeps_stdin_attached() -> None:
-    assert runs_input("docker compose exec svc bash")
-    assert runs_input("docker compose -f x.yml exec svc bash")
+@pytest.mark.parametrize("command", [
+    "docker compose exec svc bash",
+    "docker compose -f x.yml exec svc bash",
+    "docker compose --project-name p --profile dev run svc sh",
+    "docker --context prod compose -f y.yml exec svc bash",
+    "docker-compose exec svc bash",
+    "docker-compose -f a.yml -p proj exec -T svc sh",
+    "podman-compose --env-file e run web bash",
+])
+def test_compose_exec_and_run_attach_stdin_however_spelled(command) -> None:
+    """compose exec/run keep stdin attached by default: told by the word compose, not by where the
+    verb stands (a global option before it once hid it)."""
+    assert runs_input(command)
+
+
+@pytest.mark.parametrize("command", ["docker -D exec c bash", "docker --context x exec c bash",
+                                     "podman --log-level debug exec c sh"])
+def test_plain_exec_with_global_options_is_not_attached(command) -> None:
+    assert not runs_input(command)
