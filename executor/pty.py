@@ -60,7 +60,6 @@ class Terminal:
         self.code: int | None = None
         self.error: BackendError | None = None
         self.exited = asyncio.Event()
-        self.bytes_out = 0
         self._eof = False
         self._q: asyncio.Queue[TermItem] = asyncio.Queue()
         if spawned.first:
@@ -116,7 +115,6 @@ class Terminal:
                     return
                 raise TimeoutError
             if item[0] == "data":
-                self.bytes_out += len(item[1])
                 yield item[1]
             elif item[0] == "eof":
                 self._eof = True
@@ -144,7 +142,6 @@ class Terminal:
             elif item[0] == "error":
                 self.error = item[1]
                 break
-        self.bytes_out += len(out)
         return bytes(out)
 
     async def _signal(self, sig: int) -> None:

@@ -107,7 +107,6 @@ class Executor:
         secrets += [t.secret() for t in config.auth.tokens]
         secrets += [os.environ[name] for name in config.redaction.env if os.environ.get(name)]
         self.redactor = Redactor(secrets)
-        self._execs = 0
         self._exec_slots = asyncio.Semaphore(config.limits.max_concurrent_execs)
         self._idempotent: OrderedDict[tuple[str, str], asyncio.Future[RunOutcome]] = OrderedDict()
         self._reaper: asyncio.Task[None] | None = None
@@ -374,7 +373,7 @@ class Executor:
             while len(self._idempotent) > 1024:
                 self._idempotent.popitem(last=False)
             try:
-                outcome = await self._collect(self._exec(req, caller, deadline), live=None)
+                outcome = await self._collect(self._exec(req, caller, deadline))
             except BaseException as exc:
                 self._idempotent.pop(key, None)
                 if not fut.done():
@@ -394,9 +393,9 @@ class Executor:
 
     async def run(self, p: ExecParams, *, caller: Caller = Caller(), deadline: float | None = None) -> RunOutcome:
         """The buffered form of exec: head and tail of each stream, exact byte counts."""
-        return await self._collect(self.exec(p, caller=caller, deadline=deadline), live=None)
+        return await self._collect(self.exec(p, caller=caller, deadline=deadline))
 
-    async def _collect(self, events: AsyncIterator[Event], live: None) -> RunOutcome:
+    async def _collect(self, events: AsyncIterator[Event]) -> RunOutcome:
         limit = self.config.limits.run_output_bytes
         out, err = HeadTail(limit), HeadTail(limit)
         exit_info = None

@@ -134,7 +134,6 @@ class PersistentShell(ShellBase):
         self._ready: asyncio.Future[int] | None = None  # the pid in the ready marker
         self._start_output = bytearray()  # what the shell printed outside any command (its start)
         self._scanners: list[MarkerScanner] = []
-        self.restarts = 0
 
     @property
     def alive(self) -> bool:
@@ -315,7 +314,6 @@ class PersistentShell(ShellBase):
         if self._dead:
             if self.proc is not None:
                 await self._discard()
-                self.restarts += 1
             await self.start()
         nonce = self._next_nonce()
         running = Running(nonce)

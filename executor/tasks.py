@@ -312,7 +312,6 @@ class ShellPool:
         self.closed = False
         self.started = 0  # shells started for the pool
         self.handed = 0  # shells handed to tasks
-        self.last_error = ""
 
     def take(self) -> PersistentShell | None:
         shell = None
@@ -360,7 +359,6 @@ class ShellPool:
                 shell = PersistentShell(sandbox, env, cwd=sandbox.root, kill_grace=self.kill_grace)
                 await shell.start()
             except BackendError as exc:
-                self.last_error = exc.message
                 failures += 1
                 log.info("backend %s: a warm shell did not start (%s)", self.backend.name, exc.message)
                 if failures >= 3:
