@@ -309,7 +309,12 @@ def _health(args: argparse.Namespace) -> int:
 def _mcp(args: argparse.Namespace) -> int:
     from executor.mcp_server import serve
 
-    return serve(target=args.target, token=args.token, task_id=args.task, backend=args.backend, http=args.http)
+    try:
+        return serve(target=args.target, token=args.token, task_id=args.task, backend=args.backend, http=args.http,
+                     http_token=args.http_token)
+    except ValueError as exc:
+        print(f"executor mcp: {exc}", file=sys.stderr)
+        return 2
 
 
 def _tool_schema(args: argparse.Namespace) -> int:
@@ -377,7 +382,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--task", default=os.environ.get("EXECUTOR_TASK") or None,
                    help="one task id for every session (default: a fresh task per MCP session; EXECUTOR_TASK)")
     m.add_argument("--backend", default="", help="backend name (default: the daemon's default)")
-    m.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
+    m.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP on loopback instead of stdio")
+    m.add_argument("--http-token", default=os.environ.get("EXECUTOR_MCP_HTTP_TOKEN"),
+                   help="with --http: the bearer token HTTP clients must send (EXECUTOR_MCP_HTTP_TOKEN; >= 16 characters)")
     m.set_defaults(func=_mcp)
 
     ts = sub.add_parser("tool-schema", help="print the model-facing tool schemas (OpenAI function format)")

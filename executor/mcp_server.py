@@ -17,6 +17,8 @@ argument wins over both.
 from __future__ import annotations
 
 import copy
+import hmac
+import ipaddress
 import json
 import secrets
 from collections import OrderedDict
@@ -132,17 +134,65 @@ def build_server(*, target: str | None, token: str | None, task_id: str | None =
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
+MIN_HTTP_TOKEN = 16
+
+
+def http_address(http: str) -> tuple[str, int]:
+    """HOST:PORT for the HTTP front, loopback only: it speaks plaintext and every caller who passes its
+    token holds the daemon token's exec role, so a wider address belongs behind a TLS proxy."""
+    host, _, port = http.rpartition(":")
+    host = (host or "127.0.0.1").strip("[]")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--http {http!r}: expected HOST:PORT with a port from 1 to 65535")
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback:
+        raise ValueError(f"--http {http!r}: the MCP HTTP front listens on loopback only (127.0.0.1, ::1, "
+                         "localhost); put a TLS-terminating proxy in front of it to reach it from elsewhere")
+    return host, int(port)
+
+
+class BearerGuard:
+    """ASGI middleware: every HTTP request carries ``Authorization: Bearer <token>`` or gets 401.
+
+    A sandboxed command may reach loopback (the local backend's default network is the host's), so
+    an open front would let any task run commands in any other task under the daemon token."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("type") == "http":
+            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self._expected):
+                body = b'{"error": "missing or wrong bearer token (executor mcp --http-token)"}'
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
 def serve(*, target: str | None, token: str | None, task_id: str | None = None, backend: str = "",
-          http: str | None = None) -> int:
+          http: str | None = None, http_token: str | None = None) -> int:
     import anyio
 
+    host, port, guard = "", 0, ""
+    if http:
+        host, port = http_address(http)
+        guard = http_token or ""
+        if len(guard) < MIN_HTTP_TOKEN:
+            raise ValueError(f"--http needs --http-token (or EXECUTOR_MCP_HTTP_TOKEN) of at least {MIN_HTTP_TOKEN} "
+                             "characters: the token HTTP clients must send as 'Authorization: Bearer …'")
     server = build_server(target=target, token=token, task_id=task_id, backend=backend)
     if http:
         import uvicorn
 
-        host, _, port = http.rpartition(":")
-        host = host or "127.0.0.1"
-        uvicorn.run(server.streamable_http_app(host=host), host=host, port=int(port), log_level="warning")
+        app = BearerGuard(server.streamable_http_app(host=host), guard)
+        uvicorn.run(app, host=host, port=port, log_level="warning")
         return 0
 
     async def stdio() -> None:

@@ -462,3 +462,73 @@ def test_cli_start_runs_a_background_daemon(tmp_path):
             os.kill(info["pid"], 9)
         except OSError:
             pass
+
+
+def _post(url: str, body: dict, token: str | None = None, session: str | None = None):
+    import urllib.error
+    import urllib.request
+
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    if session:
+        headers["mcp-session-id"] = session
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as r:
+            return r.status, r.headers.get("mcp-session-id"), r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, None, exc.read().decode()
+
+
+def test_mcp_over_http_needs_its_bearer_token(daemon):
+    """The HTTP front is reachable from sandboxed commands (loopback): without its own token nothing
+    runs; with it, the tools work."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    http_token = "mcp-http-token-0123456789"
+    marker = daemon.state_dir / "tasks" / "mcp-http" / "ran"
+    proc = subprocess.Popen([sys.executable, "-m", "executor", "mcp", "--target", daemon.target, "--http",
+                             f"127.0.0.1:{port}", "--http-token", http_token],
+                            env={"EXECUTOR_TOKEN": AGENT, "PATH": "/usr/bin:/bin"}, stderr=subprocess.PIPE)
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                 "params": {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        for _ in range(600):  # until it listens (bounded: 60 s)
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read().decode()
+                time.sleep(0.1)
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "terminal", "arguments": {"command": "touch ran", "task_id": "mcp-http"}}}
+        for token in (None, "wrong-token-0123456789", AGENT):
+            status, _, body = _post(url, hello, token)
+            assert status == 401 and "bearer token" in body
+            assert _post(url, call, token)[0] == 401
+        assert not marker.exists()
+        status, session, _ = _post(url, hello, http_token)
+        assert status == 200 and session
+        assert _post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, http_token, session)[0] in (200, 202)
+        status, _, body = _post(url, call, http_token, session)
+        assert status == 200 and '"exit_code\\": 0' in body and marker.exists()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--http", "0.0.0.0:8765", "--http-token", "x" * 20], "loopback only"),
+    (["--http", "127.0.0.1:8765"], "needs --http-token"),
+    (["--http", "127.0.0.1:8765", "--http-token", "short"], "at least 16"),
+    (["--http", "127.0.0.1:http", "--http-token", "x" * 20], "HOST:PORT"),
+])
+def test_mcp_http_refuses_an_open_front(args, says):
+    r = subprocess.run([sys.executable, "-m", "executor", "mcp", *args], capture_output=True, text=True, timeout=60,
+                       env={"PATH": "/usr/bin:/bin"})
+    assert r.returncode == 2 and says in r.stderr, r.stderr
