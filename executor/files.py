@@ -16,6 +16,7 @@ from typing import IO, Protocol
 
 from executor.backends.base import BackendError, ErrorKind, plan_archive
 from executor.errors import CoreError, from_backend, invalid
+from executor.redact import Redactor, StreamRedactor
 from executor.tasks import Task, resolve_inside
 from executor.v1 import executor_pb2 as pb
 
@@ -24,6 +25,8 @@ CHUNK = 1 << 20
 
 class FilesCore(Protocol):
     """What these calls need of the core (``executor.service.Executor``)."""
+
+    redactor: Redactor  # what comes back out is redacted like command output
 
     async def task_for_files(self, task_id: str, backend: str) -> Task:
         """The task, created if new, with its sandbox open."""
@@ -75,14 +78,30 @@ async def put_archive(core: FilesCore, chunks: AsyncIterator[pb.PutArchiveChunk]
     return received, entries
 
 
+async def _redacted(task: Task, data: AsyncIterator[bytes], out: StreamRedactor | None) -> AsyncIterator[bytes]:
+    """A file's or an archive's bytes on their way out, redacted like command output; what came
+    before a backend failure is returned, then the failure."""
+    failed: BackendError | None = None
+    try:
+        async for chunk in data:
+            chunk = out.feed(chunk) if out is not None else chunk
+            if chunk:
+                yield chunk
+    except BackendError as exc:
+        failed = exc
+    if out is not None and (tail := out.flush()):
+        yield tail
+    if failed is not None:
+        raise from_backend(task.backend_name, failed) from failed
+
+
 async def get_archive(core: FilesCore, task_id: str, path: str, backend: str) -> AsyncIterator[bytes]:
     task = await core.task_for_files(task_id, backend)
     target = resolve_inside(task.root, path or ".", "path")
-    try:
-        async for data in task.open_sandbox.get_archive(target):
-            yield data
-    except BackendError as exc:
-        raise from_backend(task.backend_name, exc) from exc
+    # Masked with as many bytes as each secret has: the tar's members keep their sizes.
+    out = core.redactor.stream(same_length=True) if core.redactor else None
+    async for data in _redacted(task, task.open_sandbox.get_archive(target), out):
+        yield data
 
 
 async def read_file(core: FilesCore, task_id: str, path: str, backend: str) -> AsyncIterator[bytes]:
@@ -90,11 +109,9 @@ async def read_file(core: FilesCore, task_id: str, path: str, backend: str) -> A
         raise invalid("path is required: the file to read")
     task = await core.task_for_files(task_id, backend)
     target = resolve_inside(task.root, path, "path")
-    try:
-        async for data in task.open_sandbox.read_file(target):
-            yield data
-    except BackendError as exc:
-        raise from_backend(task.backend_name, exc) from exc
+    out = core.redactor.stream() if core.redactor else None
+    async for data in _redacted(task, task.open_sandbox.read_file(target), out):
+        yield data
 
 
 async def write_file(core: FilesCore, chunks: AsyncIterator[pb.WriteFileChunk]) -> tuple[str, int]:

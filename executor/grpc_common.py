@@ -129,6 +129,12 @@ class ServicerPart:
         self.core = core
         self.auth = auth
 
+    async def _abort(self, context: grpc.aio.ServicerContext[Req, Resp], exc: CoreError) -> NoReturn:
+        """End the call with ``exc``'s status and its message, redacted like output: a message may
+        quote what a command made (a link's target, a path, a file's words)."""
+        message = self.core.redactor.scrub(exc.message.encode(errors="surrogateescape"))
+        await _abort(context, CoreError(exc.code, message.decode(errors="replace")))
+
 
 __all__ = ["with_heartbeats", "EXIT_STATUS", "GATE_DECISION", "APPROVAL_DECISION", "APPROVAL_DECISION_PB", "exit_pb",
            "_abort", "Auth", "ServicerPart"]

@@ -12,7 +12,7 @@ from grpc.aio import ServicerContext
 
 from executor.admission import StartParams
 from executor.errors import CoreError
-from executor.grpc_common import ServicerPart, _abort, with_heartbeats
+from executor.grpc_common import ServicerPart, with_heartbeats
 from executor.processes import EXITED, KILLED, LOST, RUNNING, Chunk, ManagedProcess, ProcessManager
 from executor.v1 import executor_pb2 as pb
 
@@ -46,7 +46,7 @@ class ProcessServicer(ServicerPart):
         try:
             mp = await self._manager().start_process(params, caller)
         except CoreError as exc:
-            await _abort(context, exc)
+            await self._abort(context, exc)
         return process_pb(mp)
 
     async def ListProcesses(self, request: pb.ListProcessesRequest,
@@ -56,7 +56,7 @@ class ProcessServicer(ServicerPart):
         try:
             procs = self._manager().list(request.task_id)
         except CoreError as exc:
-            await _abort(context, exc)
+            await self._abort(context, exc)
         return pb.ListProcessesResponse(processes=[process_pb(p) for p in procs])
 
     async def GetProcess(self, request: pb.GetProcessRequest,
@@ -65,7 +65,7 @@ class ProcessServicer(ServicerPart):
         try:
             mp = self._manager().get(request.process_id)
         except CoreError as exc:
-            await _abort(context, exc)
+            await self._abort(context, exc)
         return process_pb(mp)
 
     async def ReadProcessOutput(self, request: pb.ReadProcessOutputRequest,
@@ -76,7 +76,7 @@ class ProcessServicer(ServicerPart):
             mp, chunk, eof = self._manager().read(request.process_id, request.offset, request.max_bytes,
                                                   request.stream)
         except CoreError as exc:
-            await _abort(context, exc)
+            await self._abort(context, exc)
         return pb.ReadProcessOutputResponse(data=chunk.data, offset=chunk.offset, next_offset=chunk.next_offset,
                                             eof=eof, rotated=chunk.rotated, state=STATE[mp.state])
 
@@ -102,7 +102,7 @@ class ProcessServicer(ServicerPart):
                     msg.exited.CopyFrom(process_pb(chunk.exited))
                 yield msg
         except CoreError as exc:
-            await _abort(context, exc)
+            await self._abort(context, exc)
 
     async def WaitProcess(self, request: pb.WaitProcessRequest,
                           context: ServicerContext[pb.WaitProcessRequest, pb.ProcessInfo]) -> pb.ProcessInfo:
@@ -110,7 +110,7 @@ class ProcessServicer(ServicerPart):
         try:
             mp = await self._manager().wait(request.process_id, request.timeout_seconds)
         except CoreError as exc:
-            await _abort(context, exc)
+            await self._abort(context, exc)
         return process_pb(mp)
 
     async def WriteProcessStdin(self, request: pb.WriteProcessStdinRequest,
@@ -120,7 +120,7 @@ class ProcessServicer(ServicerPart):
         try:
             n = await self._manager().write_stdin(request.process_id, request.data, request.close)
         except CoreError as exc:
-            await _abort(context, exc)
+            await self._abort(context, exc)
         return pb.WriteProcessStdinResponse(bytes_written=n)
 
     async def SignalProcess(self, request: pb.SignalProcessRequest,
@@ -129,7 +129,7 @@ class ProcessServicer(ServicerPart):
         try:
             mp = await self._manager().signal(request.process_id, request.signal)
         except CoreError as exc:
-            await _abort(context, exc)
+            await self._abort(context, exc)
         return process_pb(mp)
 
 

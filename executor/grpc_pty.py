@@ -18,7 +18,7 @@ from grpc.aio import ServicerContext
 from executor.admission import PtyOpenParams
 from executor.errors import CoreError
 from executor.events import ApprovalNeeded, Finished, Output
-from executor.grpc_common import ServicerPart, _abort, exit_pb, with_heartbeats
+from executor.grpc_common import ServicerPart, exit_pb, with_heartbeats
 from executor.pty import PtySession
 from executor.v1 import executor_pb2 as pb
 
@@ -79,7 +79,7 @@ class PtyServicer(ServicerPart):
                 elif isinstance(event, Finished):
                     yield pb.PtyOutput(exit=exit_pb(event.exit))
         except CoreError as exc:
-            await _abort(context, exc)
+            await self._abort(context, exc)
         finally:
             feeder.cancel()
 

@@ -38,13 +38,15 @@ class Redactor:
     def __bool__(self) -> bool:
         return bool(self.secrets)
 
-    def stream(self) -> "StreamRedactor":
-        return StreamRedactor(self)
+    def stream(self, *, same_length: bool = False) -> "StreamRedactor":
+        """A redactor for one stream; ``same_length`` masks each secret with as many ``*`` as it has
+        bytes, for formats whose structure counts bytes (a tar stream's members keep their sizes)."""
+        return StreamRedactor(self, same_length=same_length)
 
-    def scrub(self, data: bytes) -> bytes:
+    def scrub(self, data: bytes, *, same_length: bool = False) -> bytes:
         for secret in self.secrets:
             if secret in data:
-                data = data.replace(secret, MASK)
+                data = data.replace(secret, b"*" * len(secret) if same_length else MASK)
         return data
 
 
@@ -52,8 +54,9 @@ class StreamRedactor:
     """Redacts one output stream. Only a tail that could be the start of a secret is held
     back (so ordinary output is never delayed); it is released with the next chunk."""
 
-    def __init__(self, redactor: Redactor) -> None:
+    def __init__(self, redactor: Redactor, *, same_length: bool = False) -> None:
         self.r = redactor
+        self.same_length = same_length
         self.pending = b""
 
     def _held(self, data: bytes) -> int:
@@ -65,11 +68,11 @@ class StreamRedactor:
         return 0
 
     def feed(self, data: bytes) -> bytes:
-        data = self.r.scrub(self.pending + data)
+        data = self.r.scrub(self.pending + data, same_length=self.same_length)
         k = self._held(data)
         self.pending = data[len(data) - k:] if k else b""
         return data[: len(data) - k]
 
     def flush(self) -> bytes:
-        data, self.pending = self.r.scrub(self.pending), b""
+        data, self.pending = self.r.scrub(self.pending, same_length=self.same_length), b""
         return data

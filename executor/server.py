@@ -31,7 +31,7 @@ from executor.config import Config, ConfigError, TLSConfig, secret_paths
 from executor.errors import CoreError
 from executor.events import ApprovalNeeded, Event, Finished, Output, Started
 from executor.grpc_common import (APPROVAL_DECISION, APPROVAL_DECISION_PB, GATE_DECISION, Auth, Req, Resp,
-                                  ServicerPart, _abort, exit_pb, with_heartbeats)
+                                  ServicerPart, exit_pb, with_heartbeats)
 from executor.grpc_processes import ProcessServicer
 from executor.grpc_pty import PtyServicer
 from executor.service import Executor
@@ -100,7 +100,7 @@ class Servicer(ServicerPart, pb_grpc.ExecutorServicer):
         try:
             stream = self.core.exec(exec_params(request), caller=caller, deadline=_deadline(context))
         except CoreError as exc:
-            await _abort(context, exc)
+            await self._abort(context, exc)
         beat = self.core.config.streams.heartbeat_seconds
         try:
             if beat:  # opt-in (streams.heartbeat_seconds): keeps quiet calls alive through proxies
@@ -110,7 +110,7 @@ class Servicer(ServicerPart, pb_grpc.ExecutorServicer):
                 async for event in stream:
                     yield event_pb(event)
         except CoreError as exc:
-            await _abort(context, exc)
+            await self._abort(context, exc)
         finally:
             await stream.aclose()  # a call that ends early (cancelled) kills its command now, not at GC
 
@@ -120,7 +120,7 @@ class Servicer(ServicerPart, pb_grpc.ExecutorServicer):
         try:
             outcome = await self.core.run(exec_params(request), caller=caller, deadline=_deadline(context))
         except CoreError as exc:
-            await _abort(context, exc)
+            await self._abort(context, exc)
         return pb.RunResult(stdout=outcome.stdout, stderr=outcome.stderr, exit=exit_pb(outcome.exit))
 
     # -- tasks ---------------------------------------------------------------------------
@@ -131,7 +131,7 @@ class Servicer(ServicerPart, pb_grpc.ExecutorServicer):
         try:
             existed, ended = await self.core.close_task(request.task_id, request.remove_files)
         except CoreError as exc:
-            await _abort(context, exc)
+            await self._abort(context, exc)
         return pb.CloseTaskResponse(existed=existed, processes_ended=ended)
 
     async def ListTasks(self, request: pb.ListTasksRequest,
@@ -175,7 +175,7 @@ class Servicer(ServicerPart, pb_grpc.ExecutorServicer):
         try:
             v = await self.core.check_command(request.command, request.task_id, request.backend)
         except CoreError as exc:
-            await _abort(context, exc)
+            await self._abort(context, exc)
         return pb.Verdict(decision=GATE_DECISION[v.decision], rule=v.rule, reason=v.reason, segment=v.segment)
 
     async def ResolveApproval(self, request: pb.ResolveApprovalRequest,
@@ -189,7 +189,7 @@ class Servicer(ServicerPart, pb_grpc.ExecutorServicer):
         try:
             self.core.resolve_approval(request.approval_id, decision, request.reason, caller)
         except CoreError as exc:
-            await _abort(context, exc)
+            await self._abort(context, exc)
         return pb.ResolveApprovalResponse(resolved=True)
 
     async def ShareApproval(self, request: pb.ShareApprovalRequest,
@@ -200,7 +200,7 @@ class Servicer(ServicerPart, pb_grpc.ExecutorServicer):
             stored = self.core.share_approval(request.command, request.backend, request.rule, request.approval_id,
                                               request.reason, caller)
         except CoreError as exc:
-            await _abort(context, exc)
+            await self._abort(context, exc)
         return pb.ShareApprovalResponse(stored=stored)
 
     async def WatchApprovals(self, request: pb.WatchApprovalsRequest,
@@ -210,7 +210,7 @@ class Servicer(ServicerPart, pb_grpc.ExecutorServicer):
         try:
             events = self.core.watch_approvals(request.task_id)
         except CoreError as exc:
-            await _abort(context, exc)
+            await self._abort(context, exc)
         async for ev in events:
             p = ev.pending
             yield pb.PendingApproval(
@@ -228,7 +228,7 @@ class Servicer(ServicerPart, pb_grpc.ExecutorServicer):
             received, entries = await files.put_archive(self.core, request_iterator,
                                                         self.core.config.limits.max_message_bytes * 64)
         except CoreError as exc:
-            await _abort(context, exc)
+            await self._abort(context, exc)
         return pb.PutArchiveResponse(bytes_received=received, entries=entries)
 
     async def GetArchive(self, request: pb.GetArchiveRequest,
@@ -239,7 +239,7 @@ class Servicer(ServicerPart, pb_grpc.ExecutorServicer):
             async for chunk in files.get_archive(self.core, request.task_id, request.path, request.backend):
                 yield pb.ArchiveChunk(data=chunk)
         except CoreError as exc:
-            await _abort(context, exc)
+            await self._abort(context, exc)
 
     async def ReadFile(self, request: pb.ReadFileRequest,
                        context: ServicerContext[pb.ReadFileRequest, pb.FileChunk]) -> AsyncIterator[pb.FileChunk]:
@@ -248,7 +248,7 @@ class Servicer(ServicerPart, pb_grpc.ExecutorServicer):
             async for chunk in files.read_file(self.core, request.task_id, request.path, request.backend):
                 yield pb.FileChunk(data=chunk)
         except CoreError as exc:
-            await _abort(context, exc)
+            await self._abort(context, exc)
 
     async def WriteFile(self, request_iterator: AsyncIterator[pb.WriteFileChunk],
                         context: ServicerContext[pb.WriteFileChunk, pb.WriteFileResponse]) -> pb.WriteFileResponse:
@@ -256,7 +256,7 @@ class Servicer(ServicerPart, pb_grpc.ExecutorServicer):
         try:
             path, written = await files.write_file(self.core, request_iterator)
         except CoreError as exc:
-            await _abort(context, exc)
+            await self._abort(context, exc)
         return pb.WriteFileResponse(bytes_written=written, path=path)
 
 

@@ -9,7 +9,9 @@ keeps them, so a new entry point or backend cannot skip them: add it to ``ENTRIE
 
 from __future__ import annotations
 
+import io
 import queue
+import tarfile
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 import grpc
 import pytest
 
+from executor.client import ExecutorError
 from executor.v1 import executor_pb2 as pb
 from tests.conformance.conftest import on_this_host, DENY_MARKER, REDACT_VALUE, capabilities
 from tests.conformance.test_processes import poll
@@ -195,6 +198,23 @@ def test_the_daemons_secrets_are_redacted_from_every_output(client, task, entry)
     assert b"done" in outcome.output
     assert REDACT_VALUE.encode() not in outcome.output
     assert b"[REDACTED]" in outcome.output
+
+
+def test_the_daemons_secrets_are_redacted_from_files_and_errors_read_back(client, task):
+    """ReadFile, GetArchive and error messages carry what commands made: redacted too (an archive's
+    members keep their sizes: the secret becomes as many ``*``)."""
+    half = len(REDACT_VALUE) // 2
+    made = client.run(task, 'printf "%s%s" "$A" "$B" > leak.txt; ln -sfn "/$A$B" lnk; echo made',
+                      env={"A": REDACT_VALUE[:half], "B": REDACT_VALUE[half:]}, timeout=30)
+    assert made.stdout == b"made\n", made
+    data = client.read_file(task, "leak.txt")
+    assert data == b"[REDACTED]"
+    with tarfile.open(fileobj=io.BytesIO(client.get_archive(task, "leak.txt"))) as tar:
+        member = tar.extractfile(tar.getmember("leak.txt"))
+        assert member is not None and member.read() == b"*" * len(REDACT_VALUE)
+    with pytest.raises(ExecutorError) as failed:
+        client.read_file(task, "lnk/x")
+    assert REDACT_VALUE not in failed.value.message and "[REDACTED]" in failed.value.message, failed.value.message
 
 
 # -- confined ----------------------------------------------------------------------------------------
