@@ -24,13 +24,11 @@ import pytest
 from executor.backends.base import BackendError, ErrorKind, PtySize, drain, tar_single_file
 from executor.backends.daytona import DaytonaBackend, DaytonaOptions, LogDecoder, encode_input, kill_sessions_command
 from tests.infra import daytona as infra
+from tests.rendezvous import RELEASE, WAIT_FOR_RELEASE
 
 pytestmark = pytest.mark.backend("daytona")
 
 SH = ["bash", "--noprofile", "--norc"]
-#: Shell code that waits until the test creates ``release`` in the working directory (at most ~60 s:
-#: bounds a hang only, never reached when the test works).
-WAIT_FOR_RELEASE = "i=0; until [ -e release ] || [ $i -ge 1200 ]; do sleep 0.05; i=$((i+1)); done"
 
 
 @pytest.fixture
@@ -186,7 +184,7 @@ async def test_spawn_streams_exact_output_with_session_leader_and_exact_env(fake
 async def test_output_streams_while_the_command_runs(make_backend):
     backend = make_backend()
     sb = await backend.sandbox("t")
-    release = Path(sb.root, "release")
+    release = Path(sb.root, RELEASE)
     # The command cannot end before the test creates `release`, which it does only once it has read "first".
     proc = await sb.spawn([*SH, "-c", f"echo first; {WAIT_FOR_RELEASE}; echo second"], cwd=sb.root, env=env_for(sb))
     exited = asyncio.ensure_future(proc.wait())

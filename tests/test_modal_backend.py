@@ -25,13 +25,11 @@ from modal_proto import api_pb2
 from executor.backends.base import BackendError, ErrorKind, PtySize, drain, tar_single_file
 from executor.backends.modal import ModalBackend, ModalOptions
 from tests.infra import modal as infra
+from tests.rendezvous import RELEASE, WAIT_FOR_RELEASE
 
 pytestmark = pytest.mark.backend("modal")
 
 SH = ["bash", "--noprofile", "--norc"]
-#: Shell code that waits until the test creates ``release`` in the working directory (at most ~60 s:
-#: bounds a hang only, never reached when the test works).
-WAIT_FOR_RELEASE = "i=0; until [ -e release ] || [ $i -ge 1200 ]; do sleep 0.05; i=$((i+1)); done"
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +179,7 @@ async def test_output_streams_while_the_process_runs(make_backend):
     assert await read_until(proc.stdout, b"first\n", timeout=30) == b"first\n"
     assert await read_until(proc.stderr, b"err\n", timeout=30) == b"err\n"
     assert not exited.done(), "output must arrive before the process ends"
-    Path(sb.root, "release").touch()
+    Path(sb.root, RELEASE).touch()
     rest = await read_until(proc.stdout, b"second\n", timeout=30)
     assert rest == b"second\n"
     assert await exited == 0
