@@ -28,8 +28,8 @@ def call(client, method: str, request, timeout: float = 60):
         raise error_from(exc) from None
 
 
-def start(client, task, command, **kwargs) -> pb.ProcessInfo:
-    return call(client, "StartProcess", pb.StartProcessRequest(task_id=task, command=command, **kwargs))
+def start(client, task, command, timeout: float = 60, **kwargs) -> pb.ProcessInfo:
+    return call(client, "StartProcess", pb.StartProcessRequest(task_id=task, command=command, **kwargs), timeout)
 
 
 def wait(client, pid, timeout=30.0) -> pb.ProcessInfo:
@@ -239,7 +239,12 @@ def test_gate_refuses_and_asks(client, task):
         start(client, task, "git push --force 2>/dev/null; echo pushed")
     assert timed_out.value.code == grpc.StatusCode.PERMISSION_DENIED
     assert time.monotonic() - t0 >= 2
-    # an approver sees it and approves: the process starts
+
+
+def test_an_approver_lets_it_start(patient_client, task):
+    """An approver sees the pending command and approves it: the process starts. (On a daemon whose
+    approvals wait long enough for an approver slowed down by a loaded machine.)"""
+    client = patient_client
     approved = threading.Event()
 
     def approver():
@@ -251,10 +256,13 @@ def test_gate_refuses_and_asks(client, task):
 
     th = threading.Thread(target=approver, daemon=True)
     th.start()
-    info = start(client, task, "git push --force 2>/dev/null; echo pushed")
-    assert approved.is_set()
-    wait(client, info.process_id)
-    assert read_all(client, info.process_id, "stdout") == b"pushed\n"
+    try:
+        info = start(client, task, "git push --force 2>/dev/null; echo pushed", timeout=180)
+        assert approved.is_set()
+        wait(client, info.process_id)
+        assert read_all(client, info.process_id, "stdout") == b"pushed\n"
+    finally:
+        client.close_task(task, remove_files=True)
 
 
 # ---------------------------------------------------------------------------

@@ -143,10 +143,11 @@ def test_signal_message_reaches_the_program(client, daemon, task):
     assert exit_.exit_code in (-15, 143)
 
 
-def test_interactive_shell_asks_the_gate_and_keeps_task_state(client, task):
+def test_interactive_shell_asks_the_gate_and_keeps_task_state(patient_client, task):
+    client = patient_client  # its approvals wait long enough for this test's answer on a loaded machine
     client.run(task, "export SEEN=shell-state")
     p = PtyCall(client, "", task)
-    assert poll(lambda: p.approvals or p.exit is not None)
+    assert poll(lambda: p.approvals or p.exit is not None, 60)
     assert p.approvals and p.approvals[0].rule == "interactive_shell"
     client.resolve_approval(p.approvals[0].approval_id, pb.APPROVAL_DECISION_APPROVE_ONCE)
     p.send(b"echo $((6*7)) $SEEN\n")
@@ -161,6 +162,7 @@ def test_interactive_shell_asks_the_gate_and_keeps_task_state(client, task):
     p.send(b"exit 3\n")
     exit_ = p.finished()
     assert exit_.status == COMPLETED and exit_.exit_code == 3
+    client.close_task(task, remove_files=True)
 
 
 def test_half_close_ends_nothing(client, task):
