@@ -24,6 +24,7 @@ import pytest
 from executor.backends.base import BackendError, ErrorKind, PtySize, drain, tar_single_file
 from executor.backends.daytona import DaytonaBackend, DaytonaOptions, LogDecoder, encode_input, kill_sessions_command
 from tests.infra import daytona as infra
+from tests.rendezvous import RELEASE, WAIT_FOR_RELEASE
 
 pytestmark = pytest.mark.backend("daytona")
 
@@ -183,13 +184,16 @@ async def test_spawn_streams_exact_output_with_session_leader_and_exact_env(fake
 async def test_output_streams_while_the_command_runs(make_backend):
     backend = make_backend()
     sb = await backend.sandbox("t")
-    proc = await sb.spawn([*SH, "-c", "echo first; sleep 2; echo second"], cwd=sb.root, env=env_for(sb))
-    start = time.monotonic()
-    assert await read_until(proc.stdout, b"first\n") == b"first\n"
-    assert time.monotonic() - start < 1.5  # before the command ended
-    assert await read_until(proc.stdout, b"second\n") == b"second\n"
+    release = Path(sb.root, RELEASE)
+    # The command cannot end before the test creates `release`, which it does only once it has read "first".
+    proc = await sb.spawn([*SH, "-c", f"echo first; {WAIT_FOR_RELEASE}; echo second"], cwd=sb.root, env=env_for(sb))
+    exited = asyncio.ensure_future(proc.wait())
+    assert await read_until(proc.stdout, b"first\n", timeout=30) == b"first\n"
+    assert not exited.done()  # read while the command runs (held back to its end, the read would time out)
+    release.touch()
+    assert await read_until(proc.stdout, b"second\n", timeout=30) == b"second\n"
     assert await proc.stdout.read() == b""
-    assert await proc.wait() == 0
+    assert await exited == 0
 
 
 async def test_binary_output_is_exact_including_nul(make_backend, tmp_path):
@@ -202,13 +206,14 @@ async def test_binary_output_is_exact_including_nul(make_backend, tmp_path):
 
 async def test_output_without_newline_is_not_held_back(make_backend):
     sb = await make_backend().sandbox("t")
-    proc = await sb.spawn([*SH, "-c", "printf 'prompt> '; sleep 5"], cwd=sb.root, env=env_for(sb))
-    start = time.monotonic()
-    assert await read_until(proc.stdout, b"prompt> ", timeout=3) == b"prompt> "
-    assert time.monotonic() - start < 2
-    await sb.signal_session(proc.pid, signal.SIGKILL)
-    await drain(proc)
-    assert await proc.wait() == -signal.SIGKILL
+    # Never ends by itself (nor writes a newline): the prompt can only be read if it is not held back.
+    proc = await sb.spawn([*SH, "-c", "printf 'prompt> '; exec sleep 300"], cwd=sb.root, env=env_for(sb))
+    try:
+        assert await read_until(proc.stdout, b"prompt> ", timeout=30) == b"prompt> "
+    finally:
+        await sb.signal_session(proc.pid, signal.SIGKILL)
+        await drain(proc)
+    assert await proc.wait() == -signal.SIGKILL  # it was still running when the prompt was read
 
 
 async def test_persistent_shell_over_stdin(fake, make_backend):
@@ -242,7 +247,7 @@ async def test_signal_session_kills_the_tree_not_the_sandbox(make_backend):
     async with asyncio.timeout(10):
         await drain(proc)
         assert await proc.wait() == -signal.SIGTERM
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30  # bounds a hang only: the loop ends as soon as the child is gone
     while alive(child) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert not alive(child)

@@ -16,6 +16,7 @@ import pytest
 
 from executor.backends.local import LocalBackend, LocalOptions
 from executor.shell import CommandResult, CommandSpec, PersistentShell, wrapped_script
+from tests.rendezvous import RELEASE, WAIT_FOR_RELEASE
 
 MARKER = re.compile(rb"\x1e\x1fEX:([0-9a-f]+):")
 
@@ -112,7 +113,6 @@ async def test_hooks_cannot_end_an_exec_early_or_escape_its_timeout(shell, hook)
     _, _, result = await run(shell, hook, timeout=5 if "POSIXLY" in hook else 60)
     assert result.status == "completed" or (result.status == "timed_out" and "POSIXLY" in hook), result
     # The hook is now in place: a command that sleeps past its timeout still times out...
-    started = time.monotonic()
     out, _, result = await run(shell, "echo working; sleep 60; echo done; (exit 4)", timeout=1.5)
     assert result.status == "timed_out", (hook, out, result)
     assert b"done" not in out
@@ -124,7 +124,6 @@ async def test_hooks_cannot_end_an_exec_early_or_escape_its_timeout(shell, hook)
         assert result.exit_code != 0
     out, _, result = await run(shell, "echo ok")
     assert (out, result.exit_code, result.status) == (b"ok\n", 0, "completed")
-    del started
 
 
 # Code a command leaves in the shell with more power than redefining names can still see the nonce
@@ -151,11 +150,20 @@ STEAL = (r"""if [ -n "${arm-}" ]; then arm=; n=${BASH_COMMAND##* }; """
 async def test_leftover_hooks_forge_only_after_the_command_and_die_at_the_next_deadline(shell, tmp_path, hook, then):
     flag = Path(shell.sandbox.root) / "left-running"  # seen from the host (the sandbox's /tmp is private)
     code = LEFTOVER_HOOKS[hook].replace("STEAL", STEAL).replace("FLAG", str(flag))
-    started = time.monotonic()
-    out, _, result = await run(shell, code + "\narm=1; sleep 0.5; echo own-code-done; (exit 6)", timeout=10)
     # The residual: the end (and its code) may be made up, but never before the command's own code finished.
+    # Its own code cannot finish before the test, having seen it running, creates the file it waits for.
+    command = code + f"\narm=1; echo own-code-running; {WAIT_FOR_RELEASE}; echo own-code-done; (exit 6)"
+    out, result = bytearray(), None
+    async for ev in shell.run(CommandSpec(command), deadline=time.monotonic() + 60):
+        if isinstance(ev, CommandResult):
+            result = ev
+            assert (Path(shell.sandbox.root) / RELEASE).exists(), ("ended before its own code finished", out, result)
+        elif ev[0] == "stdout":
+            out += ev[1]
+            if out.endswith(b"own-code-running\n"):
+                (Path(shell.sandbox.root) / RELEASE).touch()
     assert result.status == "completed" and result.exit_code in (0, 6), (out, result)
-    assert out.endswith(b"own-code-done\n") and time.monotonic() - started >= 0.5
+    assert out.endswith(b"own-code-done\n"), (out, result)
     if then == "close":
         await shell.terminate()  # CloseTask (and the idle reaper) end the task's shell like this
     else:

@@ -25,6 +25,7 @@ from modal_proto import api_pb2
 from executor.backends.base import BackendError, ErrorKind, PtySize, drain, tar_single_file
 from executor.backends.modal import ModalBackend, ModalOptions
 from tests.infra import modal as infra
+from tests.rendezvous import RELEASE, WAIT_FOR_RELEASE
 
 pytestmark = pytest.mark.backend("modal")
 
@@ -170,15 +171,18 @@ async def test_env_travels_in_the_secret_channel_not_argv(make_backend, server):
 
 async def test_output_streams_while_the_process_runs(make_backend):
     sb = await make_backend("stream").sandbox("t")
-    proc = await sb.spawn(["bash", "-c", "echo first; echo err >&2; sleep 2; echo second"], cwd=sb.root,
+    # The process cannot end before the test creates `release`, which it does only once it has read both
+    # streams: output held back to the end would never arrive (the reads time out).
+    proc = await sb.spawn(["bash", "-c", f"echo first; echo err >&2; {WAIT_FOR_RELEASE}; echo second"], cwd=sb.root,
                           env=env_of(sb))
-    t0 = time.monotonic()
-    assert await read_until(proc.stdout, b"first\n") == b"first\n"
-    assert await read_until(proc.stderr, b"err\n") == b"err\n"
-    assert time.monotonic() - t0 < 1.5, "output must arrive before the process ends"
-    rest = await read_until(proc.stdout, b"second\n")
+    exited = asyncio.ensure_future(proc.wait())
+    assert await read_until(proc.stdout, b"first\n", timeout=30) == b"first\n"
+    assert await read_until(proc.stderr, b"err\n", timeout=30) == b"err\n"
+    assert not exited.done(), "output must arrive before the process ends"
+    Path(sb.root, RELEASE).touch()
+    rest = await read_until(proc.stdout, b"second\n", timeout=30)
     assert rest == b"second\n"
-    assert await proc.wait() == 0
+    assert await exited == 0
 
 
 async def test_persistent_shell_over_stdin(make_backend):
@@ -479,21 +483,40 @@ async def test_refused_credentials_are_unauthenticated(make_backend):
 
 
 async def test_unreachable_server_is_unavailable_quickly(make_backend):
-    backend = make_backend("down", server_url="http://127.0.0.1:9")
-    t0 = time.monotonic()
-    health = await backend.health()
-    assert not health.available and "cannot reach Modal" in health.reason
-    with pytest.raises(BackendError) as info:
-        await backend.sandbox("t")
-    assert info.value.kind is ErrorKind.UNAVAILABLE
-    assert time.monotonic() - t0 < 5
+    """A refused connection fails at once (the probe), not after the SDK's retries: with a request
+    timeout of an hour, only the probe can answer within the 60 s that bound a hang here, and only
+    the probe says "cannot reach"."""
+    backend = make_backend("down", server_url="http://127.0.0.1:9", request_timeout=3600)
+    async with asyncio.timeout(60):
+        health = await backend.health()
+        assert not health.available and "cannot reach Modal" in health.reason
+        with pytest.raises(BackendError) as info:
+            await backend.sandbox("t")
+    assert info.value.kind is ErrorKind.UNAVAILABLE and "cannot reach Modal" in info.value.message
 
 
 async def test_a_slow_cold_start_is_waited_for_up_to_start_timeout(make_backend, server):
-    server.schedule_delay = 1.0
-    t0 = time.monotonic()
-    sb = await make_backend("cold", request_timeout=0.5, start_timeout=20).sandbox("t")
-    assert time.monotonic() - t0 >= 1.0
+    """The sandbox is scheduled only after request_timeout has run out (the test holds it until
+    then): the first process waits for it under start_timeout instead."""
+    server.schedule_delay = 3600.0  # held: the test schedules it below
+    request_timeout = 5.0  # it bounds every other call too: room for a loaded machine
+    making = asyncio.ensure_future(
+        make_backend("cold", request_timeout=request_timeout, start_timeout=120).sandbox("t"))
+
+    def polled_while_held() -> list[Any]:
+        held = [sb for sb in server.running() if sb.tags.get("executor-backend") == "cold" and not sb.scheduled]
+        polled = {r.sandbox_id for r in server.requests("SandboxGetTaskIdV2")}
+        return [sb for sb in held if sb.id in polled]
+
+    async with asyncio.timeout(60):
+        while not (held := polled_while_held()):
+            await asyncio.sleep(0.01)
+    # The first process waits for its task. Any bound of request_timeout on that wait was armed before
+    # the poll just seen, so on this event loop it fires before this sleep ends (no clock race).
+    await asyncio.sleep(request_timeout)
+    assert not making.done()
+    await asyncio.to_thread(server.run_sync, held[0].start())
+    sb = await asyncio.wait_for(making, 60)
     assert (await run(sb, ["true"]))[2] == 0
     assert server.requests("SandboxGetTaskIdV2"), "the SDK polls for the task while it is scheduled"
     server.schedule_delay = 3.0

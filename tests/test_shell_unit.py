@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -88,19 +89,18 @@ async def test_closing_the_stream_mid_command_kills_it(tmp_path):
         await stream.aclose()
         ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
         assert not [line for line in ps.splitlines() if line.startswith(marker)], cls.__name__
-        t0 = time.monotonic()
-        results = [e async for e in shell.run(CommandSpec("echo next"), deadline=time.monotonic() + 10)]
+        # Had the killed command (sleep 300) kept the shell, the next one would wait for it past this
+        # deadline (a hang bound only) and end timed out.
+        results = [e async for e in shell.run(CommandSpec("echo next"), deadline=time.monotonic() + 60)]
         assert isinstance(results[-1], CommandResult) and results[-1].status == "completed"
-        assert time.monotonic() - t0 < 5
+        assert b"".join(e[1] for e in results if isinstance(e, tuple) and e[0] == "stdout") == b"next\n"
         await shell.terminate()
         await asyncio.sleep(0)
 
 
-async def test_a_shell_that_dies_while_starting_says_why(tmp_path):
-    """What a shell printed before it died, and its exit status, are in the error: the cause
-    (a mount that failed, a pids limit) is otherwise lost with the process."""
-    import pytest
-
+async def _start_a_dying_shell(tmp_path, script: str, *, exited_before_setup: bool = False):
+    """PersistentShell.start on a "shell" that runs ``script`` instead: the BackendError it raises.
+    ``exited_before_setup``: the process has ended before start writes the shell's setup to it."""
     from executor.backends.base import BackendError
     from executor.backends.local import LocalBackend, LocalOptions
     from executor.shell import PersistentShell
@@ -111,13 +111,34 @@ async def test_a_shell_that_dies_while_starting_says_why(tmp_path):
     real_spawn = sandbox.spawn
 
     async def dying_spawn(argv, **kwargs):
-        return await real_spawn(["sh", "-c", "cat >/dev/null & echo 'bwrap: Can not mount /x: No such file' >&2; exit 7"],
-                                **kwargs)
+        proc = await real_spawn(["sh", "-c", script], **kwargs)
+        if exited_before_setup:
+            await proc.wait()
+        return proc
 
     sandbox.spawn = dying_spawn
     shell = PersistentShell(sandbox, backend.base_env(sandbox), cwd=sandbox.root)
     with pytest.raises(BackendError) as info:
         await shell.start()
-    message = info.value.message
-    assert "exited while starting" in message
-    assert "exit code 7" in message and "Can not mount /x" in message
+    return info.value
+
+
+async def test_a_shell_that_dies_while_starting_says_why(tmp_path):
+    """What a shell printed before it died, and its exit status, are in the error: the cause
+    (a mount that failed, a pids limit) is otherwise lost with the process."""
+    # It dies once its setup has reached it (`head` waits for the first byte): an `&` command of
+    # `sh -c` reads /dev/null, so a background `cat` would not have held stdin open for the write.
+    err = await _start_a_dying_shell(
+        tmp_path, "echo 'bwrap: Can not mount /x: No such file' >&2; head -c1 >/dev/null; exit 7")
+    assert "exited while starting" in err.message
+    assert "exit code 7" in err.message and "Can not mount /x" in err.message
+
+
+@pytest.mark.xfail(strict=True, reason="product bug: a shell that ends before start writes its setup "
+                   "fails the write, and start reports 'stdin is closed' instead of why it ended")
+async def test_a_shell_that_dies_before_reading_its_setup_says_why(tmp_path):
+    """As a real bwrap with a failing mount does: it exits at once, before the setup reaches it."""
+    err = await _start_a_dying_shell(tmp_path, "echo 'bwrap: Can not mount /x: No such file' >&2; exit 7",
+                                     exited_before_setup=True)
+    assert "exited while starting" in err.message
+    assert "exit code 7" in err.message and "Can not mount /x" in err.message

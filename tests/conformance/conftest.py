@@ -78,6 +78,25 @@ def client(daemon):
         yield c
 
 
+@pytest.fixture(scope="session")
+def patient_client(daemon):
+    """A client of a second daemon of the kind under test whose approvals wait two minutes, for tests
+    where an approver answers: the main daemon's 3 s (for tests where nobody answers) would race the
+    approver on a loaded machine."""
+    config = {"backend": daemon.kind, "backends": {daemon.kind: daemon.options},
+              "approval": {"mode": "ask", "timeout_seconds": 120}}
+    state = Path(tempfile.mkdtemp(prefix=f"executor-conf-patient-{daemon.variant}-")) / "state"
+    d = DaemonProcess(config, state_dir=state).start()
+    try:
+        with d.client() as c:
+            yield c
+    finally:
+        try:
+            d.stop(timeout=60)
+        finally:
+            d.kill()
+
+
 @pytest.fixture
 def task(daemon, client):
     """A fresh task id, closed (files removed) after the test."""

@@ -11,6 +11,7 @@ import pytest
 from executor.client import ExecutorError, InvalidArgument, NotFound
 from executor.v1 import executor_pb2 as pb
 from tests.conformance.conftest import on_this_host
+from tests.rendezvous import RELEASE, WAIT_FOR_RELEASE
 
 COMPLETED = pb.EXIT_STATUS_COMPLETED
 
@@ -108,15 +109,20 @@ def test_syntax_error_is_contained(client, task):
 
 
 def test_output_streams_while_running(client, task):
-    """The first chunk arrives long before the command ends."""
-    t0 = time.monotonic()
-    first = None
-    for event in client.exec(task, "echo first; sleep 2; echo second"):
-        if event.WhichOneof("event") == "stdout" and first is None:
-            first = time.monotonic() - t0
-        if event.WhichOneof("event") == "exit":
-            total = time.monotonic() - t0
-    assert first is not None and first < total - 1.0
+    """The first chunk arrives while the command runs: the command cannot end (with 0) before the
+    test, having received that chunk, writes the file it waits for."""
+    out, exit_ = bytearray(), None
+    for event in client.exec(task, f"echo first; {WAIT_FOR_RELEASE}; echo second", timeout=120):
+        kind = event.WhichOneof("event")
+        if kind == "stdout":
+            if not out:
+                assert exit_ is None
+                client.write_file(task, RELEASE, b"")
+            out += event.stdout
+        elif kind == "exit":
+            exit_ = event.exit
+    assert out == b"first\nsecond\n"
+    assert exit_.status == COMPLETED and exit_.exit_code == 0, "output held back until the command ended"
 
 
 def test_timeout_kills_tree_inside_backend_and_returns_output(client, task):
@@ -193,16 +199,37 @@ def test_tasks_are_isolated_and_parallel(client, daemon, task):
         collect(client, task, "export WHO=a; mkdir -p mine")
         out, _, _, _ = collect(client, other, 'echo "[$WHO]"; ls')
         assert out.startswith(b"[]\n") and b"mine" not in out
-        t0 = time.monotonic()
-        results = []
-        threads = [threading.Thread(target=lambda t=t: results.append(collect(client, t, "sleep 1.5; echo done")))
-                   for t in (task, other)]
+        # A rendezvous: each command says it runs, then waits for a file the test writes only once both
+        # have said so. Both can end (with 0) only if they ran at the same time.
+        running = {t: threading.Event() for t in (task, other)}
+        results = {}
+
+        def go(t: str) -> None:
+            out, exit_ = bytearray(), None
+            for event in client.exec(t, f"echo running; {WAIT_FOR_RELEASE}; echo done", timeout=120):
+                kind = event.WhichOneof("event")
+                if kind == "stdout":
+                    out += event.stdout
+                    if out.startswith(b"running\n"):
+                        running[t].set()
+                elif kind == "exit":
+                    exit_ = event.exit
+            results[t] = (bytes(out), exit_)
+
+        threads = [threading.Thread(target=go, args=(t,), daemon=True) for t in (task, other)]
         for th in threads:
             th.start()
-        for th in threads:
-            th.join()
-        assert [r[0] for r in results] == [b"done\n", b"done\n"]
-        assert time.monotonic() - t0 < 2.9, "two tasks must run in parallel"
+        try:
+            assert all(running[t].wait(60) for t in (task, other)), "two tasks must run in parallel"
+        finally:
+            for t in (task, other):
+                client.write_file(t, RELEASE, b"")
+            for th in threads:
+                th.join(120)
+        for t in (task, other):
+            out, exit_ = results[t]
+            assert out == b"running\ndone\n" and exit_.status == COMPLETED and exit_.exit_code == 0, \
+                "two tasks must run in parallel"
     finally:
         client.close_task(other, remove_files=True)
 

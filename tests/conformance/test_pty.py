@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 from executor.v1 import executor_pb2 as pb
-from tests.conformance.conftest import require
+from tests.conformance.conftest import on_this_host, require
 from tests.conformance.test_processes import call, count_marker, poll, read_all, start, wait
 
 COMPLETED = pb.EXIT_STATUS_COMPLETED
@@ -108,10 +108,13 @@ def test_exec_with_pty_timeout_kills_the_tree(client, task):
 
 def test_size_follows_resize(client, daemon, task):
     require(client, daemon, "resize")
-    p = PtyCall(client, "stty size; read x; stty size; echo got=$x", task, rows=30, cols=100)
+    p = PtyCall(client, 'stty size; x=; until [ "$x" = hi ]; do read x; stty size; done; echo got=$x', task,
+                rows=30, cols=100)
     assert p.expect(b"30 100"), bytes(p.out)
     p.resize(40, 120)
-    time.sleep(0.3)  # the resize and the line are separate messages; let the resize land first
+    # The resize and a line are separate messages, the backend may apply the size on its own: each
+    # empty line shows the size again, until it is the new one (bounded only against a hang).
+    assert poll(lambda: p.send(b"\n") or b"40 120" in p.out, 30, 0.2), bytes(p.out)
     p.send(b"hi\n")
     assert p.expect(b"got=hi"), bytes(p.out)
     exit_ = p.finished()
@@ -140,22 +143,26 @@ def test_signal_message_reaches_the_program(client, daemon, task):
     assert exit_.exit_code in (-15, 143)
 
 
-def test_interactive_shell_asks_the_gate_and_keeps_task_state(client, task):
+def test_interactive_shell_asks_the_gate_and_keeps_task_state(patient_client, task):
+    client = patient_client  # its approvals wait long enough for this test's answer on a loaded machine
     client.run(task, "export SEEN=shell-state")
     p = PtyCall(client, "", task)
-    assert poll(lambda: p.approvals or p.exit is not None)
+    assert poll(lambda: p.approvals or p.exit is not None, 60)
     assert p.approvals and p.approvals[0].rule == "interactive_shell"
     client.resolve_approval(p.approvals[0].approval_id, pb.APPROVAL_DECISION_APPROVE_ONCE)
     p.send(b"echo $((6*7)) $SEEN\n")
     assert p.expect(b"42 shell-state"), bytes(p.out)
-    p.send(b"sleep 100\n")
-    time.sleep(0.5)
+    # Ctrl-C once the program is in the foreground (it says so; the echoed line cannot show "42ready"):
+    # sent earlier, it would hit the shell, and the program would hold the terminal for 100 s.
+    p.send(b"sh -c 'echo $((6*7))ready; exec sleep 100'\n")
+    assert p.expect(b"42ready"), bytes(p.out)
     p.send(b"\x03")
     p.send(b"echo alive\n")
     assert p.expect(b"alive\r\n"), bytes(p.out)
     p.send(b"exit 3\n")
     exit_ = p.finished()
     assert exit_.status == COMPLETED and exit_.exit_code == 3
+    client.close_task(task, remove_files=True)
 
 
 def test_half_close_ends_nothing(client, task):
@@ -214,6 +221,7 @@ def test_exec_with_pty_cancel_kills_the_tree(client, task):
     for event in events:
         if event.WhichOneof("event") == "stdout" and b"go" in event.stdout:
             break
-    time.sleep(0.3)  # the task is busy: its own ps cannot run until the cancel
+    # Both are running (counted on this kernel: the busy task's own ps cannot run until the cancel).
+    assert poll(lambda: on_this_host(marker) == 2)
     events.close()  # cancels the RPC
     assert poll(lambda: count_marker(client, task, marker) == 0)
