@@ -175,8 +175,12 @@ class PersistentShell(ShellBase):
         """Spawn the shell, restore the saved state, wait until it answers."""
         proc = await self.sandbox.spawn(BASH, cwd=self.sandbox.root, env=self.env)
         ready = self._attach(proc)
+        unwritten: BackendError | None = None
         try:
-            await proc.write((prelude(self.ready_nonce) + self._restore_script()).encode())
+            try:
+                await proc.write((prelude(self.ready_nonce) + self._restore_script()).encode())
+            except BackendError as exc:  # it ended before reading its setup: ``ready`` tells why it ended
+                unwritten = exc
             self.pid = self._session(await asyncio.wait_for(ready, 30))
         except (asyncio.TimeoutError, BackendError) as exc:
             if isinstance(exc, BackendError) and exc.message == EXITED_WHILE_STARTING:
@@ -184,6 +188,8 @@ class PersistentShell(ShellBase):
             await self._discard()
             if isinstance(exc, BackendError):
                 raise exc
+            if unwritten is not None:
+                raise unwritten from exc
             raise BackendError("the task's shell did not start within 30 s", ErrorKind.UNAVAILABLE) from exc
 
     async def hand_over(self, sandbox: Sandbox, env: Mapping[str, str]) -> None:

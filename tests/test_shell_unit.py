@@ -134,8 +134,6 @@ async def test_a_shell_that_dies_while_starting_says_why(tmp_path):
     assert "exit code 7" in err.message and "Can not mount /x" in err.message
 
 
-@pytest.mark.xfail(strict=True, reason="product bug: a shell that ends before start writes its setup "
-                   "fails the write, and start reports 'stdin is closed' instead of why it ended")
 async def test_a_shell_that_dies_before_reading_its_setup_says_why(tmp_path):
     """As a real bwrap with a failing mount does: it exits at once, before the setup reaches it."""
     err = await _start_a_dying_shell(tmp_path, "echo 'bwrap: Can not mount /x: No such file' >&2; exit 7",
