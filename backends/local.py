@@ -562,7 +562,9 @@ class LocalSandbox(Sandbox):
     # class's checks (``plan_archive``, every member resolved here) before ``tar -x`` runs inside.
 
     async def spawn_helper(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str]) -> Process:
-        return await self._spawn(argv, cwd=cwd, env=env, extra_read_only=self._backend.helper_python()[1])
+        python = self._backend._helper_python  # chosen by _file_argv before any file helper is spawned
+        extra = python[1] if python is not None and argv and argv[0] == python[0] else ()
+        return await self._spawn(argv, cwd=cwd, env=env, extra_read_only=extra)
 
     def _file_argv(self, op: str, path: str, *args: str) -> list[str]:
         root = posixpath.normpath(self.root)
