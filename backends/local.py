@@ -14,12 +14,12 @@ import errno
 import fcntl
 import logging
 import os
+import posixpath
 import shutil
 import signal
 import stat
 import struct
 import subprocess
-import posixpath
 import sys
 import tarfile
 import tempfile
