@@ -14,6 +14,7 @@ import errno
 import fcntl
 import logging
 import os
+import posixpath
 import shutil
 import signal
 import stat
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import IO, Literal
 
 from ._host import PipeReader, PtyReader, proc_stat, proc_table, signal_tree, spawn_piped, write_master, write_stdin
+from ._shared.file_helper import FILE_HELPER
 from ._shared.registry import SessionRegistry
 from pydantic import model_validator
 
@@ -43,6 +45,9 @@ from .base import (
     KILL_SUBREAPER,
     Resolved,
     Sandbox,
+    _file_error,
+    _pipe_through,
+    _read_spool,
     read_all,
     reaper_argv,
     resolve_with,
@@ -116,7 +121,8 @@ def _depth(path: str) -> int:
 
 def sandbox_argv(argv: Sequence[str], *, bwrap: str, task_dir: str, cwd: str, pty: bool, setsid: str,
                  network: str, read_only: Sequence[str] | None, writable: Sequence[str],
-                 hidden: Sequence[tuple[str, bool]], block_fd: int | None = None) -> list[str]:
+                 hidden: Sequence[tuple[str, bool]], block_fd: int | None = None,
+                 extra_read_only: Sequence[str] = ()) -> list[str]:
     """``argv`` under bubblewrap, as one task's spawn.
 
     Mounts are applied shallow paths first, so a deeper one wins whatever kind it is: the hidden
@@ -124,7 +130,9 @@ def sandbox_argv(argv: Sequence[str], *, bwrap: str, task_dir: str, cwd: str, pt
     hidden file inside a writable path stays hidden. At equal depth: read-only < /dev, /proc,
     /tmp < writable < hidden. ``hidden``: (path, is a directory) pairs, resolved and existing.
     Under ``pty`` the command becomes a session leader with the terminal as its controlling tty
-    (``setsid -c``); otherwise bubblewrap's ``--new-session`` detaches it from any terminal."""
+    (``setsid -c``); otherwise bubblewrap's ``--new-session`` detaches it from any terminal.
+    ``extra_read_only``: more host paths bound read-only when ``read_only`` is given (the
+    interpreter of the backend's own file helper)."""
     ops: list[tuple[int, int, list[str]]] = []
     if read_only is None:
         ops.append((0, 0, ["--ro-bind", "/", "/"]))
@@ -133,6 +141,8 @@ def sandbox_argv(argv: Sequence[str], *, bwrap: str, task_dir: str, cwd: str, pt
             ops.append((_depth(path), 0, ["--ro-bind", path, path]))
         if pty:
             ops.append((_depth(setsid), 0, ["--ro-bind", setsid, setsid]))
+        for path in extra_read_only:
+            ops.append((_depth(path), 0, ["--ro-bind", path, path]))
     ops += [(1, 1, ["--dev", "/dev"]), (1, 1, ["--proc", "/proc"]), (1, 1, ["--tmpfs", "/tmp"])]
     for path in (task_dir, *writable):
         ops.append((_depth(path), 2, ["--bind", path, path]))
@@ -428,6 +438,10 @@ class LocalSandbox(Sandbox):
         env: Mapping[str, str],
         pty: PtySize | None = None,
     ) -> Process:
+        return await self._spawn(argv, cwd=cwd, env=env, pty=pty)
+
+    async def _spawn(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str], pty: PtySize | None = None,
+                     extra_read_only: Sequence[str] = ()) -> Process:
         backend = self._backend
         # isolation none: the reaper (the daemon's own python) starts argv as a session leader and
         # keeps everything argv starts in its tree, so signal_session reaches a `setsid` too.
@@ -445,7 +459,7 @@ class LocalSandbox(Sandbox):
             go_read, go_write = os.pipe2(os.O_CLOEXEC)
             try:
                 full = backend.sandbox_argv(argv, task_dir=self.root, cwd=cwd, pty=pty is not None,
-                                            block_fd=go_read)
+                                            block_fd=go_read, extra_read_only=extra_read_only)
                 process, returncode = await self._start(full, cwd=cwd, env=env, pty=pty, sandboxed=True,
                                                         pass_fds=(go_read,))
             except BaseException:
@@ -533,23 +547,112 @@ class LocalSandbox(Sandbox):
         if remove_files:
             await asyncio.to_thread(shutil.rmtree, self.path, True)
 
-    # paths and archives: in-process, on the host's filesystem -----------------------
+    # paths: checked in the daemon (lstat/readlink only, nothing opened); files: moved in the sandbox
     async def resolve_paths(self, paths: Sequence[str]) -> list[Resolved]:
         if len(paths) <= 16:
             return [resolve_with(p, _readlink) for p in paths]
         return await asyncio.to_thread(lambda: [resolve_with(p, _readlink) for p in paths])
 
-    async def put_archive(self, path: str, data: AsyncIterator[bytes]) -> None:
-        """Unpack in-process with the stdlib's ``data`` extraction filter, which resolves every
-        member (and every link's target) with ``realpath`` on disk just before writing it: a
-        symlink already in the task directory, or one made earlier by the same archive, that
-        leads out of the destination is refused; so are devices, FIFOs and absolute names."""
-        with tempfile.SpooledTemporaryFile(max_size=8 << 20) as spool:
+    # Every read or write of the task's files (ReadFile, WriteFile and its chmod, PutArchive's
+    # unpacking, GetArchive's packing) runs in a helper spawned like the task's commands: inside the
+    # task's sandbox, as its user, seeing only what its commands see; never in the daemon, which may
+    # be root and sees the whole host. The helper walks the path the base class resolved and checked
+    # with O_NOFOLLOW, component by component (``_shared/file_helper.py``): a directory a command
+    # swapped for a symlink after the check is refused, not followed. PutArchive keeps the base
+    # class's checks (``plan_archive``, every member resolved here) before ``tar -x`` runs inside.
+
+    async def spawn_helper(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str]) -> Process:
+        python = self._backend._helper_python  # chosen by _file_argv before any file helper is spawned
+        extra = python[1] if python is not None and argv and argv[0] == python[0] else ()
+        return await self._spawn(argv, cwd=cwd, env=env, extra_read_only=extra)
+
+    def _file_argv(self, op: str, path: str, *args: str) -> list[str]:
+        root = posixpath.normpath(self.root)
+        if path == root:
+            rel = ""
+        elif path.startswith(root + "/"):
+            rel = path[len(root) + 1:]
+        else:  # the base class hands over resolved, checked paths only
+            raise BackendError(f"{path} is not inside the task's directory {root}", ErrorKind.INTERNAL)
+        python, _ = self._backend.helper_python()
+        return [python, "-I", "-S", "-c", FILE_HELPER, op, root, rel, *args]
+
+    async def read_bytes(self, path: str) -> AsyncIterator[bytes]:
+        async for chunk in self._helper_output(self._file_argv("read", path), "/",
+                                               lambda code, message: _file_error(path, "reading", code, message)):
+            yield chunk
+
+    async def write_bytes(self, path: str, data: AsyncIterator[bytes], *, mode: int = 0,
+                          make_parents: bool = False) -> int:
+        argv = self._file_argv("write", path, f"{mode:o}" if mode else "", "1" if make_parents else "")
+        proc = await self.spawn_helper(argv, cwd="/", env=_HELPER_ENV)
+        code, message, written = await _pipe_through(proc, data)
+        if code != 0:
+            raise _file_error(path, "writing", code, message)
+        return written
+
+    async def unpack_tar(self, dest: str, data: AsyncIterator[bytes], *, through_links: bool = False) -> None:
+        """``tar -x`` inside the sandbox, in ``dest`` (made if missing, walked without following links),
+        of the archive as rewritten by ``data_archive``: ``tar`` unpacks exactly the members that were
+        checked, files belong to the commands' user, modes as the stdlib's ``data`` filter sets them."""
+        with tempfile.SpooledTemporaryFile(max_size=8 << 20) as raw, \
+                tempfile.SpooledTemporaryFile(max_size=8 << 20) as clean:
             async for chunk in data:
-                spool.write(chunk)
-            spool.seek(0)
-            dest = await self.resolve_path(path, what="path")
-            await asyncio.to_thread(_extract, spool, dest)
+                raw.write(chunk)
+            raw.seek(0)
+            await asyncio.to_thread(data_archive, raw, clean)
+            clean.seek(0)
+            proc = await self.spawn_helper(self._file_argv("put", dest), cwd="/", env=_HELPER_ENV)
+            code, message, _ = await _pipe_through(proc, _read_spool(clean))
+        if code != 0:
+            full = "No space left on device" in message or "Disk quota exceeded" in message
+            kind = (ErrorKind.RESOURCE_EXHAUSTED if full else
+                    ErrorKind.INVALID_ARGUMENT if code == 5 else ErrorKind.FAILED_PRECONDITION)
+            raise BackendError(f"unpacking into {dest} failed: {message or f'tar exited {code}'}", kind)
+
+    async def pack_tar(self, path: str) -> AsyncIterator[bytes]:
+        def failed(code: int, message: str) -> BackendError:
+            return BackendError(f"reading {path} failed: {message or f'tar exited {code}'}",
+                                ErrorKind.NOT_FOUND if code == 3 or "No such file" in message else
+                                ErrorKind.INVALID_ARGUMENT if code == 5 else ErrorKind.FAILED_PRECONDITION)
+
+        async for chunk in self._helper_output(self._file_argv("get", path), "/", failed):
+            yield chunk
+
+
+_HELPER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
+
+
+def data_archive(src: IO[bytes], dst: IO[bytes]) -> None:
+    """Rewrite the tar archive ``src`` (already checked by ``plan_archive``) into ``dst`` with plain
+    headers: only files, directories, symlinks and hard links (anything else is refused), no owner,
+    and the modes the stdlib's ``data`` extraction filter gives (files ``& 0o755``, owner read and
+    write, executable only when the owner's bit is set; directories 0755). ``tar`` in the sandbox
+    then sees exactly the members the daemon parsed and checked, nothing its own parser could read
+    differently (pax or GNU extensions, sparse maps, devices)."""
+    try:
+        with tarfile.open(fileobj=src, mode="r:", encoding="utf-8", errors="surrogateescape") as tin, \
+                tarfile.open(fileobj=dst, mode="w", format=tarfile.GNU_FORMAT, encoding="utf-8",
+                             errors="surrogateescape") as tout:
+            for member in tin:
+                out = tarfile.TarInfo(member.name)
+                out.mtime = int(member.mtime)
+                if member.isdir():
+                    out.type, out.mode = tarfile.DIRTYPE, 0o755
+                elif member.issym() or member.islnk():
+                    out.type, out.linkname, out.mode = member.type, member.linkname, 0o777 if member.issym() else 0o644
+                elif member.isfile():
+                    mode = member.mode & 0o755
+                    out.type, out.size = tarfile.REGTYPE, member.size
+                    out.mode = (mode if mode & 0o100 else mode & ~0o111) | 0o600
+                    tout.addfile(out, tin.extractfile(member))
+                    continue
+                else:
+                    raise BackendError(f"archive member {member.name!r} is a device or FIFO; only files, "
+                                       "directories and links are accepted", ErrorKind.INVALID_ARGUMENT)
+                tout.addfile(out)
+    except tarfile.TarError as exc:
+        raise BackendError(f"not a valid tar stream: {exc}", ErrorKind.INVALID_ARGUMENT) from None
 
 
 def _readlink(path: str) -> str | None:
@@ -559,27 +662,6 @@ def _readlink(path: str) -> str | None:
         if exc.errno in (errno.EINVAL, errno.ENOENT, errno.ENOTDIR):
             return None  # not a link, or missing
         raise BackendError(f"cannot look at {path}: {exc.strerror}", ErrorKind.FAILED_PRECONDITION) from exc
-
-
-def _strict_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
-    if member.name.startswith("/"):
-        raise tarfile.AbsolutePathError(member)  # the data filter would strip the slash; refuse instead
-    return tarfile.data_filter(member, dest)
-
-
-def _extract(spool: IO[bytes], dest: str) -> None:
-    try:
-        os.makedirs(dest, exist_ok=True)
-        with tarfile.open(fileobj=spool, mode="r:") as tar:
-            tar.extractall(dest, filter=_strict_filter)
-    except tarfile.FilterError as exc:
-        raise BackendError(f"archive member refused: {exc}", ErrorKind.INVALID_ARGUMENT) from None
-    except tarfile.TarError as exc:
-        raise BackendError(f"not a valid tar stream: {exc}", ErrorKind.INVALID_ARGUMENT) from None
-    except OSError as exc:
-        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
-        raise BackendError(f"unpacking into {dest} failed: {exc.strerror}: {exc.filename}",
-                           ErrorKind.RESOURCE_EXHAUSTED if full else ErrorKind.FAILED_PRECONDITION) from exc
 
 
 class LocalBackend(Backend):
@@ -597,6 +679,7 @@ class LocalBackend(Backend):
         self.setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
         self.sandboxed: dict[int, _Sandboxed] = {}  # live sandboxed spawns, by bubblewrap's pid
         self._probe: Health | None = None
+        self._helper_python: tuple[str, list[str]] | None = None
 
     @property
     def capabilities(self) -> Capabilities:
@@ -671,8 +754,41 @@ class LocalBackend(Backend):
                 return True
             parent = os.path.dirname(parent)
 
+    def helper_python(self) -> tuple[str, list[str]]:
+        """The interpreter that runs the file helper inside the sandbox, and the host paths it needs
+        bound read-only there (only when ``read_only_paths`` restricts the view): the daemon's own
+        interpreter when the commands' user can run it, else the host's ``python3``."""
+        if self._helper_python is None:
+            daemon = os.path.realpath(sys.executable)
+            candidates = [(daemon, sys.base_prefix)]
+            for path in ("/usr/bin/python3", "/usr/local/bin/python3"):
+                real = os.path.realpath(path)
+                candidates.append((real, os.path.dirname(os.path.dirname(real))))
+            for python, prefix in candidates:
+                if self._can_run(python):
+                    extra = [] if self.options.read_only_paths is None else [prefix]
+                    self._helper_python = (python, extra)
+                    break
+            else:
+                who = f"uid {self.options.uid}" if self.run_as is not None else "the daemon's user"
+                raise BackendError(f"file operations on backend {self.name!r} run a Python helper inside the sandbox, "
+                                   f"and {who} can run none of {', '.join(c for c, _ in candidates)}: install "
+                                   "python3 on the host", ErrorKind.FAILED_PRECONDITION)
+        return self._helper_python
+
+    def _can_run(self, path: str) -> bool:
+        if self.run_as is None:
+            return os.access(path, os.X_OK)
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False
+        uid, gid = self.run_as
+        bit = stat.S_IXUSR if st.st_uid == uid else stat.S_IXGRP if st.st_gid == gid else stat.S_IXOTH
+        return bool(st.st_mode & bit) and self._reachable(path)
+
     def sandbox_argv(self, argv: Sequence[str], *, task_dir: str, cwd: str, pty: bool,
-                     block_fd: int | None = None) -> list[str]:
+                     block_fd: int | None = None, extra_read_only: Sequence[str] = ()) -> list[str]:
         o = self.options
         # Another user: setpriv switches before bubblewrap starts (not Popen's user=, which forks
         # the threaded daemon instead of vfork: gRPC's fork handlers then kill the child at times).
@@ -680,7 +796,7 @@ class LocalBackend(Backend):
                                                   "--clear-groups", "--"]
         return prefix + sandbox_argv(argv, bwrap=o.bwrap, task_dir=task_dir, cwd=cwd, pty=pty, setsid=self.setsid,
                             network=o.network, read_only=o.read_only_paths, writable=o.writable_paths,
-                            hidden=self.hidden(), block_fd=block_fd)
+                            hidden=self.hidden(), block_fd=block_fd, extra_read_only=extra_read_only)
 
     async def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
