@@ -94,6 +94,24 @@ class Detector:
             env["PWD"] = cwd
         sc = parse(text, env=env, classify=classify, cwd=cwd)
         self.line_functions.update(sc.bodies)
+        if "command_not_found_handle" in sc.bodies:
+            self.add(
+                ctx,
+                "code_handoff",
+                text[:200],
+                "Defines command_not_found_handle: every command that is not found then runs its body with that"
+                " command's words, which the gate cannot follow.",
+            )
+        if _TEST_BRACKET.search(text):  # ``[ -f x ]`` is read as a test, but a function or alias named [ runs instead
+            if "[" in self.line_functions or "[" in self.line_aliases or (self.state is not None and self.state.defines("[")):
+                self.command(Cmd(["["], [frozenset()], text[:200], cwd=cwd), ctx)
+            elif _BRACKET_FUNCTION.search(text):
+                self.add(
+                    ctx,
+                    "code_handoff",
+                    text[:200],
+                    "Defines a function named [, which then runs in place of every [ … ] test.",
+                )
         if _SETS_PATH.search(text):
             self.path_set = True
         for cmd in sc.cmds:
@@ -159,6 +177,8 @@ class Detector:
             return
         if self.state is not None and self.state.defines(cmd.argv[0]):
             self.defined(cmd, ctx)
+        if self.state_env.get("BASH_ENV") or self.state_env.get("ENV"):
+            self.startup_file(cmd, ctx)
         self.line_defined(cmd, ctx)
         self.remember_written(cmd, ctx)
         if cmd.kinds and cmd.kinds[0] and UNKNOWN in cmd.argv[0]:
@@ -242,6 +262,21 @@ class Detector:
             env["*"] = " ".join(args)
             env["#"] = str(len(args))
             self.expand(cmd, ctx, key, body, env, f"{name} is a function defined earlier in this task")
+
+    def startup_file(self, cmd: Cmd, ctx: Ctx) -> None:
+        """``export BASH_ENV=f`` (or ``ENV``) by an earlier command: every shell started now sources f."""
+        argv, _ = unwrap(cmd.argv)
+        if not argv or ("startup",) in self.expanding:
+            return
+        if base_name(argv[0]) in SHELLS or ("/" in argv[0] and not argv[0].startswith(_SYSTEM_PROGRAMS)):
+            self.expanding.append(("startup",))
+            try:
+                for var in ("BASH_ENV", "ENV"):
+                    path = self.state_env.get(var, "")
+                    if path and UNKNOWN not in path:
+                        judge_script(self, path, frozenset(), cmd, ctx, "sh")
+            finally:
+                self.expanding.pop()
 
     def line_defined(self, cmd: Cmd, ctx: Ctx) -> None:
         """Definitions made earlier on the same line: ``f(){ rm "$@"; }; f -rf /`` is the body with
@@ -495,6 +530,8 @@ _THROTTLES = frozenset({"wait", "sleep", "break", "exit", "return", "read", "ino
 _KNOWN_NAMES = frozenset(HANDLERS) | SHELLS
 # what an unknown program name is tried as (the tools whose arguments alone make them dangerous)
 _PROBE_NAMES = ("rm", "find", "rsync", "mv", "shred", "kill", "pkill", "dd", "chmod", "chown", "git")
+_BRACKET_FUNCTION = re.compile(r"(?:^|[\s;&|])(?:function\s+)?\[\s*\(\s*\)")
+_TEST_BRACKET = re.compile(r"(?:^|[\s;&|(!])\[\s")
 _SETS_PATH = re.compile(r"(?:^|[\s;&|(])(?:export\s+|declare\s+-x\s+)?PATH\+?=")
 _BASH_FUNC = re.compile(r"BASH_FUNC_[^=]*%%=\(\)\s*(.*)", re.S)
 

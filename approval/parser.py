@@ -237,12 +237,15 @@ class _Walker:
         if t == "heredoc_redirect":
             body = ""
             strip_tabs = False
+            quoted_delim = False
             for c in node.children:
+                if c.type == "heredoc_start":
+                    quoted_delim = any(q in self.text(c) for q in "'\"\\")
                 if c.type == "heredoc_body":
                     body = self.text(c)
                     self.substitutions_in(c, depth + 1)
                     # tree-sitter leaves backticks in an unquoted heredoc body as text; bash runs them
-                    for m in re.finditer(r"(?<!\\)`((?:[^`\\]|\\.)*)`", body, re.S):
+                    for m in () if quoted_delim else re.finditer(r"(?<!\\)`((?:[^`\\]|\\.)*)`", body, re.S):
                         self.nested(m.group(1).replace("\\`", "`"), depth + 1)
                 elif c.type == "<<-":
                     strip_tabs = True
@@ -333,6 +336,9 @@ class _Walker:
             argv.append(x)
             kinds.append(NOKINDS)
         self.extra_args = saved_extra
+        while argv[:1] == ["{"] and len(argv) > 1:  # ``f(){ rm …`` misread: ``{`` opens a group
+            del argv[0]
+            del kinds[0]
         if argv[:1] == ["coproc"]:
             # ``coproc cmd``, ``coproc NAME { …; }``, ``coproc { …; }``: tree-sitter reads coproc as a
             # command; bash runs what follows it
@@ -375,6 +381,14 @@ class _Walker:
                 self.env[str(n)] = v
             self.env["@"] = ARGSEP.join(argv[2:])
             self.env["*"] = " ".join(argv[2:])
+        elif argv[:1] == ["shift"] and "@" in self.env and UNKNOWN not in self.env["@"]:
+            n = int(argv[1]) if len(argv) > 1 and argv[1].isdigit() else 1
+            words = (self.env["@"].split(ARGSEP) if self.env["@"] else [])[n:]
+            for i in range(1, 10):
+                self.env[str(i)] = words[i - 1] if i <= len(words) else ""
+            self.env["@"] = ARGSEP.join(words)
+            self.env["*"] = " ".join(words)
+            self.env["#"] = str(len(words))
         for c in after:
             self.stmt(c, depth + 1)
 

@@ -294,13 +294,15 @@ def _filter(name: str, args: list[str], text: str) -> str | None:
         return "\n".join(line[::-1] for line in lines) + "\n"
     if name == "cut":
         opts = " ".join(args)
+        if len(args) in (2, 4) and all(len(a) == 2 and a.startswith("-") for a in args[::2]):
+            opts = " ".join(a + b for a, b in zip(args[::2], args[1::2], strict=True))  # ``-d ' ' -f 2``
         m = re.fullmatch(r"-([cb])\s*(\S+)", opts)
         if m:
             rs = _ranges(m.group(2))
             if rs is None:
                 return None
             return "\n".join("".join(ch for i, ch in enumerate(line, 1) if any(lo <= i <= hi for lo, hi in rs)) for line in lines) + "\n"
-        m = re.fullmatch(r"-d\s*(\S)\s+-f\s*(\S+)|-f\s*(\S+)\s+-d\s*(\S)", opts)
+        m = re.fullmatch(r"-d(.)\s*-f\s*(\S+)|-f\s*(\S+)\s+-d(.)", opts)
         if m:
             delim = m.group(1) or m.group(4)
             rs = _ranges(m.group(2) or m.group(3))
@@ -347,6 +349,10 @@ def _filter(name: str, args: list[str], text: str) -> str | None:
         return "\n".join(out) + "\n"
     if name in ("head", "tail") and len(args) <= 2:
         opts = " ".join(args)
+        mc = re.fullmatch(r"-c\s*(\d+)", opts)
+        if mc:
+            k = int(mc.group(1))
+            return text[:k] if name == "head" else text[len(text) - k :] if k else ""
         mm = re.fullmatch(r"(?:-n\s*)?-?(\d+)", opts) if opts else None
         n = int(mm.group(1)) if mm else (10 if not opts else -1)
         if n < 0:
