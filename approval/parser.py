@@ -95,7 +95,10 @@ _ARITH: Kinds = frozenset({"arith"})
 # in the program position it is a program the gate cannot know
 OPAQUE: Kinds = frozenset({"opaque"})
 _CODE_IN_VALUE = re.compile(r"\$\(|`")
-_LOOKUP = re.compile(r"(?:which|command -v|type -[Pp]|whereis -b) [A-Za-z0-9_][\w.+-]*")
+_LOOKUP = re.compile(
+    r"(?:which|command -v|type -[Pp]|whereis -b|(?:pyenv|rbenv|nodenv|goenv|asdf|mise) which|xcrun (?:-f|--find)"
+    r"|rustup which|xcrun -find) [A-Za-z0-9_][\w.+-]*"
+)
 _ARITH_TEST = re.compile(r"\s-(?:eq|ne|lt|le|gt|ge)\s")
 
 
@@ -120,6 +123,7 @@ class _Walker:
         self.extra_args: list[str] = []
         self.arrays: dict[str, list[str]] = {}
         self.namerefs: dict[str, str] = {}  # ``declare -n r=a``
+        self.procsub_text: str | None = None  # what the last ``<( )`` printed, when known
         self.bodies: dict[str, str] = {}  # functions defined on the line: name -> body text
         self.stdin_kinds: Kinds = NOKINDS
         self.redirect_kinds: Kinds = NOKINDS  # provenance of a ``< <( )`` stdin
@@ -463,9 +467,12 @@ class _Walker:
         elif name in ("BASH_ENV", "ENV") and value and UNKNOWN not in value:
             # every non-interactive bash (BASH_ENV) / interactive sh (ENV) started with it sources the file
             kinds = frozenset().union(*(p.kinds for p in pieces)) if pieces else NOKINDS
-            self.cmds.append(
-                Cmd(["source", value], [NOKINDS, kinds], self.text(node), cwd=self.cwd, function=self.func)
-            )
+            if "procsub" in kinds and self.procsub_text is not None:  # ``BASH_ENV=<(echo 'code')``
+                self.cmds.append(Cmd(["sh"], [NOKINDS], self.text(node), stdin_text=self.procsub_text, cwd=self.cwd))
+            else:
+                self.cmds.append(
+                    Cmd(["source", value], [NOKINDS, kinds], self.text(node), cwd=self.cwd, function=self.func)
+                )
         # a value that keeps doubling (``a=$a$a``) must not eat memory: past a cap it is unknown
         self.env[name] = value if len(value) <= MAX_VALUE else UNKNOWN
         k = frozenset().union(*(p.kinds for p in pieces)) if pieces else NOKINDS
@@ -654,6 +661,7 @@ class _Walker:
         if value == UNKNOWN:
             kinds.add("opaque")
         if node.type == "process_substitution":
+            self.procsub_text = None if value == UNKNOWN else value + "\n"
             kinds.add("procsub")
             value = "/dev/fd/63"
             direction = ">" if self.text(node).startswith(">") else "<"

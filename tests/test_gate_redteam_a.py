@@ -181,6 +181,8 @@ REBOUND = [
     "echo 'rm -rf /' > zz; BASH_ENV=zz bash -c :",
     "echo 'reboot' > zz; export BASH_ENV=./zz; bash -c true",
     "PROMPT_COMMAND='rm -rf /' bash -i </dev/null",
+    "BASH_ENV=<(echo 'rm -rf /') bash -c true",
+    "BASH_ENV=<(printf 'kill -9 -1') sh -c :",
 ]
 
 
@@ -238,6 +240,7 @@ EVERYDAY = [
     "sudo $EDITOR /etc/hosts",
     "$PYTHON -m pytest -x",
     "$(which python3) -m pip install -r requirements.txt",
+    "$(pyenv which python) -m pip install -U pip",
     '"$(git rev-parse --show-toplevel)/scripts/test.sh"',
     "$(npm bin)/eslint .",
     '"${CC:-gcc}" -o app main.c',
