@@ -142,6 +142,8 @@ class Detector:
             while rest and not rest[-1]:
                 rest.pop()
             env = {**env, "@": ARGSEP.join(rest), "*": " ".join(rest), "#": str(len(rest))}
+        # unknown text where a program name goes stays an unknown program (``eval $(…) -rf /``)
+        code = _UNKNOWN_HEAD.sub(lambda m: m.group(1) + "$__gate_unknown__", code)
         for f in self.script(code.replace(UNKNOWN, " "), ctx.depth + 1, env):
             self.add(ctx, f.rule, f.segment, f.reason)
 
@@ -531,6 +533,7 @@ _KNOWN_NAMES = frozenset(HANDLERS) | SHELLS
 # what an unknown program name is tried as (the tools whose arguments alone make them dangerous)
 _PROBE_NAMES = ("rm", "find", "rsync", "mv", "shred", "kill", "pkill", "dd", "chmod", "chown", "git")
 _BRACKET_FUNCTION = re.compile(r"(?:^|[\s;&|])(?:function\s+)?\[\s*\(\s*\)")
+_UNKNOWN_HEAD = re.compile(r"(^\s*|[;&|\n]\s*)\x00+(?=[ \t])")
 _TEST_BRACKET = re.compile(r"(?:^|[\s;&|(!])\[\s")
 _SETS_PATH = re.compile(r"(?:^|[\s;&|(])(?:export\s+|declare\s+-x\s+)?PATH\+?=")
 _BASH_FUNC = re.compile(r"BASH_FUNC_[^=]*%%=\(\)\s*(.*)", re.S)

@@ -85,6 +85,10 @@ UNKNOWN_PROGRAM = [
     "$UNSET_VAR -rf /etc",
     "sudo $CMD -9 -1",
     "x='$(reboot)'; ${x@Q}",
+    'eval $(echo xrm | awk "{print}") -rf /',
+    'sh -c "$X -9 -1"',
+    "find . -name x -exec $X -rf / \\;",
+    "timeout 5 ${!r} -rf /",
 ]
 
 
@@ -245,6 +249,8 @@ EVERYDAY = [
     "$(npm bin)/eslint .",
     '"${CC:-gcc}" -o app main.c',
     "$SHELL -c 'echo hi'",
+    'eval "$(ssh-agent -s)"',
+    'bash -c "$CMD --flag"',
     "cat <<EOF" + NL + "version: `git describe --tags`" + NL + "EOF",
     "cat <<'EOF'" + NL + "`reboot`" + NL + "EOF",
     "coproc cat",
