@@ -166,6 +166,10 @@ class _Walker:
         ):
             self.arith_code(self.text(node), depth)
             self.children(node, depth)
+        elif t == "subshell":  # ``(cd / && ls); rm -rf *``: the subshell's cd does not move the line
+            saved = self.cwd
+            self.children(node, depth)
+            self.cwd = saved
         elif t == "ERROR" and any(c.type == "command_name" for c in node.children):
             self.command(node, depth, [], None)
         else:
@@ -638,10 +642,12 @@ class _Walker:
         """Walk ``$( )`` / backticks / ``<( )``; return its value (when it is a plain echo) and kinds."""
         start = len(self.cmds)
         saved_forever = self.forever
+        saved_cwd = self.cwd
         for c in node.children:
             if c.is_named:
                 self.stmt(c, depth + 1)
         self.forever = saved_forever
+        inner_cwd, self.cwd = self.cwd, saved_cwd  # a subshell: its cd does not change ours
         inner = self.cmds[start:]
         kinds: set[str] = set()
         if self.classify is not None:
@@ -654,6 +660,10 @@ class _Walker:
                 value = printed.rstrip("\n")
             elif _LOOKUP.fullmatch(" ".join(inner[0].argv)):  # ``$(which python3)``: that program's path
                 value = "/usr/bin/" + inner[0].argv[-1]
+            else:
+                value = _path_output(inner[0].argv, inner_cwd)
+        elif len(inner) >= 2 and inner[-1].argv == ["pwd"] and all(c.argv[:1] in (["cd"], ["pushd"]) for c in inner[:-1]):
+            value = inner_cwd if inner_cwd is not None and UNKNOWN not in inner_cwd else UNKNOWN
         elif inner and all(c.upstream or i == 0 for i, c in enumerate(inner)):
             printed = pipe_output([c.argv for c in inner])
             if printed is not None:
@@ -907,6 +917,29 @@ class _Walker:
         if rx is not None:
             out = _replace(value, rx, op, replacement)
         return _Piece(out, split=not quoted, kinds=kinds)
+
+
+def _path_output(argv: list[str], cwd: str | None) -> str:
+    """What ``pwd``, ``dirname P``, ``basename P``, ``realpath P``/``readlink -f P`` and ``ls -d P…``
+    print (``rm -rf $(dirname $HOME)``), or UNKNOWN."""
+    if not argv or any(UNKNOWN in a for a in argv):
+        return UNKNOWN
+    name, args = argv[0], argv[1:]
+    if name == "pwd" and not args:
+        return cwd if cwd is not None else UNKNOWN
+    if name == "dirname" and len(args) == 1:
+        p = args[0].rstrip("/") or "/"
+        if p == "~":
+            return "/home"  # the home's parent: /home (or / for root's)
+        return posixpath.dirname(p) or "."
+    if name == "basename" and len(args) == 1:
+        return posixpath.basename(args[0].rstrip("/")) or "/"
+    if (name == "realpath" and len(args) == 1) or (name == "readlink" and len(args) == 2 and args[0] in ("-f", "-e", "-m")):
+        p = args[-1]
+        return posixpath.normpath(p) if p.startswith(("/", "~")) else UNKNOWN
+    if name == "ls" and args and args[0] == "-d" and all(not a.startswith("-") for a in args[1:]):
+        return " ".join(args[1:])
+    return UNKNOWN
 
 
 def _case(value: str, op: str, pattern: str) -> str:

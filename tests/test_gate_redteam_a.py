@@ -64,6 +64,10 @@ EXACT = [
     'a=(kill -9 -1); "${a[@]}"',
     "a=(rm -rf /); ${a[@]}",
     'set -- rm -rf /; "$@"',
+    "rm -rf $(ls -d /*)",
+    "rm -rf $(dirname $HOME)",
+    "cd /usr/lib; rm -rf \"$(cd ..; pwd)\"",
+    "rm -rf \"$(realpath /etc/../etc)\"",
 ]
 
 
@@ -276,6 +280,10 @@ EVERYDAY = [
     "export PATH=$HOME/bin:$PATH; mytool --version",
     "x=abc; echo ${x@Q}",
     "a*",
+    "echo $(cd /; pwd); rm -rf *",
+    "(cd / && ls); rm -rf ./*",
+    'rm -rf "$(dirname "$0")/build"',
+    'cd "$(dirname "$0")"; ls',
 ]
 
 
