@@ -124,6 +124,7 @@ class _Walker:
         self.arrays: dict[str, list[str]] = {}
         self.namerefs: dict[str, str] = {}  # ``declare -n r=a``
         self.procsub_text: str | None = None  # what the last ``<( )`` printed, when known
+        self.arith_seen: set[tuple[str, str]] = set()  # (variable, value) arithmetic already walked as code
         self.bodies: dict[str, str] = {}  # functions defined on the line: name -> body text
         self.stdin_kinds: Kinds = NOKINDS
         self.redirect_kinds: Kinds = NOKINDS  # provenance of a ``< <( )`` stdin
@@ -597,6 +598,7 @@ class _Walker:
         w = _Walker(src, None, self.classify, self.cwd)
         w.env, w.env_kinds, w.arrays, w.namerefs, w.bodies = self.env, self.env_kinds, self.arrays, self.namerefs, self.bodies
         w.nodes, w.func, w.forever, w.loop, w.loop_seq = self.nodes, self.func, self.forever, self.loop, self.loop_seq
+        w.arith_seen = self.arith_seen
         root = _PARSER.parse(src).root_node
         w.stmt(root, depth + 1)
         cmds = w.cmds
@@ -610,22 +612,21 @@ class _Walker:
     def arith_code(self, text: str, depth: int) -> None:
         """Arithmetic evaluates the variables it names, recursively, and the subscripts in their
         values run command substitutions (``v='x[$(rm -rf /)]'; echo $((v))``): walk that code."""
-        seen: set[str] = set()
+        budget = [64]
         for name in re.findall(r"[A-Za-z_]\w*", text)[:32]:
-            self._arith_var(name, depth, seen)
+            self._arith_var(name, depth, budget)
 
-    def _arith_var(self, name: str, depth: int, seen: set[str]) -> None:
+    def _arith_var(self, name: str, depth: int, budget: list[int]) -> None:
         name = self.namerefs.get(name, name)
-        if name in seen or len(seen) > 32:
-            return
-        seen.add(name)
         value = self.env.get(name)
-        if not value:
+        if not value or (name, value) in self.arith_seen or budget[0] <= 0:
             return
+        budget[0] -= 1
+        self.arith_seen.add((name, value))  # shared with nested walks: a value naming itself stops here
         if _CODE_IN_VALUE.search(value):
             self.nested(value, depth + 1)
         for inner in re.findall(r"[A-Za-z_]\w*", value)[:32]:
-            self._arith_var(inner, depth + 1, seen)
+            self._arith_var(inner, depth + 1, budget)
 
     # ---- substitutions
 
