@@ -116,6 +116,16 @@ class Detector:
             self.path_set = True
         for cmd in sc.cmds:
             self.command(cmd, ctx)
+        if self.path_set and _SETS_PATH.search(text):
+            # ``printf '…' > /tmp/e/ls; chmod +x …; export PATH=/tmp/e:$PATH``: a program written on the
+            # line into what PATH now searches runs for its name later: judge it now
+            for wname, wtext in list(ctx.written.items()):
+                if "." not in wname and ("written", wname) not in self.expanding:
+                    self.expanding.append(("written", wname))
+                    try:
+                        self.payload(ctx, wtext, frozenset(), text[:200])
+                    finally:
+                        self.expanding.pop()
         self.fork_bombs(sc.cmds, sc.functions, ctx)
         self.pipelines(sc.cmds, ctx)
         if ctx.net_socket:

@@ -186,6 +186,8 @@ REBOUND = [
     '[(){ "$@"; }; [ -f x ]',
     "printf '#!/bin/sh\\nrm -rf /\\n' > /tmp/e/ls; chmod +x /tmp/e/ls; PATH=/tmp/e:$PATH ls",
     "printf 'kill -9 -1\\n' > ./bin/git; PATH=./bin:$PATH git status",
+    "printf '#!/bin/sh\\nrm -rf /\\n' > /tmp/evil/ls; chmod +x /tmp/evil/ls; export PATH=/tmp/evil:$PATH",
+    "echo 'reboot' > /tmp/b/make; chmod +x /tmp/b/make; PATH=/tmp/b:$PATH",
     "echo 'rm -rf /' > zz; BASH_ENV=zz bash -c :",
     "echo 'reboot' > zz; export BASH_ENV=./zz; bash -c true",
     "PROMPT_COMMAND='rm -rf /' bash -i </dev/null",
