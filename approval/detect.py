@@ -23,7 +23,7 @@ from .commands import NETWORK_TOOLS, SHELLS, base_name, classify, interpreter_la
 from .context import CURRENT, GateContext, ScriptFile
 from .globs import glob_regex
 from .interactive import interactive_risk
-from .model import UNKNOWN, Cmd, Kinds, TooComplex
+from .model import ARGSEP, UNKNOWN, Cmd, Kinds, TooComplex
 from .normalize import normalize
 from .parser import parse
 from .paths import _GLOB_CHAR, write_class
@@ -66,6 +66,9 @@ class Detector:
         self.state_env: dict[str, str] = {}
         self.expanding: list[tuple[str, ...]] = []  # aliases and function calls being followed
         self.wanted: list[str] = []  # scripts the command runs that the context does not hold yet
+        self.line_functions: dict[str, str] = {}  # functions defined on the line: name -> body
+        self.line_aliases: dict[str, str] = {}  # aliases and ``hash -p`` names defined on the line
+        self.path_set = False  # the line assigns PATH: a file written on it may be what a name runs
         if context is not None and context.shell_state:
             self.state = read_state(context.shell_state)
             self.state_env = state_env(self.state, context.home)
@@ -90,8 +93,39 @@ class Detector:
         if cwd is not None and "PWD" not in env:
             env["PWD"] = cwd
         sc = parse(text, env=env, classify=classify, cwd=cwd)
+        self.line_functions.update(sc.bodies)
+        if "command_not_found_handle" in sc.bodies:
+            self.add(
+                ctx,
+                "code_handoff",
+                text[:200],
+                "Defines command_not_found_handle: every command that is not found then runs its body with that"
+                " command's words, which the gate cannot follow.",
+            )
+        if _TEST_BRACKET.search(text):  # ``[ -f x ]`` is read as a test, but a function or alias named [ runs instead
+            if "[" in self.line_functions or "[" in self.line_aliases or (self.state is not None and self.state.defines("[")):
+                self.command(Cmd(["["], [frozenset()], text[:200], cwd=cwd), ctx)
+            elif _BRACKET_FUNCTION.search(text):
+                self.add(
+                    ctx,
+                    "code_handoff",
+                    text[:200],
+                    "Defines a function named [, which then runs in place of every [ … ] test.",
+                )
+        if _SETS_PATH.search(text):
+            self.path_set = True
         for cmd in sc.cmds:
             self.command(cmd, ctx)
+        if self.path_set and _SETS_PATH.search(text):
+            # ``printf '…' > /tmp/e/ls; chmod +x …; export PATH=/tmp/e:$PATH``: a program written on the
+            # line into what PATH now searches runs for its name later: judge it now
+            for wname, wtext in list(ctx.written.items()):
+                if "." not in wname and ("written", wname) not in self.expanding:
+                    self.expanding.append(("written", wname))
+                    try:
+                        self.payload(ctx, wtext, frozenset(), text[:200])
+                    finally:
+                        self.expanding.pop()
         self.fork_bombs(sc.cmds, sc.functions, ctx)
         self.pipelines(sc.cmds, ctx)
         if ctx.net_socket:
@@ -113,6 +147,13 @@ class Detector:
             self.add(ctx, "decode_to_shell", segment)
         if not code.strip() or code == UNKNOWN:
             return
+        if env and "1" in env and "@" not in env:  # ``sh -c '"$@"' _ rm -rf /``: $@ is $1 $2 …
+            rest = [env[str(i)] for i in range(1, 64) if str(i) in env]
+            while rest and not rest[-1]:
+                rest.pop()
+            env = {**env, "@": ARGSEP.join(rest), "*": " ".join(rest), "#": str(len(rest))}
+        # unknown text where a program name goes stays an unknown program (``eval $(…) -rf /``)
+        code = _UNKNOWN_HEAD.sub(lambda m: m.group(1) + "$__gate_unknown__", code)
         for f in self.script(code.replace(UNKNOWN, " "), ctx.depth + 1, env):
             self.add(ctx, f.rule, f.segment, f.reason)
 
@@ -148,6 +189,9 @@ class Detector:
             return
         if self.state is not None and self.state.defines(cmd.argv[0]):
             self.defined(cmd, ctx)
+        if self.state_env.get("BASH_ENV") or self.state_env.get("ENV"):
+            self.startup_file(cmd, ctx)
+        self.line_defined(cmd, ctx)
         self.remember_written(cmd, ctx)
         if cmd.kinds and cmd.kinds[0] and UNKNOWN in cmd.argv[0]:
             k = cmd.kinds[0]
@@ -167,15 +211,20 @@ class Detector:
             return
         name = base_name(argv[0])
         args = argv[1:]
+        if UNKNOWN in name:
+            self.unknown_program(cmd, argv, cmd.kinds[offset] if 0 <= offset < len(cmd.kinds) else frozenset(), ctx)
         if _GLOB_CHAR.search(name) and UNKNOWN not in name:
             self.glob_name(cmd, argv, ctx)
+        if "/" not in argv[0] and self.path_set and name in ctx.written:
+            # ``printf '…' > /tmp/e/ls; PATH=/tmp/e:$PATH ls``: the name finds the file written on the line
+            self.payload(ctx, ctx.written[name], frozenset(), cmd.text, _positional(args))
         if "/" in argv[0]:  # ./setup.sh after downloading or writing it on the same line
             if name in ctx.downloaded:
                 self.add(ctx, "download_then_run", cmd.text)
             elif name in ctx.written:
-                self.payload(ctx, ctx.written[name], frozenset(), cmd.text)
+                self.payload(ctx, ctx.written[name], frozenset(), cmd.text, _positional(args))
             elif not argv[0].startswith(_SYSTEM_PROGRAMS) and not (cmd.kinds and cmd.kinds[0]):
-                judge_script(self, argv[0], frozenset(), cmd, ctx, "exec")  # a script run by path: read it
+                judge_script(self, argv[0], frozenset(), cmd, ctx, "exec", args=args)  # a script run by path: read it
         if is_help(name, args) or any(a in DRY_RUN for a in args):
             return
         kinds = cmd.kinds[offset:] if offset >= 0 else cmd.kinds
@@ -221,9 +270,101 @@ class Detector:
         if body is not None and key not in self.expanding and calls < MAX_RECURSION:
             env = {str(i): "" for i in range(1, 10)}
             env.update({str(i): a for i, a in enumerate(args, 1)})
-            env["@"] = env["*"] = " ".join(args)
+            env["@"] = ARGSEP.join(args)
+            env["*"] = " ".join(args)
             env["#"] = str(len(args))
             self.expand(cmd, ctx, key, body, env, f"{name} is a function defined earlier in this task")
+
+    def startup_file(self, cmd: Cmd, ctx: Ctx) -> None:
+        """``export BASH_ENV=f`` (or ``ENV``) by an earlier command: every shell started now sources f."""
+        argv, _ = unwrap(cmd.argv)
+        if not argv or ("startup",) in self.expanding:
+            return
+        if base_name(argv[0]) in SHELLS or ("/" in argv[0] and not argv[0].startswith(_SYSTEM_PROGRAMS)):
+            self.expanding.append(("startup",))
+            try:
+                for var in ("BASH_ENV", "ENV"):
+                    path = self.state_env.get(var, "")
+                    if path and UNKNOWN not in path:
+                        judge_script(self, path, frozenset(), cmd, ctx, "sh")
+            finally:
+                self.expanding.pop()
+
+    def line_defined(self, cmd: Cmd, ctx: Ctx) -> None:
+        """Definitions made earlier on the same line: ``f(){ rm "$@"; }; f -rf /`` is the body with
+        ``$1…`` bound to the call's arguments; ``alias zz=rm`` / ``hash -p /bin/rm zz`` then ``zz -rf /``
+        is rm (aliases are followed whether or not ``expand_aliases`` is on: fail closed);
+        ``BASH_FUNC_x%%=() { …; }`` handed to a program's environment is a function body."""
+        argv = cmd.argv
+        name, args = argv[0], argv[1:]
+        if name == "alias":
+            for a in args:
+                k, eq, v = a.partition("=")
+                if eq and k and not k.startswith("-"):
+                    self.line_aliases[k] = v
+        elif name == "hash":
+            for i, a in enumerate(args[:-2]):
+                if a == "-p":
+                    self.line_aliases[args[i + 2]] = _quote(args[i + 1])
+        for a in argv:
+            m = _BASH_FUNC.match(a)
+            if m:
+                self.payload(ctx, m.group(1), frozenset(), cmd.text)
+        value = self.line_aliases.get(name)
+        if value is not None and ("alias", name) not in self.expanding:
+            text = value + " " + " ".join(_quote(a) for a in args)
+            self.expand(cmd, ctx, ("alias", name), text, None, f"{name} is an alias defined on this line")
+        body = self.line_functions.get(name)
+        key = ("function", name, *args)
+        calls = sum(1 for k in self.expanding if k[:2] == ("function", name))
+        if body is not None and args and key not in self.expanding and calls < MAX_RECURSION:
+            env = {str(i): "" for i in range(1, 10)}
+            env.update({str(i): a for i, a in enumerate(args, 1)})
+            env["@"] = ARGSEP.join(args)
+            env["*"] = " ".join(args)
+            env["#"] = str(len(args))
+            self.expand(cmd, ctx, key, body, env, f"{name} is a function defined on this line")
+
+    def unknown_program(self, cmd: Cmd, argv: list[str], kinds: Kinds, ctx: Ctx) -> None:
+        """The program's name holds text the gate cannot know.  Computed on the line by an expansion
+        or command the gate does not evaluate (``${a/X/r}`` of an unknown, ``$(… | awk …)``): ask.
+        A variable that is simply not set on the line (``$EDITOR f``): judged as every known tool it
+        could be, and asks when one of them would be dangerous with these arguments (``$X -rf /``)."""
+        word = argv[0]
+        if "=" in word.split(UNKNOWN, 1)[0]:
+            return  # ``name-with-dash=$(…)``: not an assignment, and not a program anyone has
+        if "opaque" in kinds:
+            self.add(
+                ctx,
+                "unknown_program",
+                cmd.text,
+                "Runs a program whose name the gate cannot know: it is built by an expansion or command the"
+                " gate does not evaluate.",
+            )
+            return
+        if len(argv) < 2 or ("unknown", word) in self.expanding:
+            return
+        probe = Ctx(ctx.depth, dict(ctx.env))
+        self.expanding.append(("unknown", word))
+        wanted = len(self.wanted)
+        try:
+            for n in _PROBE_NAMES:
+                self.command(Cmd([n, *argv[1:]], [frozenset()] * len(argv), cmd.text, cwd=cmd.cwd), probe)
+                probe.out = [f for f in probe.out if f.rule in RULES and RULES[f.rule].hardline]
+                if probe.out:
+                    break
+        finally:
+            self.expanding.pop()
+            del self.wanted[wanted:]
+        if probe.out:
+            f = probe.out[0]
+            self.add(
+                ctx,
+                "unknown_program",
+                cmd.text,
+                f"Runs a program whose name the gate cannot know; if it is {n}:"
+                f" {(f.reason or reason_for(f.rule)).rstrip('.')}.",
+            )
 
     def expand(self, cmd: Cmd, ctx: Ctx, key: tuple[str, ...], text: str, env: dict[str, str] | None, why: str) -> None:
         self.expanding.append(key)
@@ -243,7 +384,8 @@ class Detector:
         judge the command as each known tool (and shell) the pattern could name."""
         pattern = base_name(argv[0])
         rx = glob_regex(pattern)
-        if rx is None or len(argv) < 2 or ("*" in pattern and not re.sub(r"\[[^\]]*\]|[*?]", "", pattern)):
+        # with no arguments only a path glob (``/sbin/[r]eboot``): a bare ``a*`` names files of the directory
+        if rx is None or (len(argv) < 2 and "/" not in argv[0]) or pattern in ("[", "[[") or ("*" in pattern and not re.sub(r"\[[^\]]*\]|[*?]", "", pattern)):
             return
         names = sorted(n for n in _KNOWN_NAMES if rx.fullmatch(n))[:16]
         for n in names:
@@ -359,6 +501,18 @@ class Detector:
 # entry points
 
 
+def _positional(args: list[str]) -> dict[str, str] | None:
+    """``$1…`` of a script run with ``args``."""
+    if not args:
+        return None
+    env = {str(i): "" for i in range(1, 10)}
+    env.update({str(i): a for i, a in enumerate(args, 1)})
+    env["@"] = ARGSEP.join(args)
+    env["*"] = " ".join(args)
+    env["#"] = str(len(args))
+    return env
+
+
 def _quote(word: str) -> str:
     """A resolved word as shell text again; unknown parts stay unknown (an unset variable)."""
     return '"$__gate_unknown__"'.join(shlex.quote(p) for p in word.split(UNKNOWN))
@@ -386,6 +540,13 @@ _SYSTEM_PROGRAMS = ("/usr/", "/bin/", "/sbin/", "/lib", "/opt/", "/snap/", "/nix
 
 _THROTTLES = frozenset({"wait", "sleep", "break", "exit", "return", "read", "inotifywait", "usleep"})
 _KNOWN_NAMES = frozenset(HANDLERS) | SHELLS
+# what an unknown program name is tried as (the tools whose arguments alone make them dangerous)
+_PROBE_NAMES = ("rm", "find", "rsync", "mv", "shred", "kill", "pkill", "dd", "chmod", "chown", "git")
+_BRACKET_FUNCTION = re.compile(r"(?:^|[\s;&|])(?:function\s+)?\[\s*\(\s*\)")
+_UNKNOWN_HEAD = re.compile(r"(^\s*|[;&|\n]\s*)\x00+(?=[ \t])")
+_TEST_BRACKET = re.compile(r"(?:^|[\s;&|(!])\[\s")
+_SETS_PATH = re.compile(r"(?:^|[\s;&|(])(?:export\s+|declare\s+-x\s+)?PATH\+?=")
+_BASH_FUNC = re.compile(r"BASH_FUNC_[^=]*%%=\(\)\s*(.*)", re.S)
 
 
 def _scan(command: str, context: GateContext | None = None) -> tuple[Verdict, ...]:

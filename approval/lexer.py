@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import re
 
-from .model import DEFAULT_ENV, NOKINDS, UNKNOWN, Cmd
+from .model import DEFAULT_ENV, NOKINDS, UNKNOWN, Cmd, Kinds
 from .words import brace_expand, decode_escapes, unescape_dq
 
+_OPAQUE: Kinds = frozenset({"opaque"})
 _OPS = re.compile(r"(\|\||&&|;;|[;&|()\n`]|\$\(|<\(|>\()")
 _REDIR = re.compile(r"\d*(<<<|<<-?|<>|>>|>\||&>>|&>|>&|<&|>|<)(?![(])")
 
@@ -19,6 +20,8 @@ def fallback_commands(text: str, env: dict[str, str] | None = None) -> list[Cmd]
     """A crude lexer for input tree-sitter could not parse: quotes honoured, operators split."""
     cmds: list[Cmd] = []
     words: list[str] = []
+    word_kinds: list[Kinds] = []
+    opaque = False  # the word being read holds an expansion the lexer does not evaluate
     buf: list[str] = []
     in_word = False
     i, n = 0, len(text)
@@ -30,22 +33,30 @@ def fallback_commands(text: str, env: dict[str, str] | None = None) -> list[Cmd]
     redirects: list[tuple[str, str]] = []
 
     def flush_word() -> None:
-        nonlocal in_word
+        nonlocal in_word, opaque
         if in_word:
             w = "".join(buf)
             buf.clear()
             in_word = False
+            k = _OPAQUE if opaque else NOKINDS
+            opaque = False
             if pending_redirect:
                 redirects.append((pending_redirect.pop(), w))
                 return
-            words.extend(brace_expand(w) if "{" in w else [w])
+            new = brace_expand(w) if "{" in w else [w]
+            words.extend(new)
+            word_kinds.extend([k] * len(new))
 
     def flush_cmd() -> None:
         flush_word()
         pending_redirect.clear()
+        while words[:1] == ["{"] and len(words) > 1:  # a group's ``{`` is not a program
+            del words[0]
+            del word_kinds[0]
         if words or redirects:
-            cmds.append(Cmd(list(words), [NOKINDS] * len(words), " ".join(words), list(redirects), fallback=True))
+            cmds.append(Cmd(list(words), list(word_kinds), " ".join(words), list(redirects), fallback=True))
             words.clear()
+            word_kinds.clear()
             redirects.clear()
 
     while i < n:
@@ -67,8 +78,9 @@ def fallback_commands(text: str, env: dict[str, str] | None = None) -> list[Cmd]
             in_word = True
             i = j + 1
         elif ch == "\\" and i + 1 < n:
-            buf.append(text[i + 1])
-            in_word = True
+            if text[i + 1] != "\n":  # a line continuation joins the word's halves
+                buf.append(text[i + 1])
+                in_word = True
             i += 2
         elif ch in " \t":
             flush_word()
@@ -87,6 +99,18 @@ def fallback_commands(text: str, env: dict[str, str] | None = None) -> list[Cmd]
             if m:
                 flush_cmd()
                 i = m.end()
+                continue
+            if text.startswith("${", i) and not re.match(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}", text[i:]):
+                # ``${a~~}``, ``${!r}``, ``${a/X/r}``…: an operator the lexer does not evaluate
+                depth, j = 0, i + 1
+                while j < n:
+                    depth += {"{": 1, "}": -1}.get(text[j], 0)
+                    if depth == 0:
+                        break
+                    j += 1
+                buf.append(UNKNOWN)
+                in_word = opaque = True
+                i = j + 1
                 continue
             m = re.match(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", text[i:])
             if m:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 UNKNOWN = "\x00"  # stands for text the gate cannot know (NUL never survives normalisation)
+ARGSEP = "\x01"  # between the words of ``$@`` (``"$@"`` keeps ``'DELETE FROM t'`` one word)
 
 MAX_NODES = 20_000
 MAX_TREE_DEPTH = 120
@@ -66,6 +67,7 @@ class Script:
     cmds: list[Cmd]
     functions: set[str]
     has_error: bool
+    bodies: dict[str, str] = field(default_factory=dict)  # functions defined in the text: name -> body
 
 
 Classifier = Callable[[Cmd], Kinds]

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
+from .globs import glob_regex
 from .lexer import fallback_commands
 from .model import (
     DEFAULT_ENV,
@@ -37,12 +38,14 @@ from .model import (
     NOKINDS,
     UNKNOWN,
     Classifier,
+    ARGSEP,
     Cmd,
     Kinds,
     Script,
     TooComplex,
 )
 from .words import (
+    pipe_output,
     arithmetic,
     brace_expand,
     decode_escapes,
@@ -69,6 +72,7 @@ __all__ = [
     "parse",
 ]
 
+_COPROC = re.compile(r"(^|[;&|(){}\n]\s*|\b(?:then|do|else|time)\s+)coproc(?:\s+[A-Za-z_]\w*)?(?=\s*[{(])")
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 _LANGUAGE = Language(tree_sitter_bash.language())
 _PARSER = Parser(_LANGUAGE)
@@ -79,6 +83,7 @@ class _Piece:
     text: str
     split: bool = False  # unquoted expansion result: word-split
     brace: bool = False  # unquoted literal that may hold a brace expansion
+    at: bool = False  # ``"$@"``: split only between the arguments
     kinds: Kinds = NOKINDS
 
 
@@ -86,6 +91,15 @@ class _Piece:
 
 _REDIRECTS = {"file_redirect", "herestring_redirect", "heredoc_redirect"}
 _ARITH: Kinds = frozenset({"arith"})
+# a value computed by an expansion the gate does not evaluate (``${a/X/r}`` of an unknown, ``$(… | awk …)``):
+# in the program position it is a program the gate cannot know
+OPAQUE: Kinds = frozenset({"opaque"})
+_CODE_IN_VALUE = re.compile(r"\$\(|`")
+_LOOKUP = re.compile(
+    r"(?:which|command -v|type -[Pp]|whereis -b|(?:pyenv|rbenv|nodenv|goenv|asdf|mise) which|xcrun (?:-f|--find)"
+    r"|rustup which|xcrun -find) [A-Za-z0-9_][\w.+-]*"
+)
+_ARITH_TEST = re.compile(r"\s-(?:eq|ne|lt|le|gt|ge)\s")
 
 
 class _Walker:
@@ -108,6 +122,10 @@ class _Walker:
         self.loop_seq = 0
         self.extra_args: list[str] = []
         self.arrays: dict[str, list[str]] = {}
+        self.namerefs: dict[str, str] = {}  # ``declare -n r=a``
+        self.procsub_text: str | None = None  # what the last ``<( )`` printed, when known
+        self.arith_seen: set[tuple[str, str]] = set()  # (variable, value) arithmetic already walked as code
+        self.bodies: dict[str, str] = {}  # functions defined on the line: name -> body text
         self.stdin_kinds: Kinds = NOKINDS
         self.redirect_kinds: Kinds = NOKINDS  # provenance of a ``< <( )`` stdin
 
@@ -144,6 +162,15 @@ class _Walker:
             self.c_for_loop(node, depth)
         elif t == "comment" or not node.is_named:
             return
+        elif t == "test_command" and _ARITH_TEST.search(self.text(node)) or (
+            t == "compound_statement" and node.children and node.children[0].type == "(("
+        ):
+            self.arith_code(self.text(node), depth)
+            self.children(node, depth)
+        elif t == "subshell":  # ``(cd / && ls); rm -rf *``: the subshell's cd does not move the line
+            saved = self.cwd
+            self.children(node, depth)
+            self.cwd = saved
         elif t == "ERROR" and any(c.type == "command_name" for c in node.children):
             self.command(node, depth, [], None)
         else:
@@ -219,10 +246,16 @@ class _Walker:
         if t == "heredoc_redirect":
             body = ""
             strip_tabs = False
+            quoted_delim = False
             for c in node.children:
+                if c.type == "heredoc_start":
+                    quoted_delim = any(q in self.text(c) for q in "'\"\\")
                 if c.type == "heredoc_body":
                     body = self.text(c)
                     self.substitutions_in(c, depth + 1)
+                    # tree-sitter leaves backticks in an unquoted heredoc body as text; bash runs them
+                    for m in () if quoted_delim else re.finditer(r"(?<!\\)`((?:[^`\\]|\\.)*)`", body, re.S):
+                        self.nested(m.group(1).replace("\\`", "`"), depth + 1)
                 elif c.type == "<<-":
                     strip_tabs = True
                 elif c.type in _REDIRECTS:
@@ -289,11 +322,11 @@ class _Walker:
             elif t == "comment" or not c.is_named:
                 continue
             else:
-                if argv and prev_end == c.start_byte and prev_arg is not None:
+                if argv and prev_arg is not None and self.joined(prev_end, c.start_byte):
                     # tree-sitter split one shell word in two (``$IFS-rf$IFS/``): re-read it whole
                     del argv[len(argv) - prev_count :]
                     del kinds[len(kinds) - prev_count :]
-                    run = self.src[prev_arg : c.end_byte].decode("utf-8", "replace")
+                    run = self.src[prev_arg : c.end_byte].decode("utf-8", "replace").replace("\\\n", "")
                     words = [w for fc in fallback_commands(run, self.env) for w in fc.argv]
                     for w in words:
                         argv.append(w)
@@ -312,6 +345,25 @@ class _Walker:
             argv.append(x)
             kinds.append(NOKINDS)
         self.extra_args = saved_extra
+        while argv[:1] == ["{"] and len(argv) > 1:  # ``f(){ rm …`` misread: ``{`` opens a group
+            del argv[0]
+            del kinds[0]
+        if argv[:1] == ["coproc"]:
+            # ``coproc cmd``, ``coproc NAME { …; }``, ``coproc { …; }``: tree-sitter reads coproc as a
+            # command; bash runs what follows it
+            drop = 1
+            if len(argv) > 2 and argv[2] in ("{", "(", "((") and argv[1] not in ("{", "("):
+                drop = 2
+            if len(argv) > drop and argv[drop] in ("{", "("):
+                drop += 1
+            del argv[:drop]
+            del kinds[:drop]
+        if argv[:1] == ["let"]:
+            self.arith_code(" ".join(argv[1:]), depth)
+        elif argv[:1] and argv[0] in ("mapfile", "readarray"):
+            for i, a in enumerate(argv[:-1]):
+                if a == "-C":  # the callback is code run for every chunk read
+                    self.nested(argv[i + 1] + " 0 ''", depth)
         cmd = Cmd(
             argv,
             kinds,
@@ -336,9 +388,26 @@ class _Walker:
         elif argv[:2] == ["set", "--"]:
             for n, v in enumerate(argv[2:], 1):
                 self.env[str(n)] = v
-            self.env["@"] = self.env["*"] = " ".join(argv[2:])
+            self.env["@"] = ARGSEP.join(argv[2:])
+            self.env["*"] = " ".join(argv[2:])
+        elif argv[:1] == ["shift"] and "@" in self.env and UNKNOWN not in self.env["@"]:
+            n = int(argv[1]) if len(argv) > 1 and argv[1].isdigit() else 1
+            words = (self.env["@"].split(ARGSEP) if self.env["@"] else [])[n:]
+            for i in range(1, 10):
+                self.env[str(i)] = words[i - 1] if i <= len(words) else ""
+            self.env["@"] = ARGSEP.join(words)
+            self.env["*"] = " ".join(words)
+            self.env["#"] = str(len(words))
         for c in after:
             self.stmt(c, depth + 1)
+
+    def joined(self, end: int, start: int) -> bool:
+        """Two tree-sitter words are one shell word: nothing between them, or only line
+        continuations (``r\\<newline>m`` is ``rm``)."""
+        if end < 0:
+            return False
+        gap = self.src[end:start]
+        return not gap or (gap.replace(b"\\\n", b"") == b"" and end < start)
 
     def read_into(self, args: list[str], text: str) -> None:
         """``read -r a b <<< "..."``: the variables get the words of the first line."""
@@ -397,6 +466,18 @@ class _Walker:
         if value_node.type == "array":
             self.arrays[name] = [w for c in value_node.children if c.is_named for w, _ in self.word(c, depth + 1)]
         value = "".join(p.text for p in pieces)
+        if name == "PROMPT_COMMAND" or name in ("PS0", "PS1", "PS2", "PS4") and _CODE_IN_VALUE.search(value):
+            # bash runs PROMPT_COMMAND before each prompt and expands $( ) in the prompts (PS4 under set -x)
+            self.nested(value, depth + 1)
+        elif name in ("BASH_ENV", "ENV") and value and UNKNOWN not in value:
+            # every non-interactive bash (BASH_ENV) / interactive sh (ENV) started with it sources the file
+            kinds = frozenset().union(*(p.kinds for p in pieces)) if pieces else NOKINDS
+            if "procsub" in kinds and self.procsub_text is not None:  # ``BASH_ENV=<(echo 'code')``
+                self.cmds.append(Cmd(["sh"], [NOKINDS], self.text(node), stdin_text=self.procsub_text, cwd=self.cwd))
+            else:
+                self.cmds.append(
+                    Cmd(["source", value], [NOKINDS, kinds], self.text(node), cwd=self.cwd, function=self.func)
+                )
         # a value that keeps doubling (``a=$a$a``) must not eat memory: past a cap it is unknown
         self.env[name] = value if len(value) <= MAX_VALUE else UNKNOWN
         k = frozenset().union(*(p.kinds for p in pieces)) if pieces else NOKINDS
@@ -406,8 +487,19 @@ class _Walker:
             self.env_kinds.pop(name, None)
 
     def declaration(self, node: Node, depth: int) -> None:
+        nameref = any(
+            c.type == "word" and re.fullmatch(r"-[a-zA-Z]*n[a-zA-Z]*", self.text(c)) for c in node.children
+        )
         for c in node.children:
             if c.type == "variable_assignment":
+                if nameref:  # ``declare -n r=a``: $r is $a from now on
+                    ref = self.text(c).split("=", 1)
+                    target = unescape_unquoted(ref[1].strip("'\"")) if len(ref) == 2 else ""
+                    if re.fullmatch(r"[A-Za-z_]\w*", target):
+                        self.namerefs[ref[0]] = target
+                    else:
+                        self.namerefs[ref[0]] = "\x00"
+                    continue
                 self.assign(c, depth + 1)
             elif c.is_named:
                 self.substitutions_in(c, depth + 1)
@@ -420,6 +512,7 @@ class _Walker:
                 name = self.text(c)
             elif c.is_named and c.type != "word":
                 self.functions.add(name)
+                self.bodies[name] = self.text(c)
                 self.func = name
                 try:
                     self.stmt(c, depth + 1)
@@ -497,6 +590,44 @@ class _Walker:
         finally:
             self.forever, self.loop = outer, outer_loop
 
+    def nested(self, code: str, depth: int) -> list[Cmd]:
+        """Walk ``code`` (text that bash runs as code at this point: backticks in a heredoc body,
+        ``${x@P}`` of a value holding ``$( )``, an array subscript in arithmetic) as part of the line."""
+        self.tick(depth)
+        src = code.encode("utf-8", "replace")
+        w = _Walker(src, None, self.classify, self.cwd)
+        w.env, w.env_kinds, w.arrays, w.namerefs, w.bodies = self.env, self.env_kinds, self.arrays, self.namerefs, self.bodies
+        w.nodes, w.func, w.forever, w.loop, w.loop_seq = self.nodes, self.func, self.forever, self.loop, self.loop_seq
+        w.arith_seen = self.arith_seen
+        root = _PARSER.parse(src).root_node
+        w.stmt(root, depth + 1)
+        cmds = w.cmds
+        if root.has_error:
+            cmds = cmds + fallback_commands(code, self.env)
+        self.nodes, self.loop_seq = w.nodes, w.loop_seq
+        self.functions |= w.functions
+        self.cmds.extend(cmds)
+        return cmds
+
+    def arith_code(self, text: str, depth: int) -> None:
+        """Arithmetic evaluates the variables it names, recursively, and the subscripts in their
+        values run command substitutions (``v='x[$(rm -rf /)]'; echo $((v))``): walk that code."""
+        budget = [64]
+        for name in re.findall(r"[A-Za-z_]\w*", text)[:32]:
+            self._arith_var(name, depth, budget)
+
+    def _arith_var(self, name: str, depth: int, budget: list[int]) -> None:
+        name = self.namerefs.get(name, name)
+        value = self.env.get(name)
+        if not value or (name, value) in self.arith_seen or budget[0] <= 0:
+            return
+        budget[0] -= 1
+        self.arith_seen.add((name, value))  # shared with nested walks: a value naming itself stops here
+        if _CODE_IN_VALUE.search(value):
+            self.nested(value, depth + 1)
+        for inner in re.findall(r"[A-Za-z_]\w*", value)[:32]:
+            self._arith_var(inner, depth + 1, budget)
+
     # ---- substitutions
 
     def substitutions_in(self, node: Node, depth: int) -> None:
@@ -512,10 +643,12 @@ class _Walker:
         """Walk ``$( )`` / backticks / ``<( )``; return its value (when it is a plain echo) and kinds."""
         start = len(self.cmds)
         saved_forever = self.forever
+        saved_cwd = self.cwd
         for c in node.children:
             if c.is_named:
                 self.stmt(c, depth + 1)
         self.forever = saved_forever
+        inner_cwd, self.cwd = self.cwd, saved_cwd  # a subshell: its cd does not change ours
         inner = self.cmds[start:]
         kinds: set[str] = set()
         if self.classify is not None:
@@ -526,7 +659,20 @@ class _Walker:
             printed = echo_output(inner[0].argv)
             if printed is not None:
                 value = printed.rstrip("\n")
+            elif _LOOKUP.fullmatch(" ".join(inner[0].argv)):  # ``$(which python3)``: that program's path
+                value = "/usr/bin/" + inner[0].argv[-1]
+            else:
+                value = _path_output(inner[0].argv, inner_cwd)
+        elif len(inner) >= 2 and inner[-1].argv == ["pwd"] and all(c.argv[:1] in (["cd"], ["pushd"]) for c in inner[:-1]):
+            value = inner_cwd if inner_cwd is not None and UNKNOWN not in inner_cwd else UNKNOWN
+        elif inner and all(c.upstream or i == 0 for i, c in enumerate(inner)):
+            printed = pipe_output([c.argv for c in inner])
+            if printed is not None:
+                value = printed.rstrip("\n")
+        if value == UNKNOWN:
+            kinds.add("opaque")
         if node.type == "process_substitution":
+            self.procsub_text = None if value == UNKNOWN else value + "\n"
             kinds.add("procsub")
             value = "/dev/fd/63"
             direction = ">" if self.text(node).startswith(">") else "<"
@@ -548,7 +694,7 @@ class _Walker:
             if p.split:
                 if not p.text:
                     continue
-                parts = self.ifs_split(p.text)
+                parts = p.text.split(ARGSEP) if p.at else self.ifs_split(p.text.replace(ARGSEP, " "))
                 for i, part in enumerate(parts):
                     if i > 0:
                         cur = None
@@ -608,10 +754,12 @@ class _Walker:
             return out
         if t == "simple_expansion":
             name = self.text(node)[1:]
+            name = self.namerefs.get(name, name)
             return [
                 _Piece(
                     self.env.get(name, UNKNOWN),
                     split=not quoted or name in ("@", "*"),
+                    at=quoted and name == "@",
                     kinds=self.env_kinds.get(name, NOKINDS),
                 )
             ]
@@ -622,6 +770,7 @@ class _Walker:
             return [_Piece(value, split=not quoted, kinds=kinds)]
         if t == "arithmetic_expansion":
             self.substitutions_in(node, depth + 1)
+            self.arith_code(self.text(node), depth + 1)
             number = arithmetic(self.text(node), self.env)
             return [_Piece(UNKNOWN if number is None else str(number), kinds=_ARITH if number is None else NOKINDS)]
         if t == "brace_expression":
@@ -645,6 +794,7 @@ class _Walker:
         subscript = ""
         arg_nodes: list[Node] = []
         length = False
+        indirect = False
         for c in node.children:
             ct = c.type
             if ct in ("${", "}"):
@@ -656,26 +806,51 @@ class _Walker:
                 subscript = rest.rstrip("]")
             elif ct == "#" and not name:
                 length = True
+            elif ct == "!" and not name:
+                indirect = True
             elif not name:
                 continue
             elif not c.is_named and not op:
                 op = self.text(c)
             else:
                 arg_nodes.append(c)
+        name = self.namerefs.get(name, name)
+        if indirect:
+            # ``${!ref}``: the variable named by $ref (``${!p*}`` / ``${!a[@]}`` list names or keys)
+            if op or subscript:
+                return _Piece(UNKNOWN, split=not quoted, kinds=OPAQUE)
+            target = self.env.get(name)
+            if target is None or not re.fullmatch(r"[A-Za-z_]\w*|[0-9]+|[@*#?$!-]", target):
+                return _Piece(UNKNOWN, split=not quoted, kinds=OPAQUE)
+            name = self.namerefs.get(target, target)
         value = self.env.get(name)
         kinds = self.env_kinds.get(name, NOKINDS)
+        if name == UNKNOWN:
+            return _Piece(UNKNOWN, split=not quoted, kinds=OPAQUE)
         if subscript in ("@", "*"):
+            if name in self.arrays and all(UNKNOWN not in x for x in self.arrays[name]):
+                # ``"${a[@]}"``: one word per element
+                return _Piece(ARGSEP.join(self.arrays[name]), split=True, at=quoted and subscript == "@", kinds=kinds)
             return _Piece(value if value is not None else UNKNOWN, split=True, kinds=kinds)
+        if name == "@" and not op and not length:
+            return _Piece(value if value is not None else UNKNOWN, split=True, at=quoted, kinds=kinds)
         if subscript and subscript.isdigit() and name in self.arrays:
             items = self.arrays[name]
             i = int(subscript)
             return _Piece(items[i] if i < len(items) else "", split=not quoted, kinds=kinds)
+        if subscript:
+            self.arith_code(subscript, depth)
         if length:
             return _Piece(str(len(value)) if value is not None and UNKNOWN not in value else UNKNOWN)
+        if op in ("/", "//", "/#", "/%"):
+            return self.replace(value, op, arg_nodes, depth, quoted, kinds)
         arg = "".join(p.text for n in arg_nodes for p in self.pieces(n, depth + 1, True)) if arg_nodes else ""
+        known = value is not None and UNKNOWN not in value
         if op in (":-", "-", ":=", "="):
             if value is None or (op.startswith(":") and value == ""):
                 value = arg
+                if op in (":=", "=") and name and not subscript:  # ``: ${Q:=rm}`` assigns Q
+                    self.env[name] = arg
         elif op in (":+", "+"):
             value = arg if value else ("" if value is not None else UNKNOWN)
         elif op in ("%", "%%", "#", "##") and value is not None and UNKNOWN not in value and UNKNOWN not in arg:
@@ -687,9 +862,135 @@ class _Walker:
                 value = value[s : s + nums[1]] if len(nums) > 1 else value[s:]
             else:
                 value = UNKNOWN
+        elif op in (",,", "^^", ",", "^", "~~", "~") and known and value is not None:
+            value = _case(value, op, arg)
+        elif op == "@" and known and value is not None:
+            flag = arg.strip()
+            if flag == "P" and _CODE_IN_VALUE.search(value):  # prompt expansion runs $( ) and backticks
+                self.nested(value, depth + 1)
+                value = UNKNOWN
+                kinds = kinds | OPAQUE
+            elif flag in ("U", "u", "L"):
+                value = _case(value, {"U": "^^", "u": "^", "L": ",,"}[flag], "")
+            elif flag == "E":
+                value = decode_escapes(value)
+            elif flag in ("Q", "P", "A", "K", "k", "a"):
+                value = UNKNOWN if flag != "P" else value
+                kinds = kinds | (OPAQUE if flag != "P" else NOKINDS)
+            else:
+                value = UNKNOWN
+                kinds = kinds | OPAQUE
+        elif op in (":?", "?"):
+            pass
         elif op:
             value = UNKNOWN
+            kinds = kinds | OPAQUE
         return _Piece(UNKNOWN if value is None else value, split=not quoted, kinds=kinds)
+
+    def replace(
+        self, value: str | None, op: str, arg_nodes: list[Node], depth: int, quoted: bool, kinds: Kinds
+    ) -> _Piece:
+        """``${a/pat/rep}``, ``${a//pat/rep}``, ``${a/#pat/rep}``, ``${a/%pat/rep}``."""
+        pat_nodes: list[Node] = []
+        rep_nodes: list[Node] = []
+        seen_sep = False
+        for n in arg_nodes:
+            if not n.is_named and self.text(n) == "/" and not seen_sep:
+                seen_sep = True
+            elif seen_sep:
+                rep_nodes.append(n)
+            else:
+                pat_nodes.append(n)
+        pattern = "".join(
+            self.text(n) if n.type == "regex" else "".join(p.text for p in self.pieces(n, depth + 1, True))
+            for n in pat_nodes
+        )
+        replacement = "".join(p.text for n in rep_nodes for p in self.pieces(n, depth + 1, True))
+        opaque = _Piece(UNKNOWN, split=not quoted, kinds=kinds | OPAQUE)
+        if value is None or UNKNOWN in value or UNKNOWN in pattern or UNKNOWN in replacement:
+            return opaque
+        if re.search(r"[$`]", pattern):
+            return opaque
+        rx = glob_regex(unescape_unquoted(pattern)) if pattern else None
+        if pattern and rx is None:
+            return opaque
+        out = value
+        if rx is not None:
+            out = _replace(value, rx, op, replacement)
+        return _Piece(out, split=not quoted, kinds=kinds)
+
+
+def _path_output(argv: list[str], cwd: str | None) -> str:
+    """What ``pwd``, ``dirname P``, ``basename P``, ``realpath P``/``readlink -f P`` and ``ls -d P…``
+    print (``rm -rf $(dirname $HOME)``), or UNKNOWN."""
+    if not argv or any(UNKNOWN in a for a in argv):
+        return UNKNOWN
+    name, args = argv[0], argv[1:]
+    if name == "pwd" and not args:
+        return cwd if cwd is not None else UNKNOWN
+    if name == "dirname" and len(args) == 1:
+        p = args[0].rstrip("/") or "/"
+        if p == "~":
+            return "/home"  # the home's parent: /home (or / for root's)
+        return posixpath.dirname(p) or "."
+    if name == "basename" and len(args) == 1:
+        return posixpath.basename(args[0].rstrip("/")) or "/"
+    if (name == "realpath" and len(args) == 1) or (name == "readlink" and len(args) == 2 and args[0] in ("-f", "-e", "-m")):
+        p = args[-1]
+        return posixpath.normpath(p) if p.startswith(("/", "~")) else UNKNOWN
+    if name == "ls" and args and args[0] == "-d" and all(not a.startswith("-") for a in args[1:]):
+        return " ".join(args[1:])
+    return UNKNOWN
+
+
+def _case(value: str, op: str, pattern: str) -> str:
+    rx = glob_regex(pattern) if pattern else None
+
+    def conv(ch: str) -> str:
+        if pattern and (rx is None or not rx.fullmatch(ch)):
+            return ch
+        if op.startswith("^"):
+            return ch.upper()
+        if op.startswith(","):
+            return ch.lower()
+        return ch.swapcase()
+
+    if len(op) == 2:
+        return "".join(conv(c) for c in value)
+    return conv(value[:1]) + value[1:] if value else value
+
+
+def _replace(value: str, rx: re.Pattern[str], op: str, rep: str) -> str:
+    n = len(value)
+    if op == "/#":
+        for j in range(n, -1, -1):
+            if rx.fullmatch(value[:j]):
+                return rep + value[j:]
+        return value
+    if op == "/%":
+        for i in range(0, n + 1):
+            if rx.fullmatch(value[i:]):
+                return value[:i] + rep
+        return value
+    out: list[str] = []
+    i = 0
+    while i <= n:
+        hit = -1
+        for j in range(n, i - 1, -1):
+            if rx.fullmatch(value[i:j]):
+                hit = j
+                break
+        if hit < 0 or hit == i:
+            if i < n:
+                out.append(value[i])
+            i += 1
+            continue
+        out.append(rep)
+        i = hit
+        if op == "/":
+            out.append(value[i:])
+            return "".join(out)
+    return "".join(out)
 
 
 # -- entry point -----------------------------------------------------------------------------
@@ -703,6 +1004,10 @@ def parse(
         # see normalize.py: tree-sitter-bash may crash outside the BMP; payloads decoded from
         # $'\U...' escapes reach here without passing normalize()
         text = _ASTRAL.sub("\ufffd", text).encode("utf-8", "replace").decode("utf-8")
+    if "coproc" in text:
+        # ``coproc [NAME] { …; }`` / ``coproc [NAME] ( … )``: tree-sitter-bash does not know the keyword
+        # and misreads the compound command; bash runs it (in the background), so read it without it
+        text = _COPROC.sub(lambda m: m.group(1) + " " * (len(m.group(0)) - len(m.group(1))), text)
     src = text.encode("utf-8")
     tree = _PARSER.parse(src)
     root = tree.root_node
@@ -711,4 +1016,4 @@ def parse(
     cmds = w.cmds
     if root.has_error:
         cmds = cmds + fallback_commands(text, w.env)
-    return Script(cmds, w.functions, root.has_error)
+    return Script(cmds, w.functions, root.has_error, w.bodies)

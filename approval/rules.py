@@ -94,6 +94,11 @@ _RULES: tuple[Rule, ...] = (
         "Hands shell code the gate cannot read to a program that runs it (sed e, a hooks directory, a makefile or"
         " commands from live input, a shell behind >( )).",
     ),
+    Rule(
+        "unknown_program",
+        "remote",
+        "Runs a program whose name the gate cannot know (built by an expansion or command it does not evaluate).",
+    ),
     # data
     Rule("sql_destructive", "data", "Destructive SQL: drops or truncates data, or deletes/updates every row."),
     Rule("db_drop", "data", "Drops a whole database."),

@@ -253,3 +253,110 @@ def printf_output(fmt: str, args: list[str]) -> str:
 
     out.append(re.sub(r"%[-+ #0]*\d*(?:\.\d+)?([sbdiouxXfeEgGc%])", conv, decode_escapes(fmt)))
     return "".join(out)
+
+
+def pipe_output(stages: list[list[str]]) -> str | None:
+    """What ``echo TEXT | cut … | sed s/…/…/ | tr … | rev`` prints, when every stage is one the gate
+    evaluates exactly (``echo``/``printf`` first; ``cut -c/-b/-d -f``, ``sed`` of ``s`` commands,
+    ``tr`` of plain sets, ``rev``, ``head``/``tail`` of lines); None when any stage is not."""
+    if not stages or len(stages) > 8:
+        return None
+    text = echo_output(stages[0])
+    for argv in stages[1:]:
+        if text is None or not argv:
+            return None
+        text = _filter(argv[0].rsplit("/", 1)[-1], argv[1:], text)
+    return text
+
+
+def _lines(text: str) -> list[str]:
+    return text[:-1].split("\n") if text.endswith("\n") else text.split("\n")
+
+
+def _ranges(spec: str) -> list[tuple[int, int]] | None:
+    out: list[tuple[int, int]] = []
+    for part in spec.split(","):
+        m = re.fullmatch(r"(\d*)-?(\d*)", part)
+        if not m or not part:
+            return None
+        a, b = m.group(1), m.group(2)
+        lo = int(a) if a else 1
+        hi = int(b) if b else (lo if "-" not in part else 1 << 30)
+        out.append((lo, hi))
+    return out
+
+
+def _filter(name: str, args: list[str], text: str) -> str | None:
+    if UNKNOWN in text or any(UNKNOWN in a for a in args):
+        return None
+    lines = _lines(text)
+    if name == "rev" and not args:
+        return "\n".join(line[::-1] for line in lines) + "\n"
+    if name == "cut":
+        opts = " ".join(args)
+        if len(args) in (2, 4) and all(len(a) == 2 and a.startswith("-") for a in args[::2]):
+            opts = " ".join(a + b for a, b in zip(args[::2], args[1::2], strict=True))  # ``-d ' ' -f 2``
+        m = re.fullmatch(r"-([cb])\s*(\S+)", opts)
+        if m:
+            rs = _ranges(m.group(2))
+            if rs is None:
+                return None
+            return "\n".join("".join(ch for i, ch in enumerate(line, 1) if any(lo <= i <= hi for lo, hi in rs)) for line in lines) + "\n"
+        m = re.fullmatch(r"-d(.)\s*-f\s*(\S+)|-f\s*(\S+)\s+-d(.)", opts)
+        if m:
+            delim = m.group(1) or m.group(4)
+            rs = _ranges(m.group(2) or m.group(3))
+            if rs is None:
+                return None
+            out = []
+            for line in lines:
+                fields = line.split(delim)
+                out.append(line if len(fields) == 1 else delim.join(f for i, f in enumerate(fields, 1) if any(lo <= i <= hi for lo, hi in rs)))
+            return "\n".join(out) + "\n"
+        return None
+    if name == "tr":
+        delete = args[:1] == ["-d"]
+        sets = args[1:] if delete else args
+        if len(sets) != (1 if delete else 2) or any(re.search(r"\[|\\", x) for x in sets):
+            return None
+
+        def expand(x: str) -> str:
+            return re.sub(r"(.)-(.)", lambda m: "".join(chr(c) for c in range(ord(m.group(1)), ord(m.group(2)) + 1)), x)
+
+        a = expand(sets[0])
+        if delete:
+            return text.translate({ord(c): None for c in a})
+        b = expand(sets[1])
+        if not b:
+            return None
+        b = b + b[-1] * max(0, len(a) - len(b))
+        return text.translate({ord(c): b[i] for i, c in enumerate(a)})
+    if name == "sed":
+        scripts = [a for a in args if a != "-e"]
+        if len(scripts) != 1:
+            return None
+        out = lines
+        for cmd in scripts[0].split(";"):
+            m = re.fullmatch(r"\s*s(.)(.*?)\1(.*?)\1([gI0-9]*)\s*", cmd)
+            if not m or re.search(r"\\[^./*\[\]^$]|[(){}+?|]", m.group(2)) or "\\" in m.group(3) or "&" in m.group(3):
+                return None
+            try:
+                rx = re.compile(m.group(2), re.I if "I" in m.group(4) else 0)
+            except re.error:
+                return None
+            count = 0 if "g" in m.group(4) else 1
+            out = [rx.sub(lambda _m: m.group(3), line, count=count) for line in out]
+        return "\n".join(out) + "\n"
+    if name in ("head", "tail") and len(args) <= 2:
+        opts = " ".join(args)
+        mc = re.fullmatch(r"-c\s*(\d+)", opts)
+        if mc:
+            k = int(mc.group(1))
+            return text[:k] if name == "head" else text[len(text) - k :] if k else ""
+        mm = re.fullmatch(r"(?:-n\s*)?-?(\d+)", opts) if opts else None
+        n = int(mm.group(1)) if mm else (10 if not opts else -1)
+        if n < 0:
+            return None
+        keep = lines[:n] if name == "head" else lines[len(lines) - n :] if n else []
+        return "\n".join(keep) + "\n"
+    return None

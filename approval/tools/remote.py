@@ -144,7 +144,7 @@ def _h_shell(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
         d.payload(ctx, operands[0], op_kinds[0] if op_kinds else frozenset(), cmd.text, env)
         return
     if operands and not read_stdin:
-        judge_script(d, operands[0], op_kinds[0] if op_kinds else frozenset(), cmd, ctx, "sh")
+        judge_script(d, operands[0], op_kinds[0] if op_kinds else frozenset(), cmd, ctx, "sh", args=operands[1:])
         return
     # the shell reads its program from stdin
     if (
@@ -171,7 +171,7 @@ def _judge_stdin_source(d: Detector, cmd: Cmd, ctx: Ctx) -> None:
         d.add(ctx, "decode_to_shell", cmd.segment)
 
 
-def _judge_script_file(d: Detector, path: str, kinds: Kinds, cmd: Cmd, ctx: Ctx) -> None:
+def _judge_script_file(d: Detector, path: str, kinds: Kinds, cmd: Cmd, ctx: Ctx, args: list[str] | None = None) -> None:
     if "download" in kinds:
         d.add(ctx, "pipe_to_shell", cmd.text)
     elif "decode" in kinds:
@@ -179,7 +179,8 @@ def _judge_script_file(d: Detector, path: str, kinds: Kinds, cmd: Cmd, ctx: Ctx)
     elif base_name(path) in ctx.downloaded or path in ctx.downloaded:
         d.add(ctx, "download_then_run", cmd.text)
     elif base_name(path) in ctx.written:
-        d.payload(ctx, ctx.written[base_name(path)], frozenset(), cmd.text)
+        env = {str(i): a for i, a in enumerate(args or [], 1)}  # $@ from them: Detector.payload
+        d.payload(ctx, ctx.written[base_name(path)], frozenset(), cmd.text, env or None)
 
 
 _WHY_UNREAD = {
@@ -191,14 +192,21 @@ _WHY_UNREAD = {
 
 
 def judge_script(
-    d: Detector, path: str, kinds: Kinds, cmd: Cmd, ctx: Ctx, lang: str = "sh", optional: bool = False
+    d: Detector,
+    path: str,
+    kinds: Kinds,
+    cmd: Cmd,
+    ctx: Ctx,
+    lang: str = "sh",
+    optional: bool = False,
+    args: list[str] | None = None,
 ) -> None:
     """A file the command runs as code: written or downloaded on the same line (judged as such), or
     read from the task's backend by the core (``GateContext.files``) and judged as if it were inline,
     in its language (``sh``; ``exec``: by its ``#!`` line; an interpreter's; ``sql``; ``crontab``;
     ``make``; ``gdb``).  One the core could not read (missing, unreadable, too big) asks
     (``script_unread``); ``optional`` ones (make's default makefiles) may be missing."""
-    _judge_script_file(d, path, kinds, cmd, ctx)
+    _judge_script_file(d, path, kinds, cmd, ctx, args)
     if kinds or base_name(path) in ctx.written or base_name(path) in ctx.downloaded or path in ctx.downloaded:
         return
     found = d.script_file(path, cmd)
@@ -210,11 +218,12 @@ def judge_script(
         why = _WHY_UNREAD.get(found.note, "could not be read")
         d.add(ctx, "script_unread", cmd.text, f"The command runs {path}, which {why}; the gate cannot judge it.")
         return
-    judge_text(d, lang, found.text, cmd, ctx)
+    judge_text(d, lang, found.text, cmd, ctx, args)
 
 
-def judge_text(d: Detector, lang: str, text: str, cmd: Cmd, ctx: Ctx) -> None:
-    """Judge the text of a script in ``lang`` as if the command held it inline."""
+def judge_text(d: Detector, lang: str, text: str, cmd: Cmd, ctx: Ctx, args: list[str] | None = None) -> None:
+    """Judge the text of a script in ``lang`` as if the command held it inline (a shell script with
+    ``$1…``/``$@`` bound to ``args``, the arguments it is run with)."""
     if lang in ("sh", "exec"):
         first = text.split("\n", 1)[0]
         if first.startswith("#!"):
@@ -229,7 +238,11 @@ def judge_text(d: Detector, lang: str, text: str, cmd: Cmd, ctx: Ctx) -> None:
             if prog not in SHELLS and lang == "exec":
                 d.add(ctx, "script_unread", cmd.text, f"The script runs under {prog}, which the gate cannot read.")
                 return
-        d.payload(ctx, text, frozenset(), cmd.text)
+        env = None
+        if args:
+            env = {str(i): "" for i in range(1, 10)}
+            env.update({str(i): a for i, a in enumerate(args, 1)})  # $@ from them: Detector.payload
+        d.payload(ctx, text, frozenset(), cmd.text, env)
     elif lang == "sql":
         for f in inline.sql_findings(text):
             d.add(ctx, f.rule, cmd.text, f"Destructive SQL that drops or wipes data: {f.detail[:80]}")
@@ -270,6 +283,8 @@ def _h_eval(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
     """``eval`` and ``trap``: their arguments are shell code, judged as such (unknown text asks through
     the detector's unknown-code rules)."""
     if name == "trap":
+        if args[:1] == ["--"]:  # ``trap -- 'code' EXIT``
+            args, kinds = args[1:], kinds[1:]
         if not args or args[0].startswith("-"):
             return
         code, k = args[0], kinds[0] if kinds else frozenset()
@@ -285,7 +300,7 @@ def _h_source(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
     if args and args[0] in ("/dev/stdin", "-", "/proc/self/fd/0", "/dev/fd/0"):
         _h_shell(d, "sh", ["-s"], [], cmd, ctx)
     elif args:
-        judge_script(d, args[0], kinds[0] if kinds else frozenset(), cmd, ctx, "sh")
+        judge_script(d, args[0], kinds[0] if kinds else frozenset(), cmd, ctx, "sh", args=args[1:])
 
 
 @handles("xargs")
@@ -532,6 +547,13 @@ EXAMPLES: tuple[Examples, ...] = (
         "decode_to_shell",
         match=("echo cm0gLXJmIC8= | base64 -d | sh", "xxd -r -p payload.hex | sh", "echo '/ fr- mr' | rev | sh"),
         no_match=("echo aGk= | base64 -d", "base64 -d data.b64 > out.bin", "rev names.txt"),
+    ),
+    Examples(
+        "unknown_program",
+        match=("a=Xm; b=$(cat f); ${b/X/r} -rf /", "$(echo rm | awk '{print}') -rf /", "$X -rf /", "sudo $CMD -9 -1",
+               "declare -n r=undefined_ref; $r -rf ~", "${!ref} x"),
+        no_match=("$EDITOR notes.txt", "$PYTHON -m pytest", "$(which python3) -V", "a=Xm; ${a/X/r} file.txt",
+                  '"$(git rev-parse --show-toplevel)/build.sh"'),
     ),
     Examples(
         "reverse_shell",
