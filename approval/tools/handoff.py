@@ -24,6 +24,7 @@ from ..model import UNKNOWN, Cmd, Kinds
 from ..sed import commands_anywhere, sed_args
 from .base import Ctx, Examples, _opt_value, also
 from .git import git_subcommand
+from .pipes import EXAMPLES as _PIPE_EXAMPLES
 from .remote import _stdin_texts, judge_script
 
 if TYPE_CHECKING:
@@ -385,3 +386,5 @@ EXAMPLES: tuple[Examples, ...] = (
         ),
     ),
 )
+
+EXAMPLES += _PIPE_EXAMPLES
