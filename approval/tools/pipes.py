@@ -134,8 +134,10 @@ def _integration(argv: list[str]) -> bool:
     words = set(argv[1:])
     if words & {"completion", "completions", "shellenv", "--completion", "__complete"}:
         return True
-    return bool(words & {"init", "hook", "activate", "env"}) and bool(words & _SHELL_WORDS) or bool(
-        words & {"--bash", "--zsh", "--fish"}
+    return (
+        bool(words & {"init", "hook", "activate", "env"})
+        and bool(words & _SHELL_WORDS)
+        or bool(words & {"--bash", "--zsh", "--fish"})
     )
 
 
@@ -319,7 +321,11 @@ def _h_parallel_code(d: Detector, name: str, args: list[str], kinds: list[Kinds]
     k = 0
     head = args[:j]
     while k < len(head) and head[k].startswith("-"):
-        k += 2 if head[k] in ("-j", "-S", "--sshlogin", "-a", "--arg-file", "-d", "--delimiter", "-I", "-N", "-n", "-L") else 1
+        k += (
+            2
+            if head[k] in ("-j", "-S", "--sshlogin", "-a", "--arg-file", "-d", "--delimiter", "-I", "-N", "-n", "-L")
+            else 1
+        )
     template = head[k:]
     values: list[str] = []
     unknown = False
@@ -356,9 +362,9 @@ EXAMPLES = (
         match=(
             "some_tool | sh",
             "bash <(some_tool)",
-            "sh -c \"$(cat)\" <<< x",
+            'sh -c "$(cat)" <<< x',
             "find . | xargs -I{} sh -c '{}'",
-            "parallel ::: \"$(cat cmds)\"",
+            'parallel ::: "$(cat cmds)"',
         ),
         no_match=(
             "echo 'ls -la' | cat | sh",
