@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from ..awk import awk_args, shell_code
 from ..makefiles import makefile_recipes
 from ..model import UNKNOWN, Cmd, Kinds
 from ..sed import commands_anywhere, sed_args
@@ -164,7 +165,9 @@ def _h_git_code(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
 # -- editors, pagers, debuggers
 
 
-_VIM_SHELL = re.compile(r"^[\s:]*(?:silent!?\s*|exe(?:cute)?\s+['\"])?(?:\d*,?\d*\s*)?(?:r(?:ead)?\s*|w(?:rite)?\s*)?!(.*)$", re.S)
+_VIM_SHELL = re.compile(
+    r"^[\s:]*(?:silent!?\s*|exe(?:cute)?\s+['\"])?(?:\d*,?\d*\s*)?(?:r(?:ead)?\s*|w(?:rite)?\s*)?!(.*)$", re.S
+)
 _VIM_CALL = re.compile(r"\b(?:system|systemlist|jobstart|job_start|term_start|termopen)\s*\(\s*['\"]([^'\"]*)['\"]")
 
 
@@ -207,7 +210,11 @@ def _h_debugger_exec(d: Detector, name: str, args: list[str], kinds: list[Kinds]
     values = (
         _opt_value(args, "-ex", "--eval-command")
         + _opt_value(args, "-iex", "--init-eval-command")
-        + (_opt_value(args, "-o", "--one-line") + _opt_value(args, "-O", "--one-line-before-file") if name == "lldb" else [])
+        + (
+            _opt_value(args, "-o", "--one-line") + _opt_value(args, "-O", "--one-line-before-file")
+            if name == "lldb"
+            else []
+        )
     )
     for v in values:
         m = re.match(r"\s*(?:shell\s+|!|platform\s+shell\s+)(.*)", v, re.S)
@@ -228,12 +235,20 @@ def _h_emacs_exec(d: Detector, name: str, args: list[str], kinds: list[Kinds], c
     """``emacs --eval '(shell-command "CMD")'`` (also ``call-process``, ``start-process``,
     ``async-shell-command``): the literal command is judged; one built at run time asks."""
     for i, a in enumerate(args):
-        code = a.split("=", 1)[1] if a.startswith("--eval=") else args[i + 1] if a in ("--eval", "-eval", "-e") and i + 1 < len(args) else None
+        code = (
+            a.split("=", 1)[1]
+            if a.startswith("--eval=")
+            else args[i + 1]
+            if a in ("--eval", "-eval", "-e") and i + 1 < len(args)
+            else None
+        )
         if code is None:
             continue
         for m in re.finditer(r"\((?:async-)?shell-command(?:-to-string)?\s+\"((?:[^\"\\]|\\.)*)\"", code):
             _run(d, ctx, cmd, m.group(1).replace('\\"', '"'), "Emacs runs a shell command.")
-        for m in re.finditer(r"\((?:call|start)-process(?:-shell-command)?\s+((?:\"(?:[^\"\\]|\\.)*\"\s*|nil\s*|t\s*)+)", code):
+        for m in re.finditer(
+            r"\((?:call|start)-process(?:-shell-command)?\s+((?:\"(?:[^\"\\]|\\.)*\"\s*|nil\s*|t\s*)+)", code
+        ):
             words = [w for w in re.findall(r"\"((?:[^\"\\]|\\.)*)\"", m.group(1))]
             if words:
                 _run(d, ctx, cmd, " ".join(words), "Emacs starts a program.")
@@ -265,7 +280,9 @@ def _h_make_stdin(d: Detector, name: str, args: list[str], kinds: list[Kinds], c
         return
     for f in files:
         if f not in stdin_files:
-            judge_script(d, f if f.startswith("/") or not where else where.rstrip("/") + "/" + f, frozenset(), cmd, ctx, "make")
+            judge_script(
+                d, f if f.startswith("/") or not where else where.rstrip("/") + "/" + f, frozenset(), cmd, ctx, "make"
+            )
     if not files:  # the makefile in the directory: GNUmakefile, makefile or Makefile, whichever exists
         for f in ("GNUmakefile", "makefile", "Makefile"):
             judge_script(d, where.rstrip("/") + "/" + f if where else f, frozenset(), cmd, ctx, "make", optional=True)
@@ -356,6 +373,29 @@ def _h_zip(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd
         _run(d, ctx, cmd, code, "zip runs a test command.")
 
 
+# -- awk
+
+
+@also("awk", "gawk", "mawk", "nawk", "original-awk", "goawk", "onetrue-awk", "bwk-awk")
+def _h_awk_shell(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """awk's ``system()``, ``cmd | getline``, ``print … | cmd`` (and what is printed into a shell):
+    the command is judged as shell code with every value the gate can know (literals, ``-v``,
+    variables set to literals); a part it cannot know (a field, ``ENVIRON``, input) asks."""
+    programs, variables, _files = awk_args(args)
+    for program in programs:
+        found = shell_code(program, variables)
+        if found is None:
+            if re.search(r"\bsystem\s*\(|\|&?\s*getline|\|&?\s*\"", program):
+                _hidden(d, ctx, cmd, f"{name} runs shell commands from a program the gate cannot read.")
+            continue
+        for h in found:
+            if h.code.strip("\x00 \t\n") == "" or h.code.lstrip(" \t\n").startswith(UNKNOWN):
+                what = "prints into a shell" if h.how == "stdin" else "runs as a command"
+                _hidden(d, ctx, cmd, f"{name} {what} text it computes when it runs; the gate cannot see it.")
+                continue
+            _run(d, ctx, cmd, h.code, f"{name} runs a command built from text the gate cannot see.")
+
+
 # The rules of this family, by what they must and must not catch (checked at load: approval.examples).
 EXAMPLES: tuple[Examples, ...] = (
     Examples(
@@ -367,7 +407,7 @@ EXAMPLES: tuple[Examples, ...] = (
             "cat rules.mk | make -f - all",
             "cat jobs.txt | at now",
             "exec 3> >(sh)",
-            "tar -xf a.tar --to-command=\"$CMD\"",
+            'tar -xf a.tar --to-command="$CMD"',
         ),
         no_match=(
             "sed 's/a/b/g' x.txt",

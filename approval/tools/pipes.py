@@ -365,6 +365,8 @@ EXAMPLES = (
             'sh -c "$(cat)" <<< x',
             "find . | xargs -I{} sh -c '{}'",
             'parallel ::: "$(cat cmds)"',
+            "awk '{system($0)}' cmds.txt",
+            'awk \'{print "rm -rf " $1 | "sh"}\' list',
         ),
         no_match=(
             "echo 'ls -la' | cat | sh",
@@ -373,6 +375,8 @@ EXAMPLES = (
             "find . -name '*.py' | xargs -I{} sh -c 'black {}'",
             "parallel gzip ::: a b",
             "bash -c 'echo hi'",
+            "awk '{ print $1 | \"sort -u\" }' f",
+            "awk 'BEGIN { \"date +%s\" | getline t; print t }'",
         ),
     ),
 )
