@@ -40,7 +40,7 @@ from .tools import (
     is_help,
     pattern_handler,
 )
-from .tools.handoff import ssh_local_code
+from .tools.handoff import env_hooks, ssh_local_code
 from .tools.remote import judge_script
 from .tools.system import _h_nsenter
 from .verdict import Decision, Verdict
@@ -149,6 +149,7 @@ class Detector:
         if self.state is not None and self.state.defines(cmd.argv[0]):
             self.defined(cmd, ctx)
         self.remember_written(cmd, ctx)
+        env_hooks(self, cmd, ctx)  # NAME=code prefixes (approval/tools/handoff.py)
         if cmd.kinds and cmd.kinds[0] and UNKNOWN in cmd.argv[0]:
             k = cmd.kinds[0]
             if "download" in k:

@@ -26,6 +26,7 @@ from ..sed import commands_anywhere, sed_args
 from .base import Ctx, Examples, _opt_value, also
 from .git import git_subcommand
 from .pipes import EXAMPLES as _PIPE_EXAMPLES
+from .pipes import _procsub_text
 from .remote import _stdin_texts, judge_script
 
 if TYPE_CHECKING:
@@ -371,6 +372,159 @@ def _h_zip(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd
     """``zip -T -TT CMD`` (``--unzip-command``) tests the archive by running CMD: judged."""
     for code in _opt_value(args, "-TT", "--unzip-command"):
         _run(d, ctx, cmd, code, "zip runs a test command.")
+
+
+# -- environment variables whose value is code (assignment prefixes and ``env NAME=…``)
+
+# variables a program runs as a shell command line
+_ENV_COMMAND = frozenset(
+    {
+        "PROMPT_COMMAND",
+        "GIT_SSH_COMMAND",
+        "GIT_EXTERNAL_DIFF",
+        "GIT_PAGER",
+        "GIT_EDITOR",
+        "GIT_SEQUENCE_EDITOR",
+        "GIT_ASKPASS",
+        "GIT_SSH",
+        "GIT_PROXY_COMMAND",
+        "PAGER",
+        "MANPAGER",
+        "EDITOR",
+        "VISUAL",
+        "SUDO_EDITOR",
+        "SYSTEMD_PAGER",
+        "SYSTEMD_EDITOR",
+        "PSQL_PAGER",
+        "PSQL_EDITOR",
+        "LESSOPEN",
+        "LESSCLOSE",
+        "SSH_ASKPASS",
+        "SUDO_ASKPASS",
+        "BROWSER",
+        "RSYNC_RSH",
+        "CVS_RSH",
+        "FCEDIT",
+        "KUBE_EDITOR",
+        "GH_EDITOR",
+        "GH_PAGER",
+        "DELTA_PAGER",
+        "BAT_PAGER",
+        "AWS_PAGER",
+    }
+)
+# variables naming a file a shell runs at start
+_ENV_SCRIPT = frozenset({"BASH_ENV", "ENV", "ZDOTDIR"})
+_ENV_RX = re.compile(
+    r"(?:^|[\s;&|('\"])(?:" + "|".join(sorted(_ENV_COMMAND | _ENV_SCRIPT)) + r"|GIT_CONFIG_\w+|BASH_FUNC_\S+|"
+    r"NODE_OPTIONS|PERL5OPT|RUBYOPT|PYTHONSTARTUP|PYTHONPATH|PYTHONHOME|PERL5LIB|RUBYLIB|LD_PRELOAD|LD_AUDIT)="
+)
+
+
+def _prefix_assignments(cmd: Cmd) -> list[tuple[str, str]]:
+    """``NAME=value`` words before the program (also after ``env``), values resolved where literal."""
+    from ..lexer import fallback_commands
+
+    out: list[tuple[str, str]] = []
+    try:
+        first = fallback_commands(cmd.text, {})
+    except Exception:  # noqa: BLE001 - unreadable text: nothing is known
+        first = []
+    words = first[0].argv if first else []
+    for w in words:
+        m = re.match(r"^([A-Za-z_][A-Za-z0-9_]*(?:%%)?)=(.*)$", w, re.S)
+        if not m:
+            break
+        out.append((m.group(1), m.group(2)))
+    for w in cmd.argv:
+        m = re.match(r"^([A-Za-z_][A-Za-z0-9_]*(?:%%)?)=(.*)$", w, re.S)
+        if m:
+            out.append((m.group(1), m.group(2)))
+    return out
+
+
+def env_hooks(d: Detector, cmd: Cmd, ctx: Ctx) -> None:
+    """A command started with a variable whose value is code (``BASH_ENV``, ``PROMPT_COMMAND``,
+    ``GIT_SSH_COMMAND``, ``PAGER``/``EDITOR``, ``GIT_CONFIG_KEY_n``/``VALUE_n``,
+    ``GIT_CONFIG_PARAMETERS``, ``BASH_FUNC_f%%``, ``NODE_OPTIONS=--require``, ``PERL5OPT``,
+    ``LD_PRELOAD``…): the code is judged when the gate can read it, and asks when it cannot."""
+    if "=" not in cmd.text or not _ENV_RX.search(cmd.text):
+        return
+    pairs = _prefix_assignments(cmd)
+    git_cfg: dict[str, dict[str, str]] = {}
+    for key, value in pairs:
+        if key in _ENV_COMMAND:
+            if value.strip() and value.strip() != UNKNOWN:
+                _run(d, ctx, cmd, value, f"{key} is run as a command, and its value is not known.")
+            elif UNKNOWN in value:
+                _hidden(d, ctx, cmd, f"{key} is run as a command, and its value is not known.")
+        elif key in _ENV_SCRIPT:
+            if not value and f"{key}=<(" in cmd.text:
+                text = _procsub_text(cmd)
+                if text is None or UNKNOWN in text:
+                    _hidden(d, ctx, cmd, f"{key} runs code from a process substitution the gate cannot see.")
+                if text:
+                    d.payload(ctx, text, frozenset(), cmd.text)
+            elif key == "ZDOTDIR" or not value or UNKNOWN in value:
+                _hidden(
+                    d, ctx, cmd, f"A shell started with {key}={value[:40]!r} runs startup code the gate cannot read."
+                )
+            elif value.startswith(("/dev/fd/", "/proc/")) or value == "":
+                _hidden(d, ctx, cmd, f"{key} names code the gate cannot see.")
+            else:
+                judge_script(d, value, frozenset(), cmd, ctx, "sh")
+        elif key.startswith("BASH_FUNC_"):
+            body = value.strip()
+            if body.startswith("()"):
+                body = body[2:]
+            _run(d, ctx, cmd, body, "An exported function's body is not known.")
+        elif key == "GIT_CONFIG_PARAMETERS":
+            try:
+                import shlex
+
+                items = shlex.split(value)
+            except ValueError:
+                items = []
+            if UNKNOWN in value or (value.strip() and not items):
+                _hidden(d, ctx, cmd, "GIT_CONFIG_PARAMETERS sets git configuration the gate cannot read.")
+            for it in items:
+                k, _, v = it.partition("=")
+                _git_value(d, ctx, cmd, k, v)
+        elif m := re.fullmatch(r"GIT_CONFIG_(KEY|VALUE)_(\d+)", key):
+            git_cfg.setdefault(m.group(2), {})[m.group(1)] = value
+        elif key in ("NODE_OPTIONS", "PERL5OPT", "RUBYOPT"):
+            if re.search(r"(?:^|\s)(?:--require|-r|--import|--loader|--experimental-loader|-M|-m|-I)\S*", value) and (
+                UNKNOWN in value
+                or key != "NODE_OPTIONS"
+                or not re.search(r"--require[= ]+(?:\./)?node_modules/", value)
+            ):
+                if key == "PERL5OPT" and re.fullmatch(r"\s*-M(?:strict|warnings|utf8|diagnostics)\S*\s*", value):
+                    continue
+                _hidden(
+                    d,
+                    ctx,
+                    cmd,
+                    f"{key}={value[:60]!r} loads code into every {key.split('_')[0][:4].lower()} program it starts.",
+                )
+        elif key in ("PYTHONSTARTUP", "PYTHONPATH", "PYTHONHOME", "PERL5LIB", "RUBYLIB", "LD_PRELOAD", "LD_AUDIT"):
+            base = value.split(":")
+            if key in ("LD_PRELOAD", "LD_AUDIT", "PYTHONSTARTUP") and any(
+                p and (UNKNOWN in p or not p.startswith(("/usr/", "/lib", "/opt/"))) for p in re.split(r"[:\s]", value)
+            ):
+                _hidden(
+                    d, ctx, cmd, f"{key} makes the program load code from {value[:60]!r}, which the gate cannot read."
+                )
+            elif key not in ("LD_PRELOAD", "LD_AUDIT", "PYTHONSTARTUP") and any(
+                p.startswith(("/tmp", "/dev/shm", "/var/tmp")) or UNKNOWN in p for p in base
+            ):
+                _hidden(d, ctx, cmd, f"{key} makes the program load modules from {value[:60]!r}.")
+    for n in sorted(git_cfg):
+        kv = git_cfg[n]
+        if "KEY" in kv and "VALUE" in kv:
+            if UNKNOWN in kv["KEY"]:
+                _hidden(d, ctx, cmd, "GIT_CONFIG_KEY sets a git setting the gate cannot know.")
+            else:
+                _git_value(d, ctx, cmd, kv["KEY"], kv["VALUE"])
 
 
 # -- awk
