@@ -258,6 +258,8 @@ class Detector:
         text = echo_output(cmd.argv)
         if text is None and cmd.stdin_text is not None and cmd.argv[:1] == ["cat"]:
             text = cmd.stdin_text
+        if text is None and cmd.argv and base_name(cmd.argv[0]) not in ("curl", "wget"):
+            text = UNKNOWN  # written with output the gate cannot know: running it asks (gate-b)
         if text is not None:
             for op, t in targets:
                 ctx.written[base_name(t)] = (ctx.written.get(base_name(t), "") + text) if op == ">>" else text
