@@ -17,6 +17,7 @@ asks with ``code_handoff``.
 from __future__ import annotations
 
 import re
+import shlex
 from typing import TYPE_CHECKING
 
 from ..awk import awk_args, shell_code
@@ -27,7 +28,7 @@ from .base import Ctx, Examples, _opt_value, also
 from .git import git_subcommand
 from .pipes import EXAMPLES as _PIPE_EXAMPLES
 from .pipes import _procsub_text
-from .remote import _stdin_texts, judge_script
+from .remote import _h_interpreter, _stdin_texts, judge_script
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -315,9 +316,6 @@ def _h_at(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd,
         _run(d, ctx, cmd, text, f"{name} schedules commands the gate cannot read.")
 
 
-_TCL_EXEC = re.compile(r"(?:^|[\n;\[{])\s*(?:exec|spawn|open\s+\"?\|)\s*(?:-\w+\s+)*([^\n;\]}]+)")
-
-
 @also("expect", "tclsh", "wish", "jimsh")
 def _h_tcl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """Tcl code (``expect -c``, a script fed on stdin): ``exec CMD``, ``spawn CMD`` and ``open "|CMD"``
@@ -325,10 +323,53 @@ def _h_tcl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd
     texts = _opt_value(args, "-c", "") if name == "expect" else []
     texts += _stdin_texts(cmd)
     for text in texts:
-        for m in _TCL_EXEC.finditer(text):
-            words = m.group(1).strip().strip('"{}')
+        for m in _TCL_START.finditer(text):
+            words = _tcl_words(text, m.end())
+            if m.group(1).startswith("open") and words:
+                words[0] = words[0].lstrip("|")
+            while words and words[0].startswith("-") and words[0] != "--":
+                words = words[1:]  # exec -ignorestderr, spawn -noecho
+            if words and words[0] == "--":
+                words = words[1:]
             if words:
-                _run(d, ctx, cmd, words, "Tcl code starts a program.")
+                code = " ".join(w if w == UNKNOWN else shlex.quote(w) for w in words)
+                _run(d, ctx, cmd, code, "Tcl code starts a program the gate cannot see.")
+
+
+_TCL_START = re.compile(r"(?:^|[\n;\[{])\s*(exec|spawn|open)\b\s*")
+
+
+def _tcl_words(text: str, i: int) -> list[str]:
+    """The words of one Tcl command from ``i``: ``{…}`` literal (nested), ``"…"``, bare words;
+    ``$var`` and ``[cmd]`` are unknown.  Ends at a newline, ``;`` or an unmatched ``]``."""
+    words: list[str] = []
+    n = len(text)
+    while i < n:
+        while i < n and text[i] in " \t":
+            i += 1
+        if i >= n or text[i] in "\n;]":
+            break
+        if text[i] == "{":
+            depth, j = 1, i + 1
+            while j < n and depth:
+                depth += {"{": 1, "}": -1}.get(text[j], 0)
+                j += 1
+            words.append(text[i + 1 : j - 1])
+            i = j
+        elif text[i] == '"':
+            j = text.find('"', i + 1)
+            j = n if j < 0 else j
+            word = text[i + 1 : j]
+            words.append(UNKNOWN if ("$" in word or "[" in word) else word)
+            i = j + 1
+        else:
+            j = i
+            while j < n and text[j] not in " \t\n;]":
+                j += 1
+            word = text[i:j]
+            words.append(UNKNOWN if ("$" in word or "[" in word) else word)
+            i = j
+    return words
 
 
 # -- ssh, rsync, zip
@@ -525,6 +566,114 @@ def env_hooks(d: Detector, cmd: Cmd, ctx: Ctx) -> None:
                 _hidden(d, ctx, cmd, "GIT_CONFIG_KEY sets a git setting the gate cannot know.")
             else:
                 _git_value(d, ctx, cmd, kv["KEY"], kv["VALUE"])
+
+
+# -- JavaScript runtimes that are also package managers, Groovy
+
+
+@also("bun")
+def _h_bun_eval(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``bun -e/--eval/-p CODE``: JavaScript, read like ``node -e`` (bun's package-manager verbs own the name)."""
+    if any(a in ("-e", "--eval", "-p", "--print") for a in args):
+        _h_interpreter(d, "node", args, kinds, cmd, ctx)
+
+
+_GROOVY_LIST = re.compile(r"\[([^\]]*)\]\s*\.execute\s*\(")
+_GROOVY_STR = re.compile(r"(['\"])((?:(?!\1).)*)\1\s*\.execute\s*\(")
+
+
+@also("groovy", "groovysh")
+def _h_groovy(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Groovy ``-e`` code: ``['sh','-c',X].execute()`` and ``"cmd".execute()`` run programs; a list or
+    string the gate can read is judged as that command, any other ``.execute()`` asks."""
+    texts = _opt_value(args, "-e", "") + _stdin_texts(cmd)
+    for text in texts:
+        known = 0
+        for m in _GROOVY_LIST.finditer(text):
+            items = re.findall(r"'([^']*)'|\"([^\"]*)\"", m.group(1))
+            _run(d, ctx, cmd, shlex.join([a or b for a, b in items]), "Groovy runs a program.")
+            known += 1
+        for m in _GROOVY_STR.finditer(text):
+            _run(d, ctx, cmd, m.group(2), "Groovy runs a program.")
+            known += 1
+        if len(re.findall(r"\.execute\s*\(", text)) > known or re.search(r"\bRuntime\b.*\bexec\b|ProcessBuilder", text):
+            _hidden(d, ctx, cmd, "Groovy code runs a program the gate cannot read.")
+
+
+# -- SQL clients' shell escapes
+
+
+_SQL_SHELL = re.compile(
+    r"(?im)(?:^|;|\\\\)\s*(?:\\!|system\b|\.shell\b|\.system\b)[ \t]*([^\n]*)"  # psql/mysql \!, mysql system, sqlite .shell/.system
+    r"|(?:^|;|\\\\)\s*(?:\\[og]|\.output|\.once|\.read)[ \t]+['\"]?\|[ \t]*([^\n'\"]*)"  # output or input through a command
+    r"|\bPROGRAM\s+(?:E?'((?:[^']|'')*)'|\$\$(.*?)\$\$)"  # COPY … TO/FROM PROGRAM 'cmd' (runs on the server)
+)
+_SQL_INCLUDE = re.compile(
+    r"(?im)(?:^|;)\s*(?:\\i[r]?|\\include(?:_relative)?|\.read|source|\\\.)[ \t]+['\"]?([^\s'\";|]+)"
+)
+
+
+def _sql_client_texts(name: str, args: list[str], cmd: Cmd) -> tuple[list[str], list[str]]:
+    """(SQL/meta text the client runs, script files it reads) from its flags, operands and input."""
+    texts: list[str] = []
+    files: list[str] = []
+    if name in ("psql",):
+        texts += _opt_value(args, "-c", "--command")
+        files += _opt_value(args, "-f", "--file")
+    elif name in ("mysql", "mariadb"):
+        texts += _opt_value(args, "-e", "--execute")
+    else:  # sqlite3, duckdb: database then SQL operands; -cmd too
+        texts += _opt_value(args, "-cmd", "")
+        ops = [
+            a
+            for i, a in enumerate(args)
+            if not a.startswith("-")
+            and (i == 0 or args[i - 1] not in ("-cmd", "-init", "-separator", "-nullvalue", "-newline"))
+        ]
+        texts += ops[1:]
+        files += _opt_value(args, "-init", "")
+    texts += _stdin_texts(cmd)
+    for op, t in cmd.redirects:
+        if op == "<":
+            files.append(t)
+    return texts, [f for f in files if f != "-"]
+
+
+def _sql_escapes(d: Detector, ctx: Ctx, cmd: Cmd, name: str, text: str, depth: int) -> None:
+    for m in _SQL_SHELL.finditer(text):
+        code = next((g for g in m.groups() if g is not None), "")
+        code = code.replace("''", "'").strip()
+        if m.group(1) is not None and code.endswith("\\\\"):
+            code = code[:-2]
+        if (
+            code.split()[:1]
+            and code.split()[0].rsplit("/", 1)[-1] in ("sh", "bash", "dash", "zsh")
+            and len(code.split()) == 1
+        ):
+            _hidden(d, ctx, cmd, f"{name} sends its output into a shell: code the gate cannot see.")
+            continue
+        _run(d, ctx, cmd, code or UNKNOWN, f"{name} runs a shell command the gate cannot read.")
+    if depth < 3:
+        for m in _SQL_INCLUDE.finditer(text):
+            _sql_file(d, ctx, cmd, name, m.group(1), depth + 1)
+
+
+def _sql_file(d: Detector, ctx: Ctx, cmd: Cmd, name: str, path: str, depth: int) -> None:
+    found = d.script_file(path, cmd)
+    if found is not None and found.text is not None:
+        _sql_escapes(d, ctx, cmd, name, found.text, depth)
+
+
+@also("psql", "mysql", "mariadb", "sqlite3", "sqlite", "duckdb")
+def _h_sql_shell(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """SQL clients run shell commands: psql ``\\! cmd``, ``\\o |cmd``, mysql ``system cmd``/``\\! cmd``,
+    sqlite3 ``.shell``/``.system``/``.output |cmd``, and ``COPY … TO/FROM PROGRAM 'cmd'``: the command
+    is judged; files the client reads (``-f``, ``< f``, ``\\i``, ``.read``) are searched too."""
+    texts, files = _sql_client_texts(name, args, cmd)
+    for text in texts:
+        _sql_escapes(d, ctx, cmd, name, text, 0)
+    for f in files:
+        _sql_file(d, ctx, cmd, name, f, 1)
 
 
 # -- awk
