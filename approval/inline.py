@@ -103,7 +103,10 @@ _DELETE_CALL = {
         r"\b(?:File\.(?:delete|unlink)|FileUtils\.(?:rm\w*|remove\w*)|Dir\.(?:delete|rmdir|unlink)|rm_rf|rm_r)\b"
     ),
     "node": re.compile(
-        r"\bfs(?:\.promises)?\.(?:rm|rmdir|unlink)\b|\b(?:rmSync|rmdirSync|unlinkSync|rimraf|removeSync|emptyDirSync|emptyDir)\b"
+        r"\bfs(?:\.promises)?\.(?:rm|rmdir|unlink)\b"
+        r"|require\s*\(\s*(?:\"\"|''|['\"](?:node:)?fs(?:/promises|-extra)?['\"])\s*\)\s*(?:\.promises)?\.(?:rm|rmdir|unlink|remove)\w*\b"
+        r"|\b(?:fsp|fsPromises|promises)\.(?:rm|rmdir|unlink)\b"
+        r"|\b(?:rmSync|rmdirSync|unlinkSync|rimraf|removeSync|emptyDirSync|emptyDir)\b"
     ),
     "php": re.compile(r"\b(?:unlink|rmdir)\s*\("),
     "lua": re.compile(r"\bos\.remove\s*\("),
@@ -133,7 +136,7 @@ _NET_READ = re.compile(
     r"(?i)['\"]https?://|urlopen|urllib|requests\.(?:get|post)|http\.client|https?\.get\s*\(|\bfetch\s*\(|Net::HTTP|open-uri|LWP::|HTTP::Tiny|file_get_contents\s*\(\s*['\"]https?:|DownloadString|Invoke-WebRequest|\biwr\b|Invoke-RestMethod|\birm\b|WebClient|curl|wget"
 )
 _DECODE = re.compile(
-    r"(?i)b64decode|decode_base64|base64_decode|\batob\s*\(|Buffer\.from\([^)]*base64|unpack\s*\(?\s*['\"]m|unhexlify|bytes\.fromhex|codecs\.decode|FromBase64String|-EncodedCommand|\bzlib\.decompress"
+    r"(?i)b64decode|decode_base64|base64_decode|\batob\s*\(|Buffer\.from\([^)]*base64|unpack\s*\(?\s*['\"]m|unhexlify|bytes\.fromhex|codecs\.decode|FromBase64String|-EncodedCommand|\bzlib\.decompress|\bpack\s*\(?\s*['\"][Hh]\*|\.pack\s*\(\s*['\"][Hh]\*|\[[\"']?[Hh]\*"
 )
 _EVAL = re.compile(
     r"(?i)\b(?:exec|eval|Function|Invoke-Expression|iex|instance_eval|class_eval)\b\s*\(?|\|\s*(?:sh|bash)\b|\bsystem\s*\("
@@ -244,6 +247,9 @@ def _pipe_opens(lang: str, code: str) -> list[CodeFinding]:
     return out
 
 
+_SQL_CALL = re.compile(r"\.(?:execute|executescript|executemany|exec|query|raw|sql|run|all|prepare)\s*\(|\bsql\s*`")
+
+
 def code_findings(lang: str, code: str, _depth: int = 0) -> list[CodeFinding]:
     """What inline code in ``lang`` does that the gate cares about."""
     out: list[CodeFinding] = []
@@ -294,6 +300,9 @@ def code_findings(lang: str, code: str, _depth: int = 0) -> list[CodeFinding]:
     kill = _KILL_CALL.get(lang)
     if kill is not None and (km := kill.search(bare)):
         out.append(CodeFinding("inline_code_kill", km.group(0)))
+    if _SQL_CALL.search(code):  # SQL through a client library: its statements are SQL
+        for lit in strings_in(code):
+            out.extend(sql_findings(lit))
     if _WRITE.search(code):
         for s in strings_in(code):
             if s.startswith(("/", "~")):

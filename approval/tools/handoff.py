@@ -157,7 +157,15 @@ def _h_git_code(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
     sub = git_subcommand(args)
     if sub is None or sub[0] != "config":
         return
-    rest = [a for a in sub[1] if not a.startswith("-")]
+    rest = []
+    skip = False
+    for a in sub[1]:
+        if skip:
+            skip = False
+        elif a in ("-f", "--file", "--blob", "--type", "--default", "--comment"):
+            skip = True  # an option's value, not the key
+        elif not a.startswith("-"):
+            rest.append(a)
     if rest and rest[0] in ("set", "--add"):
         rest = rest[1:]
     if len(rest) >= 2 and _git_value(d, ctx, cmd, rest[0], rest[1]):
@@ -674,6 +682,22 @@ def _h_sql_shell(d: Detector, name: str, args: list[str], kinds: list[Kinds], cm
         _sql_escapes(d, ctx, cmd, name, text, 0)
     for f in files:
         _sql_file(d, ctx, cmd, name, f, 1)
+
+
+# -- PowerShell runs native programs with shell-like command lines
+
+
+@also("pwsh", "powershell", "pwsh-preview", "powershell.exe", "pwsh.exe")
+def _h_pwsh_native(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``pwsh -c 'rm -rf /'``: a PowerShell command line that calls a native program is that program
+    with its arguments; the code is also read as a command line so native calls are judged."""
+    _h_interpreter(d, name, args, kinds, cmd, ctx)  # the name has no owner: PowerShell's own reading first
+    for i, a in enumerate(args):
+        if a.lower() in ("-c", "-command", "-com", "-comm", "--command") and i + 1 < len(args):
+            code = " ".join(args[i + 1 :])
+            if code.strip() and code.strip() != "-":
+                d.payload(ctx, code, frozenset(), cmd.text)
+            return
 
 
 # -- awk
