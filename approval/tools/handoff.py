@@ -503,7 +503,9 @@ def env_hooks(d: Detector, cmd: Cmd, ctx: Ctx) -> None:
     git_cfg: dict[str, dict[str, str]] = {}
     for key, value in pairs:
         if key in _ENV_COMMAND:
-            if value.strip() and value.strip() != UNKNOWN:
+            if value.lstrip().startswith(("$", "`", UNKNOWN)):  # the program itself is computed
+                _hidden(d, ctx, cmd, f"{key} is run as a command, and its value is not known.")
+            elif value.strip():
                 _run(d, ctx, cmd, value, f"{key} is run as a command, and its value is not known.")
             elif UNKNOWN in value:
                 _hidden(d, ctx, cmd, f"{key} is run as a command, and its value is not known.")
