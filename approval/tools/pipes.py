@@ -105,23 +105,24 @@ def _producer_text(d: Detector, src: Cmd, cmd: Cmd, ctx: Ctx) -> str | None:
     return None
 
 
-def _piped_text(d: Detector, cmd: Cmd, ctx: Ctx) -> str | None:
+def _piped_text(d: Detector, cmd: Cmd, ctx: Ctx, depth: int = 0) -> str | None:
     """The program text a command reads from its pipe, through pass-through filters; None if unknown
     ("" for a tool's shell integration)."""
-    for k in range(len(cmd.upstream) - 1, -1, -1):
-        group = cmd.upstream[k]
+    groups = cmd.upstream
+    for k in range(len(groups) - 1, -1, -1):
+        group = groups[k]
         if len(group) != 1:
             return None
         stage = group[0]
-        if stage.argv and _integration(unwrap(stage.argv)[0]):
+        argv = unwrap(stage.argv)[0] if stage.argv else []
+        if argv and _integration(argv):
             return ""
-        if _passes_through(unwrap(stage.argv)[0] if stage.argv else []) and stage.stdin_text is None:
-            if k == 0:
-                return None
-            continue
-        if _passes_through(unwrap(stage.argv)[0] if stage.argv else []) and stage.stdin_text is not None:
+        if not _passes_through(argv):
+            return _producer_text(d, stage, cmd, ctx)
+        if stage.stdin_text is not None:
             return stage.stdin_text
-        return _producer_text(d, stage, cmd, ctx)
+        if k == 0:  # the filter's own input: a pipeline the parser nested (heredoc on its first stage)
+            return _piped_text(d, stage, ctx, depth + 1) if stage.upstream and depth < 8 else None
     return None
 
 
