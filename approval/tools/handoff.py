@@ -21,6 +21,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from ..awk import awk_args, shell_code
+from ..inline import sql_findings
 from ..makefiles import makefile_recipes
 from ..model import UNKNOWN, Cmd, Kinds
 from ..sed import commands_anywhere, sed_args
@@ -32,6 +33,19 @@ from .remote import _h_interpreter, _stdin_texts, judge_script
 
 if TYPE_CHECKING:
     from ..detect import Detector
+
+
+def _read_files(d: Detector, cmd: Cmd, paths: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The texts of program files a tool reads (``sed -f``, ``awk -f``, ``vim -S``, ``tclsh f``), as the
+    core read them from the backend; a file not read yet is named for ``needed_files``."""
+    out = []
+    for p in paths:
+        if p in ("-", "") or UNKNOWN in p:
+            continue
+        found = d.script_file(p, cmd)
+        if found is not None and found.text is not None:
+            out.append(found.text)
+    return tuple(out)
 
 
 def _hidden(d: Detector, ctx: Ctx, cmd: Cmd, why: str) -> None:
@@ -56,7 +70,7 @@ def _h_sed_exec(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
     parsed = sed_args(args)
     if parsed.sandbox:
         return
-    for script in parsed.scripts:
+    for script in parsed.scripts + _read_files(d, cmd, parsed.files):
         commands = commands_anywhere(script)
         for c in commands:
             if c.letter != "e":
@@ -196,6 +210,9 @@ def _vim_command(d: Detector, ctx: Ctx, cmd: Cmd, text: str) -> None:
 def _h_vim_exec(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """Vim commands on the command line (``-c CMD``, ``+CMD``, ``--cmd CMD``) that escape to a shell:
     ``:!CMD``, ``:r !CMD``, ``:w !CMD``, ``system("CMD")``, ``:sh``; the shell command is judged."""
+    for text in _read_files(d, cmd, [args[i + 1] for i, a in enumerate(args[:-1]) if a == "-S"]):
+        for line in text.split("\n"):
+            _vim_command(d, ctx, cmd, line)
     for i, a in enumerate(args):
         if a in ("-c", "--cmd") and i + 1 < len(args):
             _vim_command(d, ctx, cmd, args[i + 1])
@@ -237,7 +254,7 @@ def _h_debugger_exec(d: Detector, name: str, args: list[str], kinds: list[Kinds]
         if m:
             _run(d, ctx, cmd, m.group(1), "The debugger runs a shell command.")
     for script in _opt_value(args, "-x", "--command") if name != "lldb" else _opt_value(args, "-s", "--source"):
-        judge_script(d, script, frozenset(), cmd, ctx)
+        judge_script(d, script, frozenset(), cmd, ctx, "python" if script.endswith(".py") else "gdb")
 
 
 @also("emacs", "emacsclient", "xemacs")
@@ -330,6 +347,9 @@ def _h_tcl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd
     start programs; their literal commands are judged."""
     texts = _opt_value(args, "-c", "") if name == "expect" else []
     texts += _stdin_texts(cmd)
+    ops = [a for a in args if not a.startswith("-")]
+    if ops and not (name == "expect" and "-c" in args):
+        texts += list(_read_files(d, cmd, ops[:1]))  # tclsh f.tcl, expect f.exp
     for text in texts:
         for m in _TCL_START.finditer(text):
             words = _tcl_words(text, m.end())
@@ -672,6 +692,8 @@ def _sql_file(d: Detector, ctx: Ctx, cmd: Cmd, name: str, path: str, depth: int)
     found = d.script_file(path, cmd)
     if found is not None and found.text is not None:
         _sql_escapes(d, ctx, cmd, name, found.text, depth)
+        for f in sql_findings(found.text):  # the file's statements are SQL too
+            d.add(ctx, f.rule, cmd.text, f"{path} holds destructive SQL: {f.detail[:80]}")
 
 
 @also("psql", "mysql", "mariadb", "sqlite3", "sqlite", "duckdb")
@@ -710,8 +732,8 @@ def _h_awk_shell(d: Detector, name: str, args: list[str], kinds: list[Kinds], cm
     """awk's ``system()``, ``cmd | getline``, ``print … | cmd`` (and what is printed into a shell):
     the command is judged as shell code with every value the gate can know (literals, ``-v``,
     variables set to literals); a part it cannot know (a field, ``ENVIRON``, input) asks."""
-    programs, variables, _files = awk_args(args)
-    for program in programs:
+    programs, variables, files = awk_args(args)
+    for program in programs + list(_read_files(d, cmd, files)):
         found = shell_code(program, variables)
         if found is None:
             if re.search(r"\bsystem\s*\(|\|&?\s*getline|\|&?\s*\"", program):
