@@ -248,10 +248,22 @@ def test_everyday_look_alikes_stay_allowed(command: str) -> None:
         ("psql -f q.sql", {"/work/t1/q.sql": "SELECT 1;\n\\! rm -rf /\n"}),
         ("psql < q.sql", {"/work/t1/q.sql": "\\! reboot\n"}),
         ("sqlite3 app.db < q.sql", {"/work/t1/q.sql": ".shell rm -rf /\n"}),
+        ("psql < q.sql", {"/work/t1/q.sql": "DROP DATABASE prod;\n"}),
+        ("mysql -e 'source q.sql'", {"/work/t1/q.sql": "\\! reboot\n"}),
+        ("awk -f x.awk", {"/work/t1/x.awk": 'BEGIN{system("rm -rf /")}\n'}),
+        ("sed -f x.sed f.txt", {"/work/t1/x.sed": "1e reboot\n"}),
+        ("vim -S x.vim", {"/work/t1/x.vim": "!rm -rf /\n"}),
+        ("tclsh x.tcl", {"/work/t1/x.tcl": "exec rm -rf /\n"}),
+        ("gdb -batch -x x.gdb", {"/work/t1/x.gdb": "shell reboot\n"}),
+        ("make", {"/work/t1/Makefile": "define X\nrm -rf /\nendef\nall:\n\t$(X)\n"}),
+        ("make", {"/work/t1/Makefile": "all:\n\t$(eval Y=rm -rf /)\n\t$(Y)\n"}),
+        ("make", {"/work/t1/Makefile": "all:\n\tr\\\n\tm -rf /\n"}),
     ],
 )
 def test_files_fed_to_shells_and_clients_are_read(command: str, files: dict[str, str]) -> None:
-    assert verdict(command, files) is Decision.DENY, command
+    floor = not any("DROP" in t for t in files.values())  # destructive SQL asks, the shell payloads are floor
+    got = verdict(command, files)
+    assert got is (Decision.DENY if floor else Decision.ASK), command
 
 
 @pytest.mark.parametrize(
@@ -260,6 +272,11 @@ def test_files_fed_to_shells_and_clients_are_read(command: str, files: dict[str,
         ("sh < x.sh", {"/work/t1/x.sh": "echo hi\n"}),
         ("psql -f q.sql", {"/work/t1/q.sql": "SELECT 1;\n"}),
         ("BASH_ENV=env.sh bash -c true", {"/work/t1/env.sh": "export A=1\n"}),
+        ("awk -f x.awk f", {"/work/t1/x.awk": '{ print $1 | "sort" }\n'}),
+        ("sed -f x.sed f.txt", {"/work/t1/x.sed": "s/a/b/g\n"}),
+        ("psql < q.sql", {"/work/t1/q.sql": "SELECT 1;\n"}),
+        ("make", {"/work/t1/Makefile": "build:\n\tgcc -o x \\\n\t\tmain.c\n"}),
+        ("sed -f missing.sed f.txt", {}),
     ],
 )
 def test_harmless_files_fed_to_shells_pass(command: str, files: dict[str, str]) -> None:
