@@ -40,7 +40,7 @@ from .tools import (
     is_help,
     pattern_handler,
 )
-from .tools.handoff import env_hooks, ssh_local_code
+from .tools.handoff import declared_env_hooks, env_hooks, ssh_local_code
 from .tools.remote import judge_script
 from .tools.system import _h_nsenter
 from .verdict import Decision, Verdict
@@ -90,6 +90,7 @@ class Detector:
         if cwd is not None and "PWD" not in env:
             env["PWD"] = cwd
         sc = parse(text, env=env, classify=classify, cwd=cwd)
+        declared_env_hooks(self, text, ctx)  # export GIT_SSH_COMMAND=… (approval/tools/handoff.py)
         for cmd in sc.cmds:
             self.command(cmd, ctx)
         self.fork_bombs(sc.cmds, sc.functions, ctx)

@@ -94,6 +94,9 @@ SHELL_INPUT = [
     "GIT_PAGER={q} git log",
     "EDITOR={q} crontab -e",
     "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.x GIT_CONFIG_VALUE_0='!{}' git x",
+    "export GIT_SSH_COMMAND={q}; git fetch",
+    "declare -x GIT_PAGER={q}",
+    "export GIT_CONFIG_PARAMETERS=\"'alias.x'='!{}'\"",
     "env 'BASH_FUNC_ls%%=() {{ {}; }}' bash -c ls",
     "echo {q} > zz; BASH_ENV=zz bash -c :",
     "python3 -c \"import subprocess as s; s.run(['sh','-c','{}'])\"",
@@ -231,6 +234,11 @@ EVERYDAY = [
     "ls > files.txt; cat files.txt",
     "make > build.log 2>&1; tail build.log",
     "git config --file .git/config user.name bob",
+    "export EDITOR=vim",
+    'export EDITOR="code --wait"',
+    "export PROMPT_COMMAND='history -a'",
+    'export GIT_SSH_COMMAND="ssh -o StrictHostKeyChecking=no"',
+    "export NODE_OPTIONS=--max-old-space-size=4096",
 ]
 
 

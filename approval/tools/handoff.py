@@ -519,7 +519,39 @@ def env_hooks(d: Detector, cmd: Cmd, ctx: Ctx) -> None:
     ``LD_PRELOAD``…): the code is judged when the gate can read it, and asks when it cannot."""
     if "=" not in cmd.text or not _ENV_RX.search(cmd.text):
         return
-    pairs = _prefix_assignments(cmd)
+    _env_code(d, cmd, ctx, _prefix_assignments(cmd))
+
+
+_DECLARE_RX = re.compile(r"\b(?:export|declare|typeset|readonly)\b")
+
+
+def declared_env_hooks(d: Detector, text: str, ctx: Ctx) -> None:
+    """``export GIT_SSH_COMMAND='…'``, ``declare -x BASH_ENV=f``: a code-carrying variable exported for
+    every later program of the line and of the task's shell is judged where it is set (declarations
+    are not commands the detector walks, so the script's text is read for them)."""
+    if "=" not in text or not _ENV_RX.search(text) or not _DECLARE_RX.search(text):
+        return
+    from ..lexer import fallback_commands
+
+    try:
+        found = fallback_commands(text, {})
+    except Exception:  # noqa: BLE001 - unreadable text: the parser's verdict stands
+        return
+    for c in found:
+        argv = c.argv
+        if not argv or argv[0] not in ("export", "declare", "typeset", "readonly"):
+            continue
+        if argv[0] != "export" and not any(re.fullmatch(r"-[a-zA-Z]*x[a-zA-Z]*", a) for a in argv[1:]):
+            continue  # not exported: no program sees it
+        pairs = [
+            (m.group(1), m.group(2)) for a in argv[1:] if (m := re.match(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", a, re.S))
+        ]
+        if pairs:
+            seg = " ".join(argv)[:200]
+            _env_code(d, Cmd(list(argv), [frozenset()] * len(argv), seg), ctx, pairs)
+
+
+def _env_code(d: Detector, cmd: Cmd, ctx: Ctx, pairs: list[tuple[str, str]]) -> None:
     git_cfg: dict[str, dict[str, str]] = {}
     for key, value in pairs:
         if key in _ENV_COMMAND:
