@@ -300,6 +300,8 @@ def code_findings(lang: str, code: str, _depth: int = 0) -> list[CodeFinding]:
     kill = _KILL_CALL.get(lang)
     if kill is not None and (km := kill.search(bare)):
         out.append(CodeFinding("inline_code_kill", km.group(0)))
+    if fm := re.search(r"\.(?:flushall|flushdb)\s*\(", code, re.I):  # redis clients
+        out.append(CodeFinding("redis_flush", fm.group(0)))
     if _SQL_CALL.search(code):  # SQL through a client library: its statements are SQL
         for lit in strings_in(code):
             out.extend(sql_findings(lit))

@@ -517,9 +517,46 @@ def env_hooks(d: Detector, cmd: Cmd, ctx: Ctx) -> None:
     ``GIT_SSH_COMMAND``, ``PAGER``/``EDITOR``, ``GIT_CONFIG_KEY_n``/``VALUE_n``,
     ``GIT_CONFIG_PARAMETERS``, ``BASH_FUNC_f%%``, ``NODE_OPTIONS=--require``, ``PERL5OPT``,
     ``LD_PRELOAD``…): the code is judged when the gate can read it, and asks when it cannot."""
+    if any(
+        op in (">", ">>", ">|") and re.search(r"(?:^|/)(?:\.git/config|\.?gitconfig|\.git/modules/.*/config)$", t)
+        for op, t in cmd.redirects
+    ):
+        _git_config_text(d, cmd, ctx)
     if "=" not in cmd.text or not _ENV_RX.search(cmd.text):
         return
     _env_code(d, cmd, ctx, _prefix_assignments(cmd))
+
+
+def _git_config_text(d: Detector, cmd: Cmd, ctx: Ctx) -> None:
+    """``echo '[alias] x = !rm -rf /' >> .git/config``: the git settings written are judged as if given
+    with ``git config``; text the gate cannot know asks."""
+    from ..words import echo_output
+
+    text = echo_output(cmd.argv) if cmd.argv else None
+    if text is None and cmd.stdin_text is not None and cmd.argv[:1] == ["cat"]:
+        text = cmd.stdin_text
+    if text is None:
+        _hidden(d, ctx, cmd, "Writes git configuration the gate cannot read; it may arm code for git commands.")
+        return
+    section = ""
+    for raw in re.split(r"\n|(?=\[[A-Za-z])", text):
+        line = raw.strip()
+        m = re.match(r'^\[\s*([A-Za-z0-9.-]+)(?:\s+"([^"]*)")?\s*\]\s*(.*)$', line)
+        if m:
+            section = m.group(1) + ("." + m.group(2) if m.group(2) else "")
+            line = m.group(3).strip()
+        kv = re.match(r"^([A-Za-z0-9-]+)\s*=\s*(.*)$", line)
+        if kv and section:
+            value = kv.group(2).strip()
+            if len(value) >= 2 and value[0] == value[-1] == '"':
+                value = value[1:-1]
+            if _git_value(d, ctx, cmd, f"{section}.{kv.group(1)}", value):
+                d.add(
+                    ctx,
+                    "persistence_write",
+                    cmd.text,
+                    f"Arms {section}.{kv.group(1)} in a git config: it runs on later git commands.",
+                )
 
 
 _DECLARE_RX = re.compile(r"\b(?:export|declare|typeset|readonly)\b")
