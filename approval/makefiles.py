@@ -20,7 +20,9 @@ def makefile_recipes(text: str) -> list[str]:
     text = text.replace("\\\n", " ")
     variables = {"RM": "rm -f", "MAKE": "make", "CC": "cc", "CXX": "c++", "SHELL": "/bin/sh"}
     # ``define NAME … endef``: a multi-line variable (a canned recipe)
-    for dm in re.finditer(r"(?m)^define\s+([A-Za-z_][A-Za-z0-9_.-]*)\s*(?:[:?+!]?=)?\s*\n(.*?)\n\s*endef\b", text, re.S):
+    for dm in re.finditer(
+        r"(?m)^define\s+([A-Za-z_][A-Za-z0-9_.-]*)\s*(?:[:?+!]?=)?\s*\n(.*?)\n\s*endef\b", text, re.S
+    ):
         variables[dm.group(1)] = dm.group(2).strip().replace("\n", "; ")
     for line in text.split("\n"):
         m = _MAKE_VAR.match(line)

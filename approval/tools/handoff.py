@@ -793,6 +793,20 @@ def _h_pwsh_native(d: Detector, name: str, args: list[str], kinds: list[Kinds], 
             return
 
 
+# -- source files written on the line and run by a compiler's run verb
+
+
+@also("go", "rustc", "gcc", "cc", "clang", "javac", "java", "kotlinc", "dotnet", "swift", "tsc", "ts-node", "tsx")
+def _h_compiled_written(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``echo '…' > x.go && go run x.go``: source written on this line in a language the gate does not
+    read, then built and run, asks (the same source read from the backend is the documented limit)."""
+    for a in args:
+        base = a.rsplit("/", 1)[-1]
+        if base in ctx.written and re.search(r"\.(?:go|rs|c|cc|cpp|java|kt|cs|swift|ts)$", base):
+            _hidden(d, ctx, cmd, f"{name} builds {a}, written on this line in a language the gate does not read.")
+            return
+
+
 # -- awk
 
 
