@@ -85,9 +85,7 @@ def verify() -> int:
     return sum(len(ex.match) + len(ex.no_match) for _m, ex in all_examples())
 
 
-def check_operator_rule(
-    rule_id: str | None, pattern: re.Pattern[str] | None, match: list[str], not_match: list[str]
-) -> list[str]:
+def check_operator_rule(rule_id: str | None, pattern: re.Pattern[str] | None, match: list[str], not_match: list[str]) -> list[str]:
     """An operator rule's examples: by rule id they must (not) raise it; by pattern the pattern
     must (not) be found in the command or one of its segments.  Returns what disagrees."""
     from .detect import findings, split_segments

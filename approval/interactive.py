@@ -86,7 +86,9 @@ _PROGRAM_OPTION = re.compile(r"^--?[\w-]*(?:program|command|exec|pager|editor|sh
 _UNSAFE_OPTIONS = {"read": {"-e"}}
 
 # Programs that never read their standard input: their output carries nothing typed.
-_NO_STDIN = frozenset("echo printf true false : sleep date pwd ls seq yes id whoami uname hostname nproc".split())
+_NO_STDIN = frozenset(
+    "echo printf true false : sleep date pwd ls seq yes id whoami uname hostname nproc".split()
+)
 
 # Filters that read their file operands instead of stdin when given some (`cat f | sh`).
 _FILE_FILTERS = frozenset("cat tac head tail nl rev wc sort uniq md5sum sha256sum base64 xxd od".split())
@@ -158,10 +160,8 @@ _BARE_SHELL = frozenset(
     "newgrp sg systemd-nspawn distrobox-enter xterm flatpak-spawn machinectl".split()
 )
 _PY_REPL_MODULES = frozenset("code pdb asyncio IPython ipython bpython ptpython idlelib sqlite3 _pyrepl".split())
-_REPL_ONLY = frozenset(
-    "irb ipython ipython3 bpython ptpython ghci erl iex julia scala clojure sbcl racket guile "
-    "ocaml utop node-repl tclsh wish bb".split()
-)
+_REPL_ONLY = frozenset("irb ipython ipython3 bpython ptpython ghci erl iex julia scala clojure sbcl racket guile "
+                       "ocaml utop node-repl tclsh wish bb".split())
 
 _READS_INPUT = re.compile(
     r"\bstdin\b|\binput\s*\(|raw_input|readline|<STDIN>|<>|\bSTDIN\b|\$stdin|\bgets\b|ARGF|\bARGV\b|"
@@ -316,39 +316,10 @@ def _interpreter_run(name: str, lang: str, args: list[str]) -> _Run:
 
 
 _CONTAINER_GLOBAL_WITH_VALUE = frozenset(
-    {
-        "-H",
-        "--host",
-        "-c",
-        "--context",
-        "-n",
-        "--namespace",
-        "-f",
-        "--file",
-        "-p",
-        "--project-name",
-        "--kubeconfig",
-        "--log-level",
-        "--config",
-        "--profile",
-        "--env-file",
-        "--project-directory",
-        "--ansi",
-        "--progress",
-        "--parallel",
-        "--tlscacert",
-        "--tlscert",
-        "--tlskey",
-        "-l",
-        "--url",
-        "--connection",
-        "--root",
-        "--runroot",
-        "--address",
-        "-a",
-        "--cgroup-manager",
-        "--storage-driver",
-    }
+    {"-H", "--host", "-c", "--context", "-n", "--namespace", "-f", "--file", "-p", "--project-name", "--kubeconfig",
+     "--log-level", "--config", "--profile", "--env-file", "--project-directory", "--ansi", "--progress",
+     "--parallel", "--tlscacert", "--tlscert", "--tlskey", "-l", "--url", "--connection", "--root", "--runroot",
+     "--address", "-a", "--cgroup-manager", "--storage-driver"}
 )
 _COMPOSE_PROGRAMS = frozenset({"docker-compose", "podman-compose", "nerdctl-compose"})
 
@@ -379,26 +350,9 @@ def _container_verb(name: str, args: list[str]) -> tuple[bool, str, list[str]]:
 
 _EXEC_BOOL_SHORT = frozenset("itdPqT")
 _EXEC_BOOL_LONG = frozenset(
-    {
-        "--interactive",
-        "--tty",
-        "--detach",
-        "--rm",
-        "--privileged",
-        "--init",
-        "--read-only",
-        "--stdin",
-        "--publish-all",
-        "--no-deps",
-        "--service-ports",
-        "--quiet",
-        "--sig-proxy",
-        "--no-TTY",
-        "--build",
-        "--remove-orphans",
-        "--use-aliases",
-        "--pull=always",
-    }
+    {"--interactive", "--tty", "--detach", "--rm", "--privileged", "--init", "--read-only", "--stdin",
+     "--publish-all", "--no-deps", "--service-ports", "--quiet", "--sig-proxy", "--no-TTY", "--build",
+     "--remove-orphans", "--use-aliases", "--pull=always"}
 )
 
 
@@ -487,9 +441,7 @@ class _Walk:
                 return None  # port forwarding only: no remote command, no shell
             new, final = peel(argv)
             if not new:
-                if name in _BARE_SHELL or (
-                    name in _SHELL_SUBCOMMANDS and args[:1] and args[0] in _SHELL_SUBCOMMANDS[name]
-                ):
+                if name in _BARE_SHELL or (name in _SHELL_SUBCOMMANDS and args[:1] and args[0] in _SHELL_SUBCOMMANDS[name]):
                     return f"{_q(argv)} starts an interactive shell" + (
                         " on another host" if name in ("ssh", "autossh", "mosh", "gcloud-ssh") else ""
                     )
@@ -533,7 +485,9 @@ class _Walk:
             return f"`{name}` shows text in a pager that runs shell commands typed into it (!sh)"
         if name == "git":
             return "`git` can open a pager or an editor that runs shell commands typed into it"
-        return f"`{name}` is not on the list of programs known not to run what is typed into a terminal"
+        return (
+            f"`{name}` is not on the list of programs known not to run what is typed into a terminal"
+        )
 
     # ---- routes of programs that run code or a shell (see _FIRST_ROUTES and _ROUTES)
 
@@ -572,9 +526,7 @@ class _Walk:
 
     def netcat(self, c: _Call) -> str | None | _Pass:
         """``nc -e prog``, ``ncat --sh-exec``: a program wired to a connection; plain ``nc`` passes."""
-        if any(
-            a in ("-e", "-c", "--exec", "--sh-exec", "--lua-exec") or re.fullmatch(r"-[a-zA-Z]*[ec]", a) for a in c.args
-        ):
+        if any(a in ("-e", "-c", "--exec", "--sh-exec", "--lua-exec") or re.fullmatch(r"-[a-zA-Z]*[ec]", a) for a in c.args):
             return f"{_q(c.argv)} runs a program wired to a network connection"
         return _PASS
 
@@ -602,11 +554,7 @@ class _Walk:
         opts, ops = split_options(c.args, {"-u"})
         if any(o in ("-l", "-r", "-T") for o in opts) or (ops and ops[0] not in _STDIN_PATHS):
             return None
-        return (
-            "`crontab` installs a crontab (commands run later) read from its input"
-            if (c.live or self.terminal)
-            else None
-        )
+        return "`crontab` installs a crontab (commands run later) read from its input" if (c.live or self.terminal) else None
 
     def editor(self, c: _Call) -> str | None:
         """Editors run a shell from what is typed (``:!sh``); ``emacs --batch`` only with a terminal."""
@@ -643,9 +591,7 @@ class _Walk:
                 read_stdin = read_stdin or a == "-"
                 i += 1
                 break
-            if a in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file") or (
-                name == "fish" and a in ("-C", "--init-command")
-            ):
+            if a in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file") or (name == "fish" and a in ("-C", "--init-command")):
                 i += 2
                 continue
             if a.startswith("--"):
@@ -719,17 +665,8 @@ class _Walk:
         i = command_start(
             args,
             with_arg,
-            {
-                "--delimiter",
-                "--eof",
-                "--replace",
-                "--max-lines",
-                "--max-args",
-                "--max-procs",
-                "--max-chars",
-                "--arg-file",
-                "--process-slot-var",
-            },
+            {"--delimiter", "--eof", "--replace", "--max-lines", "--max-args", "--max-procs", "--max-chars",
+             "--arg-file", "--process-slot-var"},
         )
         opts = args[:i]
         replace = None
@@ -756,27 +693,9 @@ class _Walk:
         i = command_start(
             head,
             {"-j", "-S", "-P", "-n", "-N", "-L", "-l", "-I", "-E", "-d", "-a", "-C", "--colsep"},
-            {
-                "--jobs",
-                "--sshlogin",
-                "--max-args",
-                "--max-lines",
-                "--delimiter",
-                "--arg-file",
-                "--colsep",
-                "--joblog",
-                "--results",
-                "--tmpdir",
-                "--workdir",
-                "--timeout",
-                "--env",
-                "--tag-string",
-                "--delay",
-                "--retries",
-                "--memfree",
-                "--load",
-                "--halt",
-            },
+            {"--jobs", "--sshlogin", "--max-args", "--max-lines", "--delimiter", "--arg-file", "--colsep",
+             "--joblog", "--results", "--tmpdir", "--workdir", "--timeout", "--env", "--tag-string", "--delay",
+             "--retries", "--memfree", "--load", "--halt"},
         )
         template = head[i:]
         if not template:
@@ -790,15 +709,9 @@ class _Walk:
         return f"{r} (run by `parallel`)" if r else None
 
     def awk(self, cmd: Cmd, name: str, args: list[str], depth: int, live: bool) -> str | None:
-        opts, ops = split_options(
-            args,
-            {"-F", "-v", "-f", "-E", "-i", "-l"},
-            {"--file", "--include", "--load", "--assign", "--field-separator"},
-        )
-        if any(
-            o in ("-f", "-E", "--file", "-i", "--include", "-l", "--load") or o.startswith(("--file=", "--load="))
-            for o in opts
-        ):
+        opts, ops = split_options(args, {"-F", "-v", "-f", "-E", "-i", "-l"}, {"--file", "--include", "--load",
+                                                                              "--assign", "--field-separator"})
+        if any(o in ("-f", "-E", "--file", "-i", "--include", "-l", "--load") or o.startswith(("--file=", "--load=")) for o in opts):
             if self.terminal or any(o in ("-l", "--load") or o.startswith("--load=") for o in opts):
                 return f"`{name}` runs a program from a file the gate cannot see, with the terminal as its input"
             return None
@@ -888,14 +801,8 @@ class _Walk:
     def container(self, cmd: Cmd, name: str, args: list[str], depth: int, live: bool) -> str | None:
         """docker/podman/kubectl exec, run, attach: '' when it is none of these."""
         compose, verb, rest = _container_verb(name, args)
-        if verb in ("attach",) or (
-            verb == "start" and any(a in ("-a", "-i", "--attach", "--interactive") for a in rest)
-        ):
-            return (
-                f"`{name} {verb}` connects to a container's main process (often a shell)"
-                if (live or self.terminal)
-                else None
-            )
+        if verb in ("attach",) or (verb == "start" and any(a in ("-a", "-i", "--attach", "--interactive") for a in rest)):
+            return f"`{name} {verb}` connects to a container's main process (often a shell)" if (live or self.terminal) else None
         if verb in ("debug", "shell", "console"):
             return f"`{name} {verb}` opens a shell" if (live or self.terminal) else None
         if verb not in ("exec", "run"):
@@ -971,7 +878,6 @@ class _Walk:
             k += 2 if args[k] in ("-C", "-c", "--git-dir", "--work-tree", "--namespace") else 1
         verb, rest = (args[k], args[k + 1 :]) if k < len(args) else ("", [])
         no_edit = {"-m", "--message", "-F", "--file", "-C", "--reuse-message", "--no-edit", "--fixup"}
-
         def has_message(a: str) -> bool:
             if a in no_edit or a.startswith(("--message=", "--file=", "--fixup=", "--squash=", "--reuse-message=")):
                 return True
@@ -1029,6 +935,7 @@ _LATER_ROUTES: tuple[tuple[Iterable[str], _Route], ...] = (
     (_FILE_CLIENTS, _Walk.file_client),
     (("git",), lambda w, c: _PASS if w.terminal else w.git(c.args, c.live)),
 )
+
 
 
 def _by_name(routes: tuple[tuple[Iterable[str], _Route], ...]) -> dict[str, tuple[_Route, ...]]:

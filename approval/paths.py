@@ -147,28 +147,9 @@ _PERSIST_SYSTEM = re.compile(
     r"|var/spool/cron(/.*)?|root/\.ssh/authorized_keys2?)$"
 )
 _PERSIST_HOME_NAMES = {
-    ".bash_profile",
-    ".bashrc",
-    ".bash_login",
-    ".bash_logout",
-    ".bash_aliases",
-    ".profile",
-    ".zshrc",
-    ".zshenv",
-    ".zprofile",
-    ".zlogin",
-    ".kshrc",
-    ".cshrc",
-    ".tcshrc",
-    ".login",
-    ".xinitrc",
-    ".xprofile",
-    ".pam_environment",
-    ".gitconfig",
-    ".npmrc",
-    ".yarnrc",
-    ".condarc",
-    ".gemrc",
+    ".bash_profile", ".bashrc", ".bash_login", ".bash_logout", ".bash_aliases", ".profile", ".zshrc", ".zshenv",
+    ".zprofile", ".zlogin", ".kshrc", ".cshrc", ".tcshrc", ".login", ".xinitrc", ".xprofile", ".pam_environment",
+    ".gitconfig", ".npmrc", ".yarnrc", ".condarc", ".gemrc",
 }
 BLOCK_DEVICE = re.compile(
     r"^/dev/(sd[a-z]+\d*|hd[a-z]+\d*|vd[a-z]+\d*|xvd[a-z]+\d*|nvme\d+(n\d+)?(p\d+)?|mmcblk\d+(p\d+)?|md\d+|md/.+"

@@ -98,9 +98,8 @@ class AlwaysStore:
     def approval_id(self, backend: str, rule: str) -> str:
         return str(self._rules.get(backend, {}).get(rule, {}).get("approval_id", ""))
 
-    def add(
-        self, backend: str, rule: str, *, approval_id: str = "", by: str = "", reason: str = "", command: str = ""
-    ) -> None:
+    def add(self, backend: str, rule: str, *, approval_id: str = "", by: str = "", reason: str = "",
+            command: str = "") -> None:
         if rule in self._rules.get(backend, {}):
             return
         record = {"when": time.time(), "by": by, "reason": reason, "command": command, "approval_id": approval_id}
@@ -113,9 +112,8 @@ class AlwaysStore:
     def remove(self, backend: str, rule: str) -> None:
         if rule not in self._rules.get(backend, {}):
             return
-        updated = {
-            b: {r: v for r, v in per.items() if not (b == backend and r == rule)} for b, per in self._rules.items()
-        }
+        updated = {b: {r: v for r, v in per.items() if not (b == backend and r == rule)}
+                   for b, per in self._rules.items()}
         self._save(updated)
         self._rules = updated
         self._cache.clear()

@@ -47,21 +47,7 @@ from .generic import DRY_RUN, NO_GENERIC, SQL_AT_PROMPT, generic_semantics, is_h
 from .git import git_subcommand
 from .remote import _h_interpreter
 
-FAMILIES = (
-    deletes,
-    disks,
-    system,
-    persistence,
-    power,
-    services,
-    processes,
-    git,
-    clusters,
-    data,
-    remote,
-    handoff,
-    generic,
-)
+FAMILIES = (deletes, disks, system, persistence, power, services, processes, git, clusters, data, remote, handoff, generic)
 
 build()
 

@@ -385,31 +385,9 @@ def _h_cloud(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
 
 
 _KUBE_WITH_ARG = {
-    "-n",
-    "--namespace",
-    "--context",
-    "--cluster",
-    "--kubeconfig",
-    "-l",
-    "--selector",
-    "-f",
-    "--filename",
-    "-o",
-    "--output",
-    "--user",
-    "-s",
-    "--server",
-    "--field-selector",
-    "--grace-period",
-    "--timeout",
-    "-c",
-    "--container",
-    "--cascade",
-    "--token",
-    "--replicas",
-    "--as",
-    "--request-timeout",
-    "--pod-running-timeout",
+    "-n", "--namespace", "--context", "--cluster", "--kubeconfig", "-l", "--selector", "-f", "--filename", "-o",
+    "--output", "--user", "-s", "--server", "--field-selector", "--grace-period", "--timeout", "-c", "--container",
+    "--cascade", "--token", "--replicas", "--as", "--request-timeout", "--pod-running-timeout",
 }
 
 
@@ -459,24 +437,8 @@ _DOCKER_RUN_WITH_ARG = set(
     "--expose --link --cgroupns --cpu-shares -c --memory-swap --stop-timeout --health-cmd --detach-keys "
     "--index --service-ports".split()
 )
-_DOCKER_GLOBAL_WITH_ARG = {
-    "-H",
-    "--host",
-    "--context",
-    "-c",
-    "--config",
-    "--log-level",
-    "-l",
-    "--namespace",
-    "-n",
-    "-f",
-    "--file",
-    "-p",
-    "--project-name",
-    "--env-file",
-    "--profile",
-    "--project-directory",
-}
+_DOCKER_GLOBAL_WITH_ARG = {"-H", "--host", "--context", "-c", "--config", "--log-level", "-l", "--namespace", "-n",
+                           "-f", "--file", "-p", "--project-name", "--env-file", "--profile", "--project-directory"}
 
 
 def _split_run(args: list[str], with_arg: set[str]) -> tuple[list[str], list[str]]:
@@ -577,33 +539,19 @@ def _h_container_inner(d: Detector, name: str, args: list[str], kinds: list[Kind
 EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "container_mass_delete",
-        match=(
-            "docker system prune -af",
-            "docker volume prune",
-            "podman system reset",
-            "docker compose down -v",
-            "docker rm -f $(docker ps -aq)",
-        ),
+        match=("docker system prune -af", "docker volume prune", "podman system reset", "docker compose down -v",
+               "docker rm -f $(docker ps -aq)"),
         no_match=("docker ps -a", "docker rm web", "docker stop web", "docker compose down"),
     ),
     Examples(
         "cluster_delete",
-        match=(
-            "kubectl delete ns prod",
-            "kubectl delete pods --all",
-            "kind delete cluster",
-            "kubeadm reset -f",
-            "minikube delete --all",
-        ),
+        match=("kubectl delete ns prod", "kubectl delete pods --all", "kind delete cluster", "kubeadm reset -f",
+               "minikube delete --all"),
         no_match=("kubectl get pods", "kubectl delete pod web-1", "kind get clusters"),
     ),
     Examples(
         "workload_stop",
-        match=(
-            "helm uninstall web",
-            "kubectl scale deploy web --replicas=0",
-            "kubectl drain node1 --ignore-daemonsets",
-        ),
+        match=("helm uninstall web", "kubectl scale deploy web --replicas=0", "kubectl drain node1 --ignore-daemonsets"),
         no_match=("helm list", "kubectl scale deploy web --replicas=3", "kubectl cordon node1"),
     ),
     Examples(
@@ -613,13 +561,8 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "cloud_delete",
-        match=(
-            "aws s3 rb s3://bucket --force",
-            "aws s3 rm s3://bucket --recursive",
-            "gsutil rm -r gs://bucket",
-            "az vm delete -g rg -n vm1 --yes",
-            "aws ec2 terminate-instances --instance-ids i-1",
-        ),
+        match=("aws s3 rb s3://bucket --force", "aws s3 rm s3://bucket --recursive", "gsutil rm -r gs://bucket",
+               "az vm delete -g rg -n vm1 --yes", "aws ec2 terminate-instances --instance-ids i-1"),
         no_match=("aws s3 ls s3://bucket", "aws s3 sync . s3://bucket", "aws ec2 describe-instances"),
     ),
     Examples(

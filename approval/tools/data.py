@@ -263,9 +263,7 @@ def _h_pg_restore(d: Detector, name: str, args: list[str], kinds: list[Kinds], c
 
     must match: ``pg_restore --clean -d prod x.dump``, ``pg_restore -cd app x``;
     must not: ``pg_restore -l x.dump``, ``pg_restore -d dev x.dump``."""
-    opts, _ = split_options(
-        args, {"-d", "-f", "-U", "-h", "-p", "-n", "-t", "-j", "-L", "-F", "-I", "-P", "-T", "-N", "-S"}
-    )
+    opts, _ = split_options(args, {"-d", "-f", "-U", "-h", "-p", "-n", "-t", "-j", "-L", "-F", "-I", "-P", "-T", "-N", "-S"})
     if "-l" in opts or "--list" in opts:
         return
     if "--clean" in opts or "c" in short_flags([o for o in opts if not o.startswith("--")]):
@@ -324,10 +322,8 @@ def _h_redis_mass(d: Detector, name: str, args: list[str], kinds: list[Kinds], c
 def _fed_by_redis_listing(cmd: Cmd) -> bool:
     for g in cmd.upstream:
         for m in g:
-            if (
-                m.argv
-                and base_name(m.argv[0]).endswith("-cli")
-                and any(a in ("--scan", "keys", "KEYS", "scan", "SCAN") for a in m.argv)
+            if m.argv and base_name(m.argv[0]).endswith("-cli") and any(
+                a in ("--scan", "keys", "KEYS", "scan", "SCAN") for a in m.argv
             ):
                 return True
     return False
@@ -337,19 +333,10 @@ def _fed_by_redis_listing(cmd: Cmd) -> bool:
 EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "sql_destructive",
-        match=(
-            "psql -c 'DROP TABLE users'",
-            "mysql app -e 'TRUNCATE orders'",
-            "sqlite3 app.db 'DELETE FROM users'",
-            "echo 'DROP DATABASE x' | mysql",
-            "psql <<< 'UPDATE users SET admin = true'",
-        ),
-        no_match=(
-            "psql -c 'SELECT 1'",
-            "psql -c \"SELECT 'DROP TABLE x'\"",
-            "mysql -e 'SHOW DATABASES'",
-            "sqlite3 app.db 'DELETE FROM users WHERE id = 4'",
-        ),
+        match=("psql -c 'DROP TABLE users'", "mysql app -e 'TRUNCATE orders'", "sqlite3 app.db 'DELETE FROM users'",
+               "echo 'DROP DATABASE x' | mysql", "psql <<< 'UPDATE users SET admin = true'"),
+        no_match=("psql -c 'SELECT 1'", "psql -c \"SELECT 'DROP TABLE x'\"", "mysql -e 'SHOW DATABASES'",
+                  "sqlite3 app.db 'DELETE FROM users WHERE id = 4'"),
     ),
     Examples(
         "db_drop",
@@ -358,12 +345,8 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "redis_flush",
-        match=(
-            "redis-cli FLUSHALL",
-            "redis-cli -n 2 flushdb",
-            "echo FLUSHALL | redis-cli",
-            "redis-cli --scan --pattern 'user:*' | xargs redis-cli del",
-        ),
+        match=("redis-cli FLUSHALL", "redis-cli -n 2 flushdb", "echo FLUSHALL | redis-cli",
+               "redis-cli --scan --pattern 'user:*' | xargs redis-cli del"),
         no_match=("redis-cli PING", "redis-cli INFO", "redis-cli GET user:1", "redis-cli DEL user:1"),
     ),
     Examples(
@@ -378,15 +361,7 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "http_delete",
-        match=(
-            "curl -X DELETE http://es:9200/logs-*",
-            "curl -XDELETE localhost:9200/_all",
-            "curl -X DELETE http://es:9200/logs",
-        ),
-        no_match=(
-            "curl http://es:9200/_cat/indices",
-            "curl -X DELETE http://api/users/42/sessions/9",
-            "curl -X GET http://es:9200/logs",
-        ),
+        match=("curl -X DELETE http://es:9200/logs-*", "curl -XDELETE localhost:9200/_all", "curl -X DELETE http://es:9200/logs"),
+        no_match=("curl http://es:9200/_cat/indices", "curl -X DELETE http://api/users/42/sessions/9", "curl -X GET http://es:9200/logs"),
     ),
 )

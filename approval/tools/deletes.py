@@ -266,16 +266,8 @@ def _h_userdel(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
 EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "rm_recursive_root",
-        match=(
-            "rm -rf /",
-            "rm / -rf",
-            "srm -r /",
-            "rm -rf ~",
-            "rm -rf /*",
-            "sudo rm -rf --no-preserve-root /",
-            "rm -rf /e*",
-            "find / -exec rm -rf {} +",
-        ),
+        match=("rm -rf /", "rm / -rf", "srm -r /", "rm -rf ~", "rm -rf /*", "sudo rm -rf --no-preserve-root /", "rm -rf /e*",
+               "find / -exec rm -rf {} +"),
         no_match=("rm -r build", "rm -rf ./node_modules", "rm notes/todo.txt", "rm --help", "echo rm -rf /"),
     ),
     Examples(

@@ -322,25 +322,13 @@ def _h_diskutil(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
 EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "disk_format",
-        match=(
-            "mkfs.ext4 /dev/sdb1",
-            "mkfs.xfs /dev/vdb",
-            "mkswap /dev/sda2",
-            "wipefs -a /dev/sdb",
-            "cryptsetup luksFormat /dev/sdc",
-            "sgdisk --zap-all /dev/sdb",
-        ),
+        match=("mkfs.ext4 /dev/sdb1", "mkfs.xfs /dev/vdb", "mkswap /dev/sda2", "wipefs -a /dev/sdb", "cryptsetup luksFormat /dev/sdc",
+               "sgdisk --zap-all /dev/sdb"),
         no_match=("mkfs.ext4 --help", "wipefs /dev/sdb", "mkdir fs", "cryptsetup status root"),
     ),
     Examples(
         "disk_write",
-        match=(
-            "dd if=/dev/zero of=/dev/sda",
-            "> /dev/sda",
-            "cp disk.img /dev/sdb",
-            "echo hi > /dev/nvme0n1",
-            "tee /dev/sda < x",
-        ),
+        match=("dd if=/dev/zero of=/dev/sda", "> /dev/sda", "cp disk.img /dev/sdb", "echo hi > /dev/nvme0n1", "tee /dev/sda < x"),
         no_match=("dd if=/dev/sda of=disk.img", "echo hi > /dev/null", "cat /dev/sda | head -c 512 > mbr.bin"),
     ),
     Examples(
@@ -350,13 +338,7 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "volume_destroy",
-        match=(
-            "zpool destroy tank",
-            "lvremove -f vg0/root",
-            "zfs destroy -r tank/data",
-            "pvcreate /dev/sdc",
-            "lvreduce -L 1G vg/lv",
-        ),
+        match=("zpool destroy tank", "lvremove -f vg0/root", "zfs destroy -r tank/data", "pvcreate /dev/sdc", "lvreduce -L 1G vg/lv"),
         no_match=("zpool status", "zfs list", "lvs", "lvextend -L +1G vg/lv"),
     ),
     Examples(

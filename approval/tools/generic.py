@@ -370,39 +370,9 @@ READ_ONLY_DEVICE = frozenset(
 
 
 _H_IS_HELP = frozenset(
-    {
-        "helm",
-        "kubectl",
-        "oc",
-        "gh",
-        "glab",
-        "docker",
-        "podman",
-        "nerdctl",
-        "terraform",
-        "tofu",
-        "pulumi",
-        "eksctl",
-        "kind",
-        "k3d",
-        "minikube",
-        "argocd",
-        "flux",
-        "doctl",
-        "az",
-        "gcloud",
-        "vault",
-        "nomad",
-        "consul",
-        "packer",
-        "git",
-        "setcap",
-        "useradd",
-        "usermod",
-        "chattr",
-        "loginctl",
-        "nsenter",
-    }
+    {"helm", "kubectl", "oc", "gh", "glab", "docker", "podman", "nerdctl", "terraform", "tofu", "pulumi", "eksctl",
+     "kind", "k3d", "minikube", "argocd", "flux", "doctl", "az", "gcloud", "vault", "nomad", "consul", "packer", "git",
+     "setcap", "useradd", "usermod", "chattr", "loginctl", "nsenter"}
 )
 
 
@@ -560,9 +530,7 @@ def _device_write(d: Detector, t: _Tool) -> None:
             and prev not in ("-i", "--input", "--source", "-s", "--src", "--from")
             and not a.startswith("if=")
         ):
-            d.add(
-                t.ctx, "device_write", t.cmd.text, f"{t.name} is pointed at the block device {v} and may overwrite it."
-            )
+            d.add(t.ctx, "device_write", t.cmd.text, f"{t.name} is pointed at the block device {v} and may overwrite it.")
             break
         prev = a
 
@@ -631,20 +599,8 @@ def _destroy(d: Detector, t: _Tool) -> None:
 
 
 _OUTPUT_OPTIONS = frozenset(
-    {
-        "-o",
-        "--output",
-        "--out",
-        "--save",
-        "--output-file",
-        "--outfile",
-        "--out-file",
-        "-O",
-        "--target",
-        "--write",
-        "--dest",
-        "--destination",
-    }
+    {"-o", "--output", "--out", "--save", "--output-file", "--outfile", "--out-file", "-O", "--target", "--write",
+     "--dest", "--destination"}
 )
 
 

@@ -83,12 +83,7 @@ def _judge_push(d: Detector, rest: list[str], cmd: Cmd, ctx: Ctx) -> None:
     if force:
         d.add(ctx, "git_force_push", cmd.text)
     short = short_flags([o for o in opts if not o.startswith("--")])
-    if (
-        "--delete" in opts
-        or "d" in short
-        or "--prune" in opts
-        or any(op.startswith(":") and len(op) > 1 for op in ops[1:])
-    ):
+    if "--delete" in opts or "d" in short or "--prune" in opts or any(op.startswith(":") and len(op) > 1 for op in ops[1:]):
         d.add(ctx, "git_remote_delete", cmd.text)
 
 
@@ -124,11 +119,7 @@ def _h_git_more(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
             d.add(ctx, "git_history_destroy", cmd.text, "Expires the reflog: commits only it remembers can be pruned.")
     elif sub == "gc" and any(a in ("--prune=now", "--prune=all") for a in rest):
         d.add(ctx, "git_history_destroy", cmd.text, "Prunes unreachable commits at once; they cannot be recovered.")
-    elif (
-        sub == "update-ref"
-        and ("-d" in rest or "--delete" in rest)
-        and any("refs/remotes" not in a for a in rest if not a.startswith("-"))
-    ):
+    elif sub == "update-ref" and ("-d" in rest or "--delete" in rest) and any("refs/remotes" not in a for a in rest if not a.startswith("-")):
         d.add(ctx, "git_history_destroy", cmd.text, "Deletes a ref directly.")
 
 
@@ -151,15 +142,8 @@ def _h_gh_api(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
 EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "git_force_push",
-        match=(
-            "git push -f",
-            "git push --force origin main",
-            "git push --mirror",
-            "git push origin +main",
-            "git push --force-with-lease",
-            "git -C repo push -f",
-            "git push -uf origin x",
-        ),
+        match=("git push -f", "git push --force origin main", "git push --mirror", "git push origin +main",
+               "git push --force-with-lease", "git -C repo push -f", "git push -uf origin x"),
         no_match=("git push", "git push -u origin feature", "git status", "git push --dry-run -f"),
     ),
     Examples(
@@ -179,11 +163,7 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "git_history_destroy",
-        match=(
-            "git filter-branch --tree-filter 'rm -f x' HEAD",
-            "git reflog expire --expire=now --all",
-            "git gc --prune=now",
-        ),
+        match=("git filter-branch --tree-filter 'rm -f x' HEAD", "git reflog expire --expire=now --all", "git gc --prune=now"),
         no_match=("git gc", "git reflog", "git log --oneline"),
     ),
     Examples(

@@ -34,18 +34,15 @@ def _h_crontab(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
     # Installing a table (a file, or stdin with "-"): its commands run later, unattended; each is
     # judged as a command (the file is read from the task's backend).
     if ops and ops[0] != "-":
-        judge_script(
-            d, ops[0], kinds[len(args) - len(ops)] if len(kinds) == len(args) else frozenset(), cmd, ctx, "crontab"
-        )
+        judge_script(d, ops[0], kinds[len(args) - len(ops)] if len(kinds) == len(args) else frozenset(), cmd, ctx,
+                     "crontab")
     elif ops[:1] == ["-"] or cmd.upstream or cmd.stdin_text is not None:
         for text in _stdin_texts(cmd):
             judge_text(d, "crontab", text, cmd, ctx)
 
 
-_REGISTRY_KEY = re.compile(
-    r"(?i)(?:^|[.:])(?:registry|index-url|extra-index-url|trusted-host|find-links|script-shell"
-    r"|node-options|shell|channel_alias|channels|default_channels|mirror\..*)$|^mirror\."
-)
+_REGISTRY_KEY = re.compile(r"(?i)(?:^|[.:])(?:registry|index-url|extra-index-url|trusted-host|find-links|script-shell"
+                           r"|node-options|shell|channel_alias|channels|default_channels|mirror\..*)$|^mirror\.")
 
 
 @also("npm", "pnpm", "yarn", "bun", "pip", "pip3", "conda", "mamba", "micromamba", "gem", "bundle")
@@ -111,35 +108,14 @@ def _h_package_scripts(d: Detector, name: str, args: list[str], kinds: list[Kind
 EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "persistence_write",
-        match=(
-            "cat evil >> ~/.zshrc",
-            "cp .bashrc ~/.bashrc",
-            "mv evil /etc/cron.d/evil",
-            "ln -sf /tmp/evil ~/.bashrc",
-            "echo 'ssh-ed25519 AAAA x' >> ~/.ssh/authorized_keys",
-            "tee -a /etc/sudoers < line",
-            "npm config set registry http://npm.example",
-            "pip config set global.index-url http://p.example/simple",
-            "EDITOR='tee -a' visudo",
-            "cp pre-commit .git/hooks/pre-commit",
-            "echo 'Host *' >> ~/.ssh/config",
-            "cp shim ~/bin/git",
-            "cp x.service ~/.config/systemd/user/",
-            "git config --global alias.x '!sh -c id'",
-        ),
-        no_match=(
-            "cat ~/.bashrc",
-            "cat ~/.ssh/authorized_keys",
-            "cp .bashrc backup/bashrc",
-            "echo x >> notes.txt",
-            "visudo -c",
-            "npm config get registry",
-            "pip config list",
-            "pip config set command.option 42 --global",
-            "git config user.email a@b.c",
-            "cat ~/.ssh/config",
-            "npm install left-pad",
-        ),
+        match=("cat evil >> ~/.zshrc", "cp .bashrc ~/.bashrc", "mv evil /etc/cron.d/evil", "ln -sf /tmp/evil ~/.bashrc",
+               "echo 'ssh-ed25519 AAAA x' >> ~/.ssh/authorized_keys", "tee -a /etc/sudoers < line",
+               "npm config set registry http://npm.example", "pip config set global.index-url http://p.example/simple",
+               "EDITOR='tee -a' visudo", "cp pre-commit .git/hooks/pre-commit", "echo 'Host *' >> ~/.ssh/config",
+               "cp shim ~/bin/git", "cp x.service ~/.config/systemd/user/", "git config --global alias.x '!sh -c id'"),
+        no_match=("cat ~/.bashrc", "cat ~/.ssh/authorized_keys", "cp .bashrc backup/bashrc", "echo x >> notes.txt",
+                  "visudo -c", "npm config get registry", "pip config list", "pip config set command.option 42 --global",
+                  "git config user.email a@b.c", "cat ~/.ssh/config", "npm install left-pad"),
     ),
     Examples(
         "crontab_remove",

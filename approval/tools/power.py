@@ -58,9 +58,7 @@ def _h_ipmitool(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
 # -- power through the bus, namespaces of pid 1
 
 
-_BUS_POWER = re.compile(
-    r"(?:^|\.)(Reboot|PowerOff|Halt|KExec|RebootWithFlags|PowerOffWithFlags|HaltWithFlags|KexecWithFlags)$"
-)
+_BUS_POWER = re.compile(r"(?:^|\.)(Reboot|PowerOff|Halt|KExec|RebootWithFlags|PowerOffWithFlags|HaltWithFlags|KexecWithFlags)$")
 
 
 @also("dbus-send", "busctl", "gdbus", "qdbus", "dbus")
@@ -87,17 +85,9 @@ def _h_loginctl_power(d: Detector, name: str, args: list[str], kinds: list[Kinds
 EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "power",
-        match=(
-            "reboot",
-            "shutdown -h now",
-            "init 0",
-            "init 6",
-            "systemctl poweroff",
-            "echo b > /proc/sysrq-trigger",
-            "loginctl reboot",
-            "dbus-send --system --dest=org.freedesktop.login1 /org/freedesktop/login1 "
-            "org.freedesktop.login1.Manager.Reboot boolean:true",
-        ),
+        match=("reboot", "shutdown -h now", "init 0", "init 6", "systemctl poweroff", "echo b > /proc/sysrq-trigger",
+               "loginctl reboot", "dbus-send --system --dest=org.freedesktop.login1 /org/freedesktop/login1 "
+               "org.freedesktop.login1.Manager.Reboot boolean:true"),
         no_match=("shutdown -c", "systemctl status", "echo reboot", "uptime", "loginctl list-sessions"),
     ),
 )

@@ -79,9 +79,7 @@ def _h_kill(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
             continue
         break
     pids = args[i:]
-    classes = [
-        _pid_class(p, k) for p, k in zip(args[i:], kinds[i:] if len(kinds) >= len(args) else [frozenset()] * len(pids))
-    ]
+    classes = [_pid_class(p, k) for p, k in zip(args[i:], kinds[i:] if len(kinds) >= len(args) else [frozenset()] * len(pids))]
     if "all" in classes or (not pids and args[-1:] and _pid_class(args[-1], frozenset()) == "all"):
         d.add(ctx, "kill_all", cmd.text)
     elif "init" in classes or "group0" in classes or any(k and "mass" in k for k in kinds):
@@ -92,6 +90,7 @@ def _h_kill(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
         d.add(ctx, "kill_broad", cmd.text, "Kills a daemon the machine depends on (sshd, dockerd, init...).")
     elif _fed_by_ps(cmd) or any(UNKNOWN in p and "pslist" in k for p, k in zip(args, kinds)):
         d.add(ctx, "kill_broad", cmd.text, "Kills every process listed by ps.")
+
 
 
 @handles("killall5")
@@ -150,14 +149,7 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "kill_broad",
-        match=(
-            "kill -9 1",
-            "pkill -9 .",
-            "pkill -u alice",
-            "pkill sshd",
-            "killall dockerd",
-            "loginctl terminate-user bob",
-        ),
+        match=("kill -9 1", "pkill -9 .", "pkill -u alice", "pkill sshd", "killall dockerd", "loginctl terminate-user bob"),
         no_match=("pkill -f 'node server.js'", "killall firefox", "kill 4242", "pgrep sshd"),
     ),
 )

@@ -62,6 +62,7 @@ def _h_systemctl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cm
         d.add(ctx, "service_stop", cmd.text, f"systemctl {verb} {' '.join(ops[1:3])} stops or disables a service.")
 
 
+
 @handles(
     "service",
     "rc-service",
@@ -203,14 +204,8 @@ def _h_daemon_stop(d: Detector, name: str, args: list[str], kinds: list[Kinds], 
 EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "service_stop",
-        match=(
-            "systemctl stop nginx",
-            "systemctl mask sshd",
-            "service apache2 stop",
-            "sv down nginx",
-            "nginx -s stop",
-            "pg_ctl stop -D /var/lib/pgsql",
-        ),
+        match=("systemctl stop nginx", "systemctl mask sshd", "service apache2 stop", "sv down nginx", "nginx -s stop",
+               "pg_ctl stop -D /var/lib/pgsql"),
         no_match=("systemctl status nginx", "service nginx status", "nginx -t", "docker compose stop", "npm stop"),
     ),
 )

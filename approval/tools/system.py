@@ -340,12 +340,7 @@ def _h_chattr(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
     targets = [a for a in args if not re.fullmatch(r"[-+=][aAcCdDeFijmPsStTux]+|-[RVfv]+|-[pv]", a)]
     for t in targets:
         if write_class(t, cmd.cwd) in ("system", "persist") or delete_class(t, cmd.cwd) in ("root", "sysdir", "system"):
-            d.add(
-                ctx,
-                "security_disable",
-                cmd.text,
-                f"chattr changes protection attributes of {normalize_path(t, cmd.cwd)}.",
-            )
+            d.add(ctx, "security_disable", cmd.text, f"chattr changes protection attributes of {normalize_path(t, cmd.cwd)}.")
             return
 
 
@@ -390,13 +385,8 @@ def _h_nsenter(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
 EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "system_write",
-        match=(
-            "echo hi > /etc/motd",
-            "tee /usr/bin/ls < evil",
-            "sudo mv mytool /usr/local/bin/",
-            "sed -i s/a/b/ /etc/hosts",
-            "tar -xf x.tar -C /usr",
-        ),
+        match=("echo hi > /etc/motd", "tee /usr/bin/ls < evil", "sudo mv mytool /usr/local/bin/", "sed -i s/a/b/ /etc/hosts",
+               "tar -xf x.tar -C /usr"),
         no_match=("echo hi > /tmp/motd", "cat /etc/hosts", "sed -i s/a/b/ config.txt", "tar -xf x.tar -C build"),
     ),
     Examples(
