@@ -174,8 +174,8 @@ class Detector:
         if "/" in argv[0]:  # ./setup.sh after downloading or writing it on the same line
             if name in ctx.downloaded:
                 self.add(ctx, "download_then_run", cmd.text)
-            elif name in ctx.written:
-                self.payload(ctx, ctx.written[name], frozenset(), cmd.text)
+            elif name in ctx.written:  # in its #! language; unknown written text asks (gate-b)
+                judge_script(self, argv[0], frozenset(), cmd, ctx, "exec")
             elif not argv[0].startswith(_SYSTEM_PROGRAMS) and not (cmd.kinds and cmd.kinds[0]):
                 judge_script(self, argv[0], frozenset(), cmd, ctx, "exec")  # a script run by path: read it
         if is_help(name, args) or any(a in DRY_RUN for a in args):
