@@ -40,7 +40,7 @@ from .tools import (
     is_help,
     pattern_handler,
 )
-from .tools.handoff import ssh_local_code
+from .tools.handoff import declared_env_hooks, env_hooks, ssh_local_code
 from .tools.remote import judge_script
 from .tools.system import _h_nsenter
 from .verdict import Decision, Verdict
@@ -114,6 +114,7 @@ class Detector:
                 )
         if _SETS_PATH.search(text):
             self.path_set = True
+        declared_env_hooks(self, text, ctx)  # export GIT_SSH_COMMAND=… (approval/tools/handoff.py)
         for cmd in sc.cmds:
             self.command(cmd, ctx)
         if self.path_set and _SETS_PATH.search(text):
@@ -193,6 +194,7 @@ class Detector:
             self.startup_file(cmd, ctx)
         self.line_defined(cmd, ctx)
         self.remember_written(cmd, ctx)
+        env_hooks(self, cmd, ctx)  # NAME=code prefixes (approval/tools/handoff.py)
         if cmd.kinds and cmd.kinds[0] and UNKNOWN in cmd.argv[0]:
             k = cmd.kinds[0]
             if "download" in k:
@@ -221,8 +223,8 @@ class Detector:
         if "/" in argv[0]:  # ./setup.sh after downloading or writing it on the same line
             if name in ctx.downloaded:
                 self.add(ctx, "download_then_run", cmd.text)
-            elif name in ctx.written:
-                self.payload(ctx, ctx.written[name], frozenset(), cmd.text, _positional(args))
+            elif name in ctx.written:  # in its #! language, $1… bound; unknown written text asks
+                judge_script(self, argv[0], frozenset(), cmd, ctx, "exec", args=args)
             elif not argv[0].startswith(_SYSTEM_PROGRAMS) and not (cmd.kinds and cmd.kinds[0]):
                 judge_script(self, argv[0], frozenset(), cmd, ctx, "exec", args=args)  # a script run by path: read it
         if is_help(name, args) or any(a in DRY_RUN for a in args):
@@ -399,6 +401,8 @@ class Detector:
         text = echo_output(cmd.argv)
         if text is None and cmd.stdin_text is not None and cmd.argv[:1] == ["cat"]:
             text = cmd.stdin_text
+        if text is None and cmd.argv and base_name(cmd.argv[0]) not in ("curl", "wget"):
+            text = UNKNOWN  # written with output the gate cannot know: running it asks (gate-b)
         if text is not None:
             for op, t in targets:
                 ctx.written[base_name(t)] = (ctx.written.get(base_name(t), "") + text) if op == ">>" else text

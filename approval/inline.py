@@ -9,6 +9,7 @@ shell, recursively, by the caller).
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 
 # -- SQL ---------------------------------------------------------------------------------
@@ -83,7 +84,10 @@ _SHELL_CALL = {
     "ruby": re.compile(
         r"\b(?:system|exec|spawn|IO\.popen|Open3\.\w+|Kernel\.(?:system|exec|spawn))\b\s*\(?|%x[{(\[]|`"
     ),
-    "node": re.compile(r"\b(?:exec|execSync|spawn|spawnSync|execFile|execFileSync)\s*\(|child_process"),
+    "node": re.compile(
+        r"\b(?:exec|execSync|spawn|spawnSync|execFile|execFileSync)\s*\(|child_process"
+        r"|\bDeno\.(?:Command|run)\s*\(|\bBun\.(?:spawn|spawnSync)\s*\("
+    ),
     "php": re.compile(r"\b(?:system|exec|shell_exec|passthru|proc_open|popen|pcntl_exec)\s*\(|`"),
     "lua": re.compile(r"\b(?:os\.execute|io\.popen)\s*\("),
     "r": re.compile(r"\bsystem2?\s*\("),
@@ -99,7 +103,10 @@ _DELETE_CALL = {
         r"\b(?:File\.(?:delete|unlink)|FileUtils\.(?:rm\w*|remove\w*)|Dir\.(?:delete|rmdir|unlink)|rm_rf|rm_r)\b"
     ),
     "node": re.compile(
-        r"\bfs(?:\.promises)?\.(?:rm|rmdir|unlink)\b|\b(?:rmSync|rmdirSync|unlinkSync|rimraf|removeSync|emptyDirSync|emptyDir)\b"
+        r"\bfs(?:\.promises)?\.(?:rm|rmdir|unlink)\b"
+        r"|require\s*\(\s*(?:\"\"|''|['\"](?:node:)?fs(?:/promises|-extra)?['\"])\s*\)\s*(?:\.promises)?\.(?:rm|rmdir|unlink|remove)\w*\b"
+        r"|\b(?:fsp|fsPromises|promises)\.(?:rm|rmdir|unlink)\b"
+        r"|\b(?:rmSync|rmdirSync|unlinkSync|rimraf|removeSync|emptyDirSync|emptyDir)\b"
     ),
     "php": re.compile(r"\b(?:unlink|rmdir)\s*\("),
     "lua": re.compile(r"\bos\.remove\s*\("),
@@ -129,7 +136,7 @@ _NET_READ = re.compile(
     r"(?i)['\"]https?://|urlopen|urllib|requests\.(?:get|post)|http\.client|https?\.get\s*\(|\bfetch\s*\(|Net::HTTP|open-uri|LWP::|HTTP::Tiny|file_get_contents\s*\(\s*['\"]https?:|DownloadString|Invoke-WebRequest|\biwr\b|Invoke-RestMethod|\birm\b|WebClient|curl|wget"
 )
 _DECODE = re.compile(
-    r"(?i)b64decode|decode_base64|base64_decode|\batob\s*\(|Buffer\.from\([^)]*base64|unpack\s*\(?\s*['\"]m|unhexlify|bytes\.fromhex|codecs\.decode|FromBase64String|-EncodedCommand|\bzlib\.decompress"
+    r"(?i)b64decode|decode_base64|base64_decode|\batob\s*\(|Buffer\.from\([^)]*base64|unpack\s*\(?\s*['\"]m|unhexlify|bytes\.fromhex|codecs\.decode|FromBase64String|-EncodedCommand|\bzlib\.decompress|\bpack\s*\(?\s*['\"][Hh]\*|\.pack\s*\(\s*['\"][Hh]\*|\[[\"']?[Hh]\*"
 )
 _EVAL = re.compile(
     r"(?i)\b(?:exec|eval|Function|Invoke-Expression|iex|instance_eval|class_eval)\b\s*\(?|\|\s*(?:sh|bash)\b|\bsystem\s*\("
@@ -161,16 +168,105 @@ def _call_literals(code: str, start: int) -> str | None:
     if m and m.group(1):
         end = tail.find("]", pos)
         items = strings_in(tail[pos : end if end > 0 else len(tail)])
-        return " ".join(items) if items else None
+        return shlex.join(items) if items else None  # an argv: its words stay words
     m2 = _STR.match(tail, pos)
     if m2:
-        return m2.group(1) or m2.group(2) or m2.group(3) or ""
+        first = m2.group(1) or m2.group(2) or m2.group(3) or ""
+        # spawn('sh', ['-c', 'code']), execFile, Deno.Command('sh', {args: [...]}): program then its argv
+        m3 = re.match(r"\s*,\s*(?:\{\s*args\s*:\s*)?\[", tail[m2.end() :])
+        if m3:
+            start = m2.end() + m3.end()
+            end = tail.find("]", start)
+            items = strings_in(tail[start : end if end > 0 else len(tail)])
+            return shlex.join([first, *items])
+        return first
     return None
 
 
-def code_findings(lang: str, code: str) -> list[CodeFinding]:
+_PY_IMPORT_AS = re.compile(r"\bimport\s+([\w.]+)\s+as\s+(\w+)")
+_PY_FROM = re.compile(r"\bfrom\s+([\w.]+)\s+import\s+\(?([\w\s,]+?)\)?\s*(?:;|\n|$)")
+_PY_DYNAMIC = re.compile(
+    r"\bgetattr\s*\(\s*(?:os|subprocess|pty|posix|commands|__import__\s*\([^)]*\))\s*,"
+    r"|\b(?:importlib\.import_module|__import__)\s*\(\s*[^'\")\s]"
+    r"|\bctypes\b|\bCDLL\s*\(|\blibc\.system\b"
+)
+_EXEC_CALL = {
+    "python": re.compile(r"\b(?:exec|eval|compile)\s*\("),
+    "perl": re.compile(r"\beval\s*[({]?"),
+    "ruby": re.compile(r"\b(?:eval|instance_eval|class_eval)\s*\(?"),
+    "node": re.compile(r"\b(?:eval|Function)\s*\("),
+    "php": re.compile(r"\beval\s*\("),
+}
+
+
+def python_canonical(code: str) -> str:
+    """Python code with import aliases put back (``import subprocess as s`` → ``subprocess.``,
+    ``from os import system as s`` → ``os.system(``, ``__import__('os')`` → ``os``), so the shell
+    and delete patterns see the real call whatever name it was given."""
+    code = re.sub(r"__import__\s*\(\s*['\"]([\w.]+)['\"]\s*\)", r"\1", code)
+    for mod, alias in _PY_IMPORT_AS.findall(code):
+        if alias != mod:
+            code = re.sub(rf"(?<![\w.]){re.escape(alias)}\.", mod + ".", code)
+    for mod, names in _PY_FROM.findall(code):
+        for part in names.split(","):
+            words = part.split()
+            if not words or words[0] == "*":
+                continue
+            real, alias = words[0], words[-1] if len(words) == 3 and words[1] == "as" else words[0]
+            code = re.sub(rf"(?<![\w.]){re.escape(alias)}\s*\(", f"{mod}.{real}(", code)
+    return code
+
+
+def _pipe_opens(lang: str, code: str) -> list[CodeFinding]:
+    """perl ``open(F, "|sh")`` / ``open(F, "|-", "cmd")`` / ``open(F, "cmd|")``, ruby ``open("|cmd")``:
+    a command run through a pipe; into a shell, what is printed to it is the code."""
+    if lang not in ("perl", "ruby"):
+        return []
+    out: list[CodeFinding] = []
+    lit = r"(?:qq?\s*\{(?P<q>[^}]*)\}|qq?\s*\((?P<p>[^)]*)\)|'(?P<s>[^']*)'|\"(?P<d>[^\"]*)\")"
+    for m in re.finditer(
+        r"\bopen\s*\(?\s*(?:my\s+)?[$\w]*\s*,?\s*" + lit + r"(?:\s*,\s*" + lit.replace("?P<", "?P<b") + ")?", code
+    ):
+        first = m.group("q") or m.group("p") or m.group("s") or m.group("d") or ""
+        second = next((m.group(g) for g in ("bq", "bp", "bs", "bd") if m.group(g) is not None), None)
+        if first.strip() in ("|-", "-|") and second is not None:
+            command = second
+        elif first.strip().startswith("|") or first.strip().endswith("|"):
+            command = first.strip().strip("|").strip()
+        else:
+            continue
+        out.append(CodeFinding("inline_code_shell", "open a pipe", shell=command or None))
+        name = command.split()[0].rsplit("/", 1)[-1] if command.split() else ""
+        if name in ("sh", "bash", "dash", "zsh", "ksh") and len(command.split()) == 1:
+            printed = [
+                pm.group(1) or pm.group(2) or pm.group(3)
+                for pm in re.finditer(r"\bprint\s+\{?\$?\w+\}?\s+(?:qq?\s*\{([^}]*)\}|'([^']*)'|\"([^\"]*)\")", code)
+            ]
+            text = "\n".join(p for p in printed if p is not None)
+            out.append(CodeFinding("inline_code_shell", "printed into a shell", shell=text or None))
+    return out
+
+
+_SQL_CALL = re.compile(r"\.(?:execute|executescript|executemany|exec|query|raw|sql|run|all|prepare)\s*\(|\bsql\s*`")
+
+
+def code_findings(lang: str, code: str, _depth: int = 0) -> list[CodeFinding]:
     """What inline code in ``lang`` does that the gate cares about."""
     out: list[CodeFinding] = []
+    if lang == "python":
+        code = python_canonical(code)
+        if dm := _PY_DYNAMIC.search(code):
+            out.append(CodeFinding("inline_code_shell", dm.group(0).strip(), shell=None))
+    out.extend(_pipe_opens(lang, code))
+    exec_call = _EXEC_CALL.get(lang)
+    if exec_call is not None and _depth < 3:
+        spans = [m.span() for m in _STR.finditer(code)]
+        for em in exec_call.finditer(code):
+            if any(a < em.start() < b - 1 for a, b in spans):
+                continue
+            inner = "".join(_unescape_str(x) for x in strings_in(code[em.end() : em.end() + 4000]))
+            if inner.strip():
+                out.extend(code_findings(lang, inner, _depth + 1))
     shell_call = _SHELL_CALL.get(lang)
     net = _NET_READ.search(code)
     decode = _DECODE.search(code)
@@ -204,6 +300,11 @@ def code_findings(lang: str, code: str) -> list[CodeFinding]:
     kill = _KILL_CALL.get(lang)
     if kill is not None and (km := kill.search(bare)):
         out.append(CodeFinding("inline_code_kill", km.group(0)))
+    if fm := re.search(r"\.(?:flushall|flushdb)\s*\(", code, re.I):  # redis clients
+        out.append(CodeFinding("redis_flush", fm.group(0)))
+    if _SQL_CALL.search(code):  # SQL through a client library: its statements are SQL
+        for lit in strings_in(code):
+            out.extend(sql_findings(lit))
     if _WRITE.search(code):
         for s in strings_in(code):
             if s.startswith(("/", "~")):
@@ -260,3 +361,7 @@ def delete_targets(lang: str, code: str) -> list[str] | None:
 
 def _closer(ch: str) -> str:
     return {"{": "}", "(": ")", "[": "]"}.get(ch, ch)
+
+
+def _unescape_str(s: str) -> str:
+    return re.sub(r"\\([\\'\"nt])", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), s)

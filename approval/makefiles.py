@@ -14,12 +14,23 @@ def makefile_recipes(text: str) -> list[str]:
     """The shell lines a makefile can run: recipe lines (tab-indented or after ``target: ;``) and
     ``$(shell …)``, with the makefile's own simple variables put in (``$(RM) $(BUILD)``), ``$$`` as
     ``$`` and automatic variables (``$@``, ``$<``…) as a plain word."""
+    # a recipe line continued on the next (``r\<NL><TAB>m -rf /``): make drops the tab, the shell the
+    # backslash-newline, so the command is the two halves joined
+    text = re.sub(r"\\\n\t", "", text)
     text = text.replace("\\\n", " ")
     variables = {"RM": "rm -f", "MAKE": "make", "CC": "cc", "CXX": "c++", "SHELL": "/bin/sh"}
+    # ``define NAME … endef``: a multi-line variable (a canned recipe)
+    for dm in re.finditer(
+        r"(?m)^define\s+([A-Za-z_][A-Za-z0-9_.-]*)\s*(?:[:?+!]?=)?\s*\n(.*?)\n\s*endef\b", text, re.S
+    ):
+        variables[dm.group(1)] = dm.group(2).strip().replace("\n", "; ")
     for line in text.split("\n"):
         m = _MAKE_VAR.match(line)
         if m and not line.startswith("\t"):
             variables[m.group(1)] = m.group(2).strip()
+        # ``$(eval NAME=value)`` anywhere (also inside a recipe) sets a variable
+        for em in re.finditer(r"\$\(eval\s+([A-Za-z_][A-Za-z0-9_.-]*)\s*(?::{1,3}|\?|\+|!)?=\s*([^)]*)\)", line):
+            variables[em.group(1)] = em.group(2).strip()
 
     def expand(s: str) -> str:
         for _ in range(4):

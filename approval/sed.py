@@ -29,6 +29,7 @@ class SedArgs:
     scripts: tuple[str, ...]  # the scripts given as text (``-e``, ``--expression``, first operand)
     from_file: bool  # a script comes from a file (``-f``, ``--file``): the gate cannot see it
     sandbox: bool  # ``--sandbox``: sed refuses ``e``, ``r`` and ``w``
+    files: tuple[str, ...] = ()  # the script files named by ``-f``/``--file`` (read by the caller)
 
 
 def _long(a: str, name: str, shortest: int) -> bool:
@@ -42,6 +43,7 @@ def sed_args(args: list[str]) -> SedArgs:
     """Read sed's options (``args`` without the program name)."""
     scripts: list[str] = []
     from_file = False
+    files: list[str] = []
     i = 0
     operands: list[str] = []
     while i < len(args):
@@ -54,6 +56,9 @@ def sed_args(args: list[str]) -> SedArgs:
                     scripts.append(value)
             elif _long(a, "--file", 4):  # --f could be --follow-symlinks
                 from_file = True
+                value = a.split("=", 1)[1] if with_value else (args[i + 1] if i + 1 < len(args) else None)
+                if value is not None:
+                    files.append(value)
             elif not _long(a, "--line-length", 3):
                 i += 1  # an option without an argument
                 continue
@@ -73,13 +78,14 @@ def sed_args(args: list[str]) -> SedArgs:
                         scripts.append(value)
                     elif ch == "f":
                         from_file = True
+                        files.append(value)
                     break
         else:
             operands.append(a)
         i += 1
     if not scripts and not from_file and operands:
         scripts.append(operands[0])
-    return SedArgs(tuple(scripts), from_file, "--sandbox" in args)
+    return SedArgs(tuple(scripts), from_file, "--sandbox" in args, tuple(files))
 
 
 @dataclass(frozen=True, slots=True)

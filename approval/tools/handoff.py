@@ -17,17 +17,35 @@ asks with ``code_handoff``.
 from __future__ import annotations
 
 import re
+import shlex
 from typing import TYPE_CHECKING
 
+from ..awk import awk_args, shell_code
+from ..inline import sql_findings
 from ..makefiles import makefile_recipes
 from ..model import UNKNOWN, Cmd, Kinds
 from ..sed import commands_anywhere, sed_args
 from .base import Ctx, Examples, _opt_value, also
 from .git import git_subcommand
-from .remote import _stdin_texts, judge_script
+from .pipes import EXAMPLES as _PIPE_EXAMPLES
+from .pipes import _procsub_text
+from .remote import _h_interpreter, _stdin_texts, judge_script
 
 if TYPE_CHECKING:
     from ..detect import Detector
+
+
+def _read_files(d: Detector, cmd: Cmd, paths: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The texts of program files a tool reads (``sed -f``, ``awk -f``, ``vim -S``, ``tclsh f``), as the
+    core read them from the backend; a file not read yet is named for ``needed_files``."""
+    out = []
+    for p in paths:
+        if p in ("-", "") or UNKNOWN in p:
+            continue
+        found = d.script_file(p, cmd)
+        if found is not None and found.text is not None:
+            out.append(found.text)
+    return tuple(out)
 
 
 def _hidden(d: Detector, ctx: Ctx, cmd: Cmd, why: str) -> None:
@@ -52,7 +70,7 @@ def _h_sed_exec(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
     parsed = sed_args(args)
     if parsed.sandbox:
         return
-    for script in parsed.scripts:
+    for script in parsed.scripts + _read_files(d, cmd, parsed.files):
         commands = commands_anywhere(script)
         for c in commands:
             if c.letter != "e":
@@ -153,7 +171,15 @@ def _h_git_code(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
     sub = git_subcommand(args)
     if sub is None or sub[0] != "config":
         return
-    rest = [a for a in sub[1] if not a.startswith("-")]
+    rest = []
+    skip = False
+    for a in sub[1]:
+        if skip:
+            skip = False
+        elif a in ("-f", "--file", "--blob", "--type", "--default", "--comment"):
+            skip = True  # an option's value, not the key
+        elif not a.startswith("-"):
+            rest.append(a)
     if rest and rest[0] in ("set", "--add"):
         rest = rest[1:]
     if len(rest) >= 2 and _git_value(d, ctx, cmd, rest[0], rest[1]):
@@ -163,7 +189,9 @@ def _h_git_code(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
 # -- editors, pagers, debuggers
 
 
-_VIM_SHELL = re.compile(r"^[\s:]*(?:silent!?\s*|exe(?:cute)?\s+['\"])?(?:\d*,?\d*\s*)?(?:r(?:ead)?\s*|w(?:rite)?\s*)?!(.*)$", re.S)
+_VIM_SHELL = re.compile(
+    r"^[\s:]*(?:silent!?\s*|exe(?:cute)?\s+['\"])?(?:\d*,?\d*\s*)?(?:r(?:ead)?\s*|w(?:rite)?\s*)?!(.*)$", re.S
+)
 _VIM_CALL = re.compile(r"\b(?:system|systemlist|jobstart|job_start|term_start|termopen)\s*\(\s*['\"]([^'\"]*)['\"]")
 
 
@@ -182,6 +210,9 @@ def _vim_command(d: Detector, ctx: Ctx, cmd: Cmd, text: str) -> None:
 def _h_vim_exec(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """Vim commands on the command line (``-c CMD``, ``+CMD``, ``--cmd CMD``) that escape to a shell:
     ``:!CMD``, ``:r !CMD``, ``:w !CMD``, ``system("CMD")``, ``:sh``; the shell command is judged."""
+    for text in _read_files(d, cmd, [args[i + 1] for i, a in enumerate(args[:-1]) if a == "-S"]):
+        for line in text.split("\n"):
+            _vim_command(d, ctx, cmd, line)
     for i, a in enumerate(args):
         if a in ("-c", "--cmd") and i + 1 < len(args):
             _vim_command(d, ctx, cmd, args[i + 1])
@@ -206,7 +237,11 @@ def _h_debugger_exec(d: Detector, name: str, args: list[str], kinds: list[Kinds]
     values = (
         _opt_value(args, "-ex", "--eval-command")
         + _opt_value(args, "-iex", "--init-eval-command")
-        + (_opt_value(args, "-o", "--one-line") + _opt_value(args, "-O", "--one-line-before-file") if name == "lldb" else [])
+        + (
+            _opt_value(args, "-o", "--one-line") + _opt_value(args, "-O", "--one-line-before-file")
+            if name == "lldb"
+            else []
+        )
     )
     for v in values:
         m = re.match(r"\s*(?:shell\s+|!|platform\s+shell\s+)(.*)", v, re.S)
@@ -219,7 +254,7 @@ def _h_debugger_exec(d: Detector, name: str, args: list[str], kinds: list[Kinds]
         if m:
             _run(d, ctx, cmd, m.group(1), "The debugger runs a shell command.")
     for script in _opt_value(args, "-x", "--command") if name != "lldb" else _opt_value(args, "-s", "--source"):
-        judge_script(d, script, frozenset(), cmd, ctx)
+        judge_script(d, script, frozenset(), cmd, ctx, "python" if script.endswith(".py") else "gdb")
 
 
 @also("emacs", "emacsclient", "xemacs")
@@ -227,12 +262,20 @@ def _h_emacs_exec(d: Detector, name: str, args: list[str], kinds: list[Kinds], c
     """``emacs --eval '(shell-command "CMD")'`` (also ``call-process``, ``start-process``,
     ``async-shell-command``): the literal command is judged; one built at run time asks."""
     for i, a in enumerate(args):
-        code = a.split("=", 1)[1] if a.startswith("--eval=") else args[i + 1] if a in ("--eval", "-eval", "-e") and i + 1 < len(args) else None
+        code = (
+            a.split("=", 1)[1]
+            if a.startswith("--eval=")
+            else args[i + 1]
+            if a in ("--eval", "-eval", "-e") and i + 1 < len(args)
+            else None
+        )
         if code is None:
             continue
         for m in re.finditer(r"\((?:async-)?shell-command(?:-to-string)?\s+\"((?:[^\"\\]|\\.)*)\"", code):
             _run(d, ctx, cmd, m.group(1).replace('\\"', '"'), "Emacs runs a shell command.")
-        for m in re.finditer(r"\((?:call|start)-process(?:-shell-command)?\s+((?:\"(?:[^\"\\]|\\.)*\"\s*|nil\s*|t\s*)+)", code):
+        for m in re.finditer(
+            r"\((?:call|start)-process(?:-shell-command)?\s+((?:\"(?:[^\"\\]|\\.)*\"\s*|nil\s*|t\s*)+)", code
+        ):
             words = [w for w in re.findall(r"\"((?:[^\"\\]|\\.)*)\"", m.group(1))]
             if words:
                 _run(d, ctx, cmd, " ".join(words), "Emacs starts a program.")
@@ -264,7 +307,9 @@ def _h_make_stdin(d: Detector, name: str, args: list[str], kinds: list[Kinds], c
         return
     for f in files:
         if f not in stdin_files:
-            judge_script(d, f if f.startswith("/") or not where else where.rstrip("/") + "/" + f, frozenset(), cmd, ctx, "make")
+            judge_script(
+                d, f if f.startswith("/") or not where else where.rstrip("/") + "/" + f, frozenset(), cmd, ctx, "make"
+            )
     if not files:  # the makefile in the directory: GNUmakefile, makefile or Makefile, whichever exists
         for f in ("GNUmakefile", "makefile", "Makefile"):
             judge_script(d, where.rstrip("/") + "/" + f if where else f, frozenset(), cmd, ctx, "make", optional=True)
@@ -296,20 +341,63 @@ def _h_at(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd,
         _run(d, ctx, cmd, text, f"{name} schedules commands the gate cannot read.")
 
 
-_TCL_EXEC = re.compile(r"(?:^|[\n;\[{])\s*(?:exec|spawn|open\s+\"?\|)\s*(?:-\w+\s+)*([^\n;\]}]+)")
-
-
 @also("expect", "tclsh", "wish", "jimsh")
 def _h_tcl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """Tcl code (``expect -c``, a script fed on stdin): ``exec CMD``, ``spawn CMD`` and ``open "|CMD"``
     start programs; their literal commands are judged."""
     texts = _opt_value(args, "-c", "") if name == "expect" else []
     texts += _stdin_texts(cmd)
+    ops = [a for a in args if not a.startswith("-")]
+    if ops and not (name == "expect" and "-c" in args):
+        texts += list(_read_files(d, cmd, ops[:1]))  # tclsh f.tcl, expect f.exp
     for text in texts:
-        for m in _TCL_EXEC.finditer(text):
-            words = m.group(1).strip().strip('"{}')
+        for m in _TCL_START.finditer(text):
+            words = _tcl_words(text, m.end())
+            if m.group(1).startswith("open") and words:
+                words[0] = words[0].lstrip("|")
+            while words and words[0].startswith("-") and words[0] != "--":
+                words = words[1:]  # exec -ignorestderr, spawn -noecho
+            if words and words[0] == "--":
+                words = words[1:]
             if words:
-                _run(d, ctx, cmd, words, "Tcl code starts a program.")
+                code = " ".join(w if w == UNKNOWN else shlex.quote(w) for w in words)
+                _run(d, ctx, cmd, code, "Tcl code starts a program the gate cannot see.")
+
+
+_TCL_START = re.compile(r"(?:^|[\n;\[{])\s*(exec|spawn|open)\b\s*")
+
+
+def _tcl_words(text: str, i: int) -> list[str]:
+    """The words of one Tcl command from ``i``: ``{…}`` literal (nested), ``"…"``, bare words;
+    ``$var`` and ``[cmd]`` are unknown.  Ends at a newline, ``;`` or an unmatched ``]``."""
+    words: list[str] = []
+    n = len(text)
+    while i < n:
+        while i < n and text[i] in " \t":
+            i += 1
+        if i >= n or text[i] in "\n;]":
+            break
+        if text[i] == "{":
+            depth, j = 1, i + 1
+            while j < n and depth:
+                depth += {"{": 1, "}": -1}.get(text[j], 0)
+                j += 1
+            words.append(text[i + 1 : j - 1])
+            i = j
+        elif text[i] == '"':
+            j = text.find('"', i + 1)
+            j = n if j < 0 else j
+            word = text[i + 1 : j]
+            words.append(UNKNOWN if ("$" in word or "[" in word) else word)
+            i = j + 1
+        else:
+            j = i
+            while j < n and text[j] not in " \t\n;]":
+                j += 1
+            word = text[i:j]
+            words.append(UNKNOWN if ("$" in word or "[" in word) else word)
+            i = j
+    return words
 
 
 # -- ssh, rsync, zip
@@ -355,6 +443,393 @@ def _h_zip(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd
         _run(d, ctx, cmd, code, "zip runs a test command.")
 
 
+# -- environment variables whose value is code (assignment prefixes and ``env NAME=…``)
+
+# variables a program runs as a shell command line
+_ENV_COMMAND = frozenset(
+    {
+        "PROMPT_COMMAND",
+        "GIT_SSH_COMMAND",
+        "GIT_EXTERNAL_DIFF",
+        "GIT_PAGER",
+        "GIT_EDITOR",
+        "GIT_SEQUENCE_EDITOR",
+        "GIT_ASKPASS",
+        "GIT_SSH",
+        "GIT_PROXY_COMMAND",
+        "PAGER",
+        "MANPAGER",
+        "EDITOR",
+        "VISUAL",
+        "SUDO_EDITOR",
+        "SYSTEMD_PAGER",
+        "SYSTEMD_EDITOR",
+        "PSQL_PAGER",
+        "PSQL_EDITOR",
+        "LESSOPEN",
+        "LESSCLOSE",
+        "SSH_ASKPASS",
+        "SUDO_ASKPASS",
+        "BROWSER",
+        "RSYNC_RSH",
+        "CVS_RSH",
+        "FCEDIT",
+        "KUBE_EDITOR",
+        "GH_EDITOR",
+        "GH_PAGER",
+        "DELTA_PAGER",
+        "BAT_PAGER",
+        "AWS_PAGER",
+    }
+)
+# variables naming a file a shell runs at start
+_ENV_SCRIPT = frozenset({"BASH_ENV", "ENV", "ZDOTDIR"})
+_ENV_RX = re.compile(
+    r"(?:^|[\s;&|('\"])(?:" + "|".join(sorted(_ENV_COMMAND | _ENV_SCRIPT)) + r"|GIT_CONFIG_\w+|BASH_FUNC_\S+|"
+    r"NODE_OPTIONS|PERL5OPT|RUBYOPT|PYTHONSTARTUP|PYTHONPATH|PYTHONHOME|PERL5LIB|RUBYLIB|LD_PRELOAD|LD_AUDIT)="
+)
+
+
+def _prefix_assignments(cmd: Cmd) -> list[tuple[str, str]]:
+    """``NAME=value`` words before the program (also after ``env``), values resolved where literal."""
+    from ..lexer import fallback_commands
+
+    out: list[tuple[str, str]] = []
+    try:
+        first = fallback_commands(cmd.text, {})
+    except Exception:  # noqa: BLE001 - unreadable text: nothing is known
+        first = []
+    words = first[0].argv if first else []
+    for w in words:
+        m = re.match(r"^([A-Za-z_][A-Za-z0-9_]*(?:%%)?)=(.*)$", w, re.S)
+        if not m:
+            break
+        out.append((m.group(1), m.group(2)))
+    for w in cmd.argv:
+        m = re.match(r"^([A-Za-z_][A-Za-z0-9_]*(?:%%)?)=(.*)$", w, re.S)
+        if m:
+            out.append((m.group(1), m.group(2)))
+    return out
+
+
+def env_hooks(d: Detector, cmd: Cmd, ctx: Ctx) -> None:
+    """A command started with a variable whose value is code (``BASH_ENV``, ``PROMPT_COMMAND``,
+    ``GIT_SSH_COMMAND``, ``PAGER``/``EDITOR``, ``GIT_CONFIG_KEY_n``/``VALUE_n``,
+    ``GIT_CONFIG_PARAMETERS``, ``BASH_FUNC_f%%``, ``NODE_OPTIONS=--require``, ``PERL5OPT``,
+    ``LD_PRELOAD``…): the code is judged when the gate can read it, and asks when it cannot."""
+    if any(
+        op in (">", ">>", ">|") and re.search(r"(?:^|/)(?:\.git/config|\.?gitconfig|\.git/modules/.*/config)$", t)
+        for op, t in cmd.redirects
+    ):
+        _git_config_text(d, cmd, ctx)
+    if "=" not in cmd.text or not _ENV_RX.search(cmd.text):
+        return
+    _env_code(d, cmd, ctx, _prefix_assignments(cmd))
+
+
+def _git_config_text(d: Detector, cmd: Cmd, ctx: Ctx) -> None:
+    """``echo '[alias] x = !rm -rf /' >> .git/config``: the git settings written are judged as if given
+    with ``git config``; text the gate cannot know asks."""
+    from ..words import echo_output
+
+    text = echo_output(cmd.argv) if cmd.argv else None
+    if text is None and cmd.stdin_text is not None and cmd.argv[:1] == ["cat"]:
+        text = cmd.stdin_text
+    if text is None:
+        _hidden(d, ctx, cmd, "Writes git configuration the gate cannot read; it may arm code for git commands.")
+        return
+    section = ""
+    for raw in re.split(r"\n|(?=\[[A-Za-z])", text):
+        line = raw.strip()
+        m = re.match(r'^\[\s*([A-Za-z0-9.-]+)(?:\s+"([^"]*)")?\s*\]\s*(.*)$', line)
+        if m:
+            section = m.group(1) + ("." + m.group(2) if m.group(2) else "")
+            line = m.group(3).strip()
+        kv = re.match(r"^([A-Za-z0-9-]+)\s*=\s*(.*)$", line)
+        if kv and section:
+            value = kv.group(2).strip()
+            if len(value) >= 2 and value[0] == value[-1] == '"':
+                value = value[1:-1]
+            if _git_value(d, ctx, cmd, f"{section}.{kv.group(1)}", value):
+                d.add(
+                    ctx,
+                    "persistence_write",
+                    cmd.text,
+                    f"Arms {section}.{kv.group(1)} in a git config: it runs on later git commands.",
+                )
+
+
+_DECLARE_RX = re.compile(r"\b(?:export|declare|typeset|readonly)\b")
+
+
+def declared_env_hooks(d: Detector, text: str, ctx: Ctx) -> None:
+    """``export GIT_SSH_COMMAND='…'``, ``declare -x BASH_ENV=f``: a code-carrying variable exported for
+    every later program of the line and of the task's shell is judged where it is set (declarations
+    are not commands the detector walks, so the script's text is read for them)."""
+    if "=" not in text or not _ENV_RX.search(text) or not _DECLARE_RX.search(text):
+        return
+    from ..lexer import fallback_commands
+
+    try:
+        found = fallback_commands(text, {})
+    except Exception:  # noqa: BLE001 - unreadable text: the parser's verdict stands
+        return
+    for c in found:
+        argv = c.argv
+        if not argv or argv[0] not in ("export", "declare", "typeset", "readonly"):
+            continue
+        if argv[0] != "export" and not any(re.fullmatch(r"-[a-zA-Z]*x[a-zA-Z]*", a) for a in argv[1:]):
+            continue  # not exported: no program sees it
+        pairs = [
+            (m.group(1), m.group(2)) for a in argv[1:] if (m := re.match(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", a, re.S))
+        ]
+        if pairs:
+            seg = " ".join(argv)[:200]
+            _env_code(d, Cmd(list(argv), [frozenset()] * len(argv), seg), ctx, pairs)
+
+
+def _env_code(d: Detector, cmd: Cmd, ctx: Ctx, pairs: list[tuple[str, str]]) -> None:
+    git_cfg: dict[str, dict[str, str]] = {}
+    for key, value in pairs:
+        if key in _ENV_COMMAND:
+            if value.lstrip().startswith(("$", "`", UNKNOWN)):  # the program itself is computed
+                _hidden(d, ctx, cmd, f"{key} is run as a command, and its value is not known.")
+            elif value.strip():
+                _run(d, ctx, cmd, value, f"{key} is run as a command, and its value is not known.")
+            elif UNKNOWN in value:
+                _hidden(d, ctx, cmd, f"{key} is run as a command, and its value is not known.")
+        elif key in _ENV_SCRIPT:
+            if not value and f"{key}=<(" in cmd.text:
+                text = _procsub_text(cmd)
+                if text is None or UNKNOWN in text:
+                    _hidden(d, ctx, cmd, f"{key} runs code from a process substitution the gate cannot see.")
+                if text:
+                    d.payload(ctx, text, frozenset(), cmd.text)
+            elif key == "ZDOTDIR" or not value or UNKNOWN in value:
+                _hidden(
+                    d, ctx, cmd, f"A shell started with {key}={value[:40]!r} runs startup code the gate cannot read."
+                )
+            elif value.startswith(("/dev/fd/", "/proc/")) or value == "":
+                _hidden(d, ctx, cmd, f"{key} names code the gate cannot see.")
+            else:
+                judge_script(d, value, frozenset(), cmd, ctx, "sh")
+        elif key.startswith("BASH_FUNC_"):
+            body = value.strip()
+            if body.startswith("()"):
+                body = body[2:]
+            _run(d, ctx, cmd, body, "An exported function's body is not known.")
+        elif key == "GIT_CONFIG_PARAMETERS":
+            try:
+                import shlex
+
+                items = shlex.split(value)
+            except ValueError:
+                items = []
+            if UNKNOWN in value or (value.strip() and not items):
+                _hidden(d, ctx, cmd, "GIT_CONFIG_PARAMETERS sets git configuration the gate cannot read.")
+            for it in items:
+                k, _, v = it.partition("=")
+                _git_value(d, ctx, cmd, k, v)
+        elif m := re.fullmatch(r"GIT_CONFIG_(KEY|VALUE)_(\d+)", key):
+            git_cfg.setdefault(m.group(2), {})[m.group(1)] = value
+        elif key in ("NODE_OPTIONS", "PERL5OPT", "RUBYOPT"):
+            if re.search(r"(?:^|\s)(?:--require|-r|--import|--loader|--experimental-loader|-M|-m|-I)\S*", value) and (
+                UNKNOWN in value
+                or key != "NODE_OPTIONS"
+                or not re.search(r"--require[= ]+(?:\./)?node_modules/", value)
+            ):
+                if key == "PERL5OPT" and re.fullmatch(r"\s*-M(?:strict|warnings|utf8|diagnostics)\S*\s*", value):
+                    continue
+                _hidden(
+                    d,
+                    ctx,
+                    cmd,
+                    f"{key}={value[:60]!r} loads code into every {key.split('_')[0][:4].lower()} program it starts.",
+                )
+        elif key in ("PYTHONSTARTUP", "PYTHONPATH", "PYTHONHOME", "PERL5LIB", "RUBYLIB", "LD_PRELOAD", "LD_AUDIT"):
+            base = value.split(":")
+            if key in ("LD_PRELOAD", "LD_AUDIT", "PYTHONSTARTUP") and any(
+                p and (UNKNOWN in p or not p.startswith(("/usr/", "/lib", "/opt/"))) for p in re.split(r"[:\s]", value)
+            ):
+                _hidden(
+                    d, ctx, cmd, f"{key} makes the program load code from {value[:60]!r}, which the gate cannot read."
+                )
+            elif key not in ("LD_PRELOAD", "LD_AUDIT", "PYTHONSTARTUP") and any(
+                p.startswith(("/tmp", "/dev/shm", "/var/tmp")) or UNKNOWN in p for p in base
+            ):
+                _hidden(d, ctx, cmd, f"{key} makes the program load modules from {value[:60]!r}.")
+    for n in sorted(git_cfg):
+        kv = git_cfg[n]
+        if "KEY" in kv and "VALUE" in kv:
+            if UNKNOWN in kv["KEY"]:
+                _hidden(d, ctx, cmd, "GIT_CONFIG_KEY sets a git setting the gate cannot know.")
+            else:
+                _git_value(d, ctx, cmd, kv["KEY"], kv["VALUE"])
+
+
+# -- JavaScript runtimes that are also package managers, Groovy
+
+
+@also("bun")
+def _h_bun_eval(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``bun -e/--eval/-p CODE``: JavaScript, read like ``node -e`` (bun's package-manager verbs own the name)."""
+    if any(a in ("-e", "--eval", "-p", "--print") for a in args):
+        _h_interpreter(d, "node", args, kinds, cmd, ctx)
+
+
+_GROOVY_LIST = re.compile(r"\[([^\]]*)\]\s*\.execute\s*\(")
+_GROOVY_STR = re.compile(r"(['\"])((?:(?!\1).)*)\1\s*\.execute\s*\(")
+
+
+@also("groovy", "groovysh")
+def _h_groovy(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Groovy ``-e`` code: ``['sh','-c',X].execute()`` and ``"cmd".execute()`` run programs; a list or
+    string the gate can read is judged as that command, any other ``.execute()`` asks."""
+    texts = _opt_value(args, "-e", "") + _stdin_texts(cmd)
+    for text in texts:
+        known = 0
+        for m in _GROOVY_LIST.finditer(text):
+            items = re.findall(r"'([^']*)'|\"([^\"]*)\"", m.group(1))
+            _run(d, ctx, cmd, shlex.join([a or b for a, b in items]), "Groovy runs a program.")
+            known += 1
+        for m in _GROOVY_STR.finditer(text):
+            _run(d, ctx, cmd, m.group(2), "Groovy runs a program.")
+            known += 1
+        if len(re.findall(r"\.execute\s*\(", text)) > known or re.search(r"\bRuntime\b.*\bexec\b|ProcessBuilder", text):
+            _hidden(d, ctx, cmd, "Groovy code runs a program the gate cannot read.")
+
+
+# -- SQL clients' shell escapes
+
+
+_SQL_SHELL = re.compile(
+    r"(?im)(?:^|;|\\\\)\s*(?:\\!|system\b|\.shell\b|\.system\b)[ \t]*([^\n]*)"  # psql/mysql \!, mysql system, sqlite .shell/.system
+    r"|(?:^|;|\\\\)\s*(?:\\[og]|\.output|\.once|\.read)[ \t]+['\"]?\|[ \t]*([^\n'\"]*)"  # output or input through a command
+    r"|\bPROGRAM\s+(?:E?'((?:[^']|'')*)'|\$\$(.*?)\$\$)"  # COPY … TO/FROM PROGRAM 'cmd' (runs on the server)
+)
+_SQL_INCLUDE = re.compile(
+    r"(?im)(?:^|;)\s*(?:\\i[r]?|\\include(?:_relative)?|\.read|source|\\\.)[ \t]+['\"]?([^\s'\";|]+)"
+)
+
+
+def _sql_client_texts(name: str, args: list[str], cmd: Cmd) -> tuple[list[str], list[str]]:
+    """(SQL/meta text the client runs, script files it reads) from its flags, operands and input."""
+    texts: list[str] = []
+    files: list[str] = []
+    if name in ("psql",):
+        texts += _opt_value(args, "-c", "--command")
+        files += _opt_value(args, "-f", "--file")
+    elif name in ("mysql", "mariadb"):
+        texts += _opt_value(args, "-e", "--execute")
+    else:  # sqlite3, duckdb: database then SQL operands; -cmd too
+        texts += _opt_value(args, "-cmd", "")
+        ops = [
+            a
+            for i, a in enumerate(args)
+            if not a.startswith("-")
+            and (i == 0 or args[i - 1] not in ("-cmd", "-init", "-separator", "-nullvalue", "-newline"))
+        ]
+        texts += ops[1:]
+        files += _opt_value(args, "-init", "")
+    texts += _stdin_texts(cmd)
+    for op, t in cmd.redirects:
+        if op == "<":
+            files.append(t)
+    return texts, [f for f in files if f != "-"]
+
+
+def _sql_escapes(d: Detector, ctx: Ctx, cmd: Cmd, name: str, text: str, depth: int) -> None:
+    for m in _SQL_SHELL.finditer(text):
+        code = next((g for g in m.groups() if g is not None), "")
+        code = code.replace("''", "'").strip()
+        if m.group(1) is not None and code.endswith("\\\\"):
+            code = code[:-2]
+        if (
+            code.split()[:1]
+            and code.split()[0].rsplit("/", 1)[-1] in ("sh", "bash", "dash", "zsh")
+            and len(code.split()) == 1
+        ):
+            _hidden(d, ctx, cmd, f"{name} sends its output into a shell: code the gate cannot see.")
+            continue
+        _run(d, ctx, cmd, code or UNKNOWN, f"{name} runs a shell command the gate cannot read.")
+    if depth < 3:
+        for m in _SQL_INCLUDE.finditer(text):
+            _sql_file(d, ctx, cmd, name, m.group(1), depth + 1)
+
+
+def _sql_file(d: Detector, ctx: Ctx, cmd: Cmd, name: str, path: str, depth: int) -> None:
+    found = d.script_file(path, cmd)
+    if found is not None and found.text is not None:
+        _sql_escapes(d, ctx, cmd, name, found.text, depth)
+        for f in sql_findings(found.text):  # the file's statements are SQL too
+            d.add(ctx, f.rule, cmd.text, f"{path} holds destructive SQL: {f.detail[:80]}")
+
+
+@also("psql", "mysql", "mariadb", "sqlite3", "sqlite", "duckdb")
+def _h_sql_shell(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """SQL clients run shell commands: psql ``\\! cmd``, ``\\o |cmd``, mysql ``system cmd``/``\\! cmd``,
+    sqlite3 ``.shell``/``.system``/``.output |cmd``, and ``COPY … TO/FROM PROGRAM 'cmd'``: the command
+    is judged; files the client reads (``-f``, ``< f``, ``\\i``, ``.read``) are searched too."""
+    texts, files = _sql_client_texts(name, args, cmd)
+    for text in texts:
+        _sql_escapes(d, ctx, cmd, name, text, 0)
+    for f in files:
+        _sql_file(d, ctx, cmd, name, f, 1)
+
+
+# -- PowerShell runs native programs with shell-like command lines
+
+
+@also("pwsh", "powershell", "pwsh-preview", "powershell.exe", "pwsh.exe")
+def _h_pwsh_native(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``pwsh -c 'rm -rf /'``: a PowerShell command line that calls a native program is that program
+    with its arguments; the code is also read as a command line so native calls are judged."""
+    _h_interpreter(d, name, args, kinds, cmd, ctx)  # the name has no owner: PowerShell's own reading first
+    for i, a in enumerate(args):
+        if a.lower() in ("-c", "-command", "-com", "-comm", "--command") and i + 1 < len(args):
+            code = " ".join(args[i + 1 :])
+            if code.strip() and code.strip() != "-":
+                d.payload(ctx, code, frozenset(), cmd.text)
+            return
+
+
+# -- source files written on the line and run by a compiler's run verb
+
+
+@also("go", "rustc", "gcc", "cc", "clang", "javac", "java", "kotlinc", "dotnet", "swift", "tsc", "ts-node", "tsx")
+def _h_compiled_written(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``echo '…' > x.go && go run x.go``: source written on this line in a language the gate does not
+    read, then built and run, asks (the same source read from the backend is the documented limit)."""
+    for a in args:
+        base = a.rsplit("/", 1)[-1]
+        if base in ctx.written and re.search(r"\.(?:go|rs|c|cc|cpp|java|kt|cs|swift|ts)$", base):
+            _hidden(d, ctx, cmd, f"{name} builds {a}, written on this line in a language the gate does not read.")
+            return
+
+
+# -- awk
+
+
+@also("awk", "gawk", "mawk", "nawk", "original-awk", "goawk", "onetrue-awk", "bwk-awk")
+def _h_awk_shell(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """awk's ``system()``, ``cmd | getline``, ``print … | cmd`` (and what is printed into a shell):
+    the command is judged as shell code with every value the gate can know (literals, ``-v``,
+    variables set to literals); a part it cannot know (a field, ``ENVIRON``, input) asks."""
+    programs, variables, files = awk_args(args)
+    for program in programs + list(_read_files(d, cmd, files)):
+        found = shell_code(program, variables)
+        if found is None:
+            if re.search(r"\bsystem\s*\(|\|&?\s*getline|\|&?\s*\"", program):
+                _hidden(d, ctx, cmd, f"{name} runs shell commands from a program the gate cannot read.")
+            continue
+        for h in found:
+            if h.code.strip("\x00 \t\n") == "" or h.code.lstrip(" \t\n").startswith(UNKNOWN):
+                what = "prints into a shell" if h.how == "stdin" else "runs as a command"
+                _hidden(d, ctx, cmd, f"{name} {what} text it computes when it runs; the gate cannot see it.")
+                continue
+            _run(d, ctx, cmd, h.code, f"{name} runs a command built from text the gate cannot see.")
+
+
 # The rules of this family, by what they must and must not catch (checked at load: approval.examples).
 EXAMPLES: tuple[Examples, ...] = (
     Examples(
@@ -366,7 +841,7 @@ EXAMPLES: tuple[Examples, ...] = (
             "cat rules.mk | make -f - all",
             "cat jobs.txt | at now",
             "exec 3> >(sh)",
-            "tar -xf a.tar --to-command=\"$CMD\"",
+            'tar -xf a.tar --to-command="$CMD"',
         ),
         no_match=(
             "sed 's/a/b/g' x.txt",
@@ -385,3 +860,5 @@ EXAMPLES: tuple[Examples, ...] = (
         ),
     ),
 )
+
+EXAMPLES += _PIPE_EXAMPLES

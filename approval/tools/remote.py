@@ -171,16 +171,19 @@ def _judge_stdin_source(d: Detector, cmd: Cmd, ctx: Ctx) -> None:
         d.add(ctx, "decode_to_shell", cmd.segment)
 
 
-def _judge_script_file(d: Detector, path: str, kinds: Kinds, cmd: Cmd, ctx: Ctx, args: list[str] | None = None) -> None:
+def _judge_script_file(d: Detector, path: str, kinds: Kinds, cmd: Cmd, ctx: Ctx, lang: str = "sh",
+                       args: list[str] | None = None) -> None:
     if "download" in kinds:
         d.add(ctx, "pipe_to_shell", cmd.text)
     elif "decode" in kinds:
         d.add(ctx, "decode_to_shell", cmd.text)
     elif base_name(path) in ctx.downloaded or path in ctx.downloaded:
         d.add(ctx, "download_then_run", cmd.text)
-    elif base_name(path) in ctx.written:
-        env = {str(i): a for i, a in enumerate(args or [], 1)}  # $@ from them: Detector.payload
-        d.payload(ctx, ctx.written[base_name(path)], frozenset(), cmd.text, env or None)
+    elif base_name(path) in ctx.written:  # written on this line: judged in its language, $1… from args
+        text = ctx.written[base_name(path)]
+        if UNKNOWN in text:
+            d.add(ctx, "code_handoff", cmd.text, f"Runs {path}, written on this line with text the gate cannot know.")
+        judge_text(d, lang, text.replace(UNKNOWN, " "), cmd, ctx, args)
 
 
 _WHY_UNREAD = {
@@ -206,7 +209,7 @@ def judge_script(
     in its language (``sh``; ``exec``: by its ``#!`` line; an interpreter's; ``sql``; ``crontab``;
     ``make``; ``gdb``).  One the core could not read (missing, unreadable, too big) asks
     (``script_unread``); ``optional`` ones (make's default makefiles) may be missing."""
-    _judge_script_file(d, path, kinds, cmd, ctx, args)
+    _judge_script_file(d, path, kinds, cmd, ctx, lang, args)
     if kinds or base_name(path) in ctx.written or base_name(path) in ctx.downloaded or path in ctx.downloaded:
         return
     found = d.script_file(path, cmd)
