@@ -188,22 +188,22 @@ WRAPPERS: dict[str, WrapperSpec] = {
     "stdbuf": _w("-i -o -e", "--input --output --error"),
     "setsid": _w(),
     "chroot": _w("", "--userspec --groups", skip=1),
-    "unshare": _w(),
-    "nsenter": _w("-t -S -G", "--target --setuid --setgid"),
+    "unshare": _w("-S -G -R -w", "--setuid --setgid --root --wd --map-user --map-group --map-users --map-groups"),
+    "nsenter": _w("-t -S -G", "--target --setuid --setgid --user-parent"),
     "firejail": _w(),
     "caffeinate": _w("-t -w"),
     "strace": _w("-o -e -p -s -u -E -a -b -I -O -P -S -X"),
     "ltrace": _w("-o -e -p -s -u -a -n"),
-    "valgrind": _w(),
+    "valgrind": _w("", "--tool --log-file --suppressions"),
     "chrt": _w("", "", skip=1),
     "taskset": _w("", "", skip=1),
     "numactl": _w("-C -N -m -p -i -P"),
     "proxychains": _w("-f"),
     "proxychains4": _w("-f"),
-    "torsocks": _w(),
+    "torsocks": _w("-u -p -a -P", "--user --pass --address --port"),
     "torify": _w(),
     "tsocks": _w(),
-    "fakeroot": _w(),
+    "fakeroot": _w("-l -s -i -b", "--lib --faked"),
     "eatmydata": _w(),
     "catchsegv": _w(),
     "unbuffer": _w(),
@@ -214,7 +214,7 @@ WRAPPERS: dict[str, WrapperSpec] = {
     ),
     "systemd-inhibit": _w("", "--what --who --why --mode"),
     "dbus-run-session": _w(),
-    "xvfb-run": _w("-n -s -f -e -p"),
+    "xvfb-run": _w("-n -s -f -e -p -w", "--server-num --server-args --auth-file --error-file --xauth-protocol --wait"),
     "gosu": _w("", "", skip=1),
     "su-exec": _w("", "", skip=1),
     "setpriv": _w(
@@ -238,7 +238,6 @@ WRAPPERS: dict[str, WrapperSpec] = {
     "pipx": _w(),
     "entr": _w(),
     "flatpak-spawn": _w(),
-    "distrobox-enter": _w(),
     "with-contenv": _w(),
     "s6-setuidgid": _w("", "", skip=1),
     "runcon": _w(),
@@ -260,6 +259,58 @@ WRAPPERS: dict[str, WrapperSpec] = {
     "ts": _w("-L -D -N -S -E", ""),
     "daemonize": _w("-a -c -e -E -o -p -l -u", ""),
     "sem": _w("-j --id", "--jobs --id"),
+    # rate, CPU and resource limiters, privilege droppers and sandboxes (daemontools, runit, s6...):
+    # each runs the rest of its argv as a command
+    "cpulimit": _w("-l -c -m", "--limit --cpu"),
+    "trickle": _w("-d -u -w -t -l -n"),
+    "trickled": _w("-d -u -w -t -l -n -c -p -N"),
+    "softlimit": _w("-m -d -s -l -a -o -p -f -c -r -t"),
+    "setuidgid": _w("", "", skip=1),
+    "envuidgid": _w("", "", skip=1),
+    "envdir": _w("", "", skip=1),
+    "pgrphack": _w(),
+    "setlock": _w("", "", skip=1),
+    "s6-envdir": _w("", "", skip=1),
+    "s6-envuidgid": _w("", "", skip=1),
+    "s6-applyuidgid": _w("-u -g -G -U"),
+    "s6-softlimit": _w("-a -c -d -f -l -m -o -p -r -s -t"),
+    "s6-setsid": _w(),
+    "dbus-launch": _w("", "--autolaunch --config-file"),
+    "proot": _w("-r -b -m -w -k -q -v", "--rootfs --bind --mount --pwd --cwd --kernel-release --qemu --verbose"),
+    "schroot": _w("-c -u -d -n", "--chroot --user --directory --session-name"),
+    "bwrap": _w("", "--args --userns --userns2 --pidns --uid --gid --hostname --chdir --unsetenv --lock-file --sync-fd "
+                "--seccomp --add-seccomp-fd --info-fd --json-status-fd --block-fd --userns-block-fd --remount-ro "
+                "--proc --dev --tmpfs --mqueue --dir --exec-label --file-label --cap-add --cap-drop --perms --size "
+                "--chmod"),
+    "nsjail": _w("-M -c -H -D -u -g -R -B -T -t -E -L -P", "--mode --config --hostname --cwd --user --group "
+                 "--bindmount_ro --bindmount --tmpfsmount --time_limit --env --log --seccomp_policy --chroot"),
+    "aa-exec": _w("-p -n", "--profile --namespace"),
+    "setarch": _w("", "", skip=1),
+    "linux32": _w(),
+    "linux64": _w(),
+    "systemd-cat": _w("-t -p", "--identifier --priority --stderr-priority"),
+    "chronic": _w(),
+    "ifne": _w(),
+    "lckdo": _w("-w", ""),
+    "nq": _w("-c", ""),
+    "tsp": _w("-L -D -N", ""),
+    "retry": _w("-t -d -m -x", "--tries --delay --min --max --until"),
+    "ccache": _w(),
+    "sccache": _w(),
+    "distcc": _w(),
+    "icecc": _w(),
+    "mpirun": _w(
+        "-n -np -N -c -H -x -host -hostfile -machinefile -wdir -ppn -f -genv -env -npernode -npersocket",
+        "--n --np --host --hostfile --machinefile --map-by --bind-to --rank-by --wdir --prefix --npernode --report-bindings-file",
+    ),
+    "mpiexec": _w(
+        "-n -np -N -c -H -x -host -hostfile -machinefile -wdir -ppn -f -genv -env -npernode -npersocket",
+        "--n --np --host --hostfile --machinefile --map-by --bind-to --rank-by --wdir --prefix --npernode",
+    ),
+    "srun": _w("-n -N -c -p -t -J -o -e -w -A -q -G", "--ntasks --nodes --partition --time --job-name --output "
+               "--error --nodelist --account --qos --gpus --mem --cpus-per-task"),
+    "perf": _w(),  # peeled by _peel_perf
+    "hyperfine": _w(),  # peeled by _peel_hyperfine
 }
 # Run-a-tool subcommands: `bundle exec X`, `poetry run X`...
 SUBCOMMAND_WRAPPERS = {
@@ -290,6 +341,9 @@ SUBCOMMAND_WRAPPERS = {
     "aws-vault": {"exec"},
     "infisical": {"run"},
     "flox": {"activate"},
+    "toolbox": {"run"},
+    "distrobox": {"enter"},
+    "lxc": {"exec"},
 }
 
 
@@ -384,9 +438,117 @@ def _peel_su(name: str, argv: list[str]) -> Peeled:
 
 
 def _peel_sg(name: str, argv: list[str]) -> Peeled | None:
-    """``sg group cmd args`` (and newgrp) runs the words after the group as a shell string."""
+    """``sg [-] group [-c] cmd args`` (and newgrp) runs the words after the group as a shell string."""
     args = argv[1:]
-    return (["sh", "-c", " ".join(args[1:])], True) if len(args) >= 2 else None
+    if args[:1] == ["-"]:
+        args = args[1:]
+    rest = args[1:]
+    if rest[:1] == ["-c"]:
+        rest = rest[1:]
+    return (["sh", "-c", " ".join(rest)], True) if rest else None
+
+
+def _peel_ip(name: str, argv: list[str]) -> Peeled | None:
+    """``ip [opts] netns exec NS cmd`` and ``ip vrf exec NAME cmd`` run ``cmd`` (in another
+    namespace or VRF); ``ip -n NS``/``ip netns`` otherwise run nothing.  Other ``ip`` commands: no wrapper."""
+    args = argv[1:]
+    for i, a in enumerate(args[:-2]):
+        # ip takes unique prefixes: ``ip net e NS cmd`` is ``ip netns exec``
+        if (len(a) >= 3 and "netns".startswith(a) or "vrf".startswith(a)) and a and "exec".startswith(args[i + 1]):
+            return args[i + 3 :], False
+        if not a.startswith("-") and args[i - 1 : i] not in (["-n"], ["-netns"], ["-b"], ["-batch"], ["-rc"]):
+            break  # the object is the first word: ``ip link set netns x`` runs nothing
+    return None
+
+
+def _peel_capsh(name: str, argv: list[str]) -> Peeled:
+    """``capsh [opts] -- args``: a shell (``--shell=``, else bash) runs ``args`` (``-c 'cmd'``, a
+    script); ``capsh --`` alone is an interactive shell; without ``--`` nothing the gate sees runs."""
+    args = argv[1:]
+    if "--" not in args:
+        return [], True
+    shell = next((a.split("=", 1)[1] for a in args if a.startswith("--shell=")), "bash")
+    rest = args[args.index("--") + 1 :]
+    return ([shell, *rest] if rest else [shell, "-i"]), False
+
+
+def _peel_gdb(name: str, argv: list[str]) -> Peeled:
+    """``gdb [opts] --args prog args`` runs ``prog args`` (``-ex run``); otherwise the program
+    (its first operand) runs without arguments, or nothing does."""
+    args = argv[1:]
+    if "--args" in args:
+        return args[args.index("--args") + 1 :], False
+    i = command_start(
+        args, {"-ex", "-x", "-iex", "-ix", "-p", "-c", "-d", "-s", "-e", "-se", "-cd", "-D", "-b"},
+        {"--eval-command", "--command", "--pid", "--core", "--directory", "--symbols", "--exec", "--cd"},
+    )
+    return (args[i : i + 1], False) if i < len(args) and "-p" not in args else ([], True)
+
+
+def _peel_after_dashes(*exec_options: str) -> Peeler:
+    """A wrapper that runs what follows ``--`` (or one of ``exec_options``): ``distrobox-enter box --
+    cmd``, ``lxc-attach -n c -- cmd``; without them it opens a shell there (nothing the gate sees)."""
+
+    def peel_dashes(name: str, argv: list[str]) -> Peeled:
+        args = argv[1:]
+        for i, a in enumerate(args):
+            if a == "--" or a in exec_options:
+                return args[i + 1 :], False
+        return [], True
+
+    return peel_dashes
+
+
+def _peel_cpulimit(name: str, argv: list[str]) -> Peeled:
+    """``cpulimit -l N [--] cmd`` runs ``cmd``; with ``-p PID``/``-e exe``/``-P path`` it only
+    throttles a running process."""
+    args = argv[1:]
+    with_arg, long_with_arg, _, _ = WRAPPERS[name]
+    i = command_start(args, with_arg | {"-p", "-e", "-P"}, long_with_arg | {"--pid", "--exe", "--path"})
+    if any(a in ("-p", "-e", "-P") or a.startswith(("--pid", "--exe", "--path")) for a in args[:i]):
+        return [], True
+    return args[i:], False
+
+
+def _peel_perf(name: str, argv: list[str]) -> Peeled:
+    """``perf record|stat|trace [opts] [--] cmd`` runs ``cmd``; other perf commands run nothing."""
+    args = argv[1:]
+    if not args or args[0] not in ("record", "stat", "trace", "mem", "c2c", "sched", "kmem", "lock", "kvm"):
+        return [], True
+    rest = args[1:]
+    if "--" in rest:
+        return rest[rest.index("--") + 1 :], False
+    i = command_start(
+        rest,
+        {"-e", "-o", "-p", "-t", "-c", "-F", "-C", "-G", "-u", "-r", "-I", "-m", "-g", "-x", "-j", "-D", "-b"},
+        {"--event", "--output", "--pid", "--tid", "--count", "--freq", "--cpu", "--cgroup", "--uid", "--repeat",
+         "--call-graph", "--field-separator", "--delay", "--mmap-pages", "--filter"},
+    )
+    return rest[i:], False
+
+
+def _peel_hyperfine(name: str, argv: list[str]) -> Peeled:
+    """``hyperfine [opts] 'cmd' ...`` runs each command string (and ``--prepare``/``--setup``/
+    ``--cleanup`` strings) through a shell."""
+    args = argv[1:]
+    takes = {"-w", "-r", "-m", "-M", "-p", "-s", "-c", "-S", "-P", "-L", "-u", "-n", "--warmup", "--runs",
+             "--min-runs", "--max-runs", "--prepare", "--setup", "--cleanup", "--shell", "--parameter-scan",
+             "--parameter-list", "--time-unit", "--command-name", "--export-json", "--export-csv",
+             "--export-markdown", "--export-asciidoc", "--export-orgmode", "--style", "--sort", "--output",
+             "--reference", "--conclude"}
+    scripts: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in takes and i + 1 < len(args):
+            if a in ("-p", "-s", "-c", "--prepare", "--setup", "--cleanup", "--reference", "--conclude"):
+                scripts.append(args[i + 1])
+            i += 2
+            continue
+        if not a.startswith("-"):
+            scripts.append(a)
+        i += 1
+    return (["sh", "-c", "; ".join(scripts)], True) if scripts else ([], True)
 
 
 def _peel_flock(name: str, argv: list[str]) -> Peeled:
@@ -450,6 +612,15 @@ _PEELERS: dict[str, Peeler] = {
     "runuser": _peel_su,
     "sg": _peel_sg,
     "newgrp": _peel_sg,
+    "ip": _peel_ip,
+    "capsh": _peel_capsh,
+    "gdb": _peel_gdb,
+    "cgdb": _peel_gdb,
+    "distrobox-enter": _peel_after_dashes("-e", "--exec"),
+    "lxc-attach": _peel_after_dashes(),
+    "cpulimit": _peel_cpulimit,
+    "perf": _peel_perf,
+    "hyperfine": _peel_hyperfine,
     "flock": _peel_flock,
     "script": _shell_payload("-c", "--command"),
     "nix-shell": _shell_payload("--run", "--command"),
@@ -463,8 +634,14 @@ _PEELERS: dict[str, Peeler] = {
 }
 
 
+WRAPPER_NAMES = frozenset(WRAPPERS) | frozenset(_PEELERS) | frozenset(SUBCOMMAND_WRAPPERS) | {"timeout", "xargs"}
+"""Programs the gate peels as wrappers: a word naming one starts a command."""
+
+
 def _peel_subcommand(name: str, rest: list[str]) -> Peeled:
     """``poetry run X``, ``bundle exec X``, ``nix develop -c X``: ``rest`` follows the subcommand."""
+    if name in ("distrobox", "lxc"):
+        return _peel_after_dashes("-e", "--exec")(name, ["", *rest])
     if name == "nix":
         payload = option_value(rest, ("-c", "--command"))
         if payload is None:
@@ -473,7 +650,8 @@ def _peel_subcommand(name: str, rest: list[str]) -> Peeled:
         return rest[j:], False
     j = command_start(
         rest,
-        {"-n", "-p", "--name", "--prefix", "-e", "--env", "--from", "--with", "--python", "-c", "--config"},
+        {"-n", "-p", "--name", "--prefix", "-e", "--env", "--from", "--with", "--python", "-c", "--config", "-d", "-r",
+         "--container", "--distro", "--release"},
     )
     return rest[j:], False
 

@@ -121,6 +121,11 @@ _RULES: tuple[Rule, ...] = (
     Rule("uid0_user", "system", "Creates or changes a user account to uid 0: a second root."),
     Rule("security_disable", "system", "Turns off a security control (SELinux enforcement, AppArmor, immutable bits)."),
     Rule("privilege_grant", "system", "Grants file capabilities to a program, so it runs with root powers."),
+    Rule(
+        "unknown_wrapper",
+        "limits",
+        "A program the gate does not know is given a dangerous command in its arguments, and may run it.",
+    ),
     Rule("host_namespace_enter", "system", "Enters the host's namespaces (pid 1) from a container or as root."),
     # shells
     Rule("interactive_shell", "pty", "Opens an interactive shell; the gate cannot see what will be typed into it."),
