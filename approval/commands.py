@@ -112,6 +112,86 @@ def split_options(
     return opts, ops
 
 
+Parsed = tuple[list[tuple[str, str | None]], list[str]]
+"""Options as (canonical name, value or None) in order, and the operands."""
+
+
+def getopt(
+    args: list[str],
+    short_with_arg: str = "",
+    longs: Iterable[str] = (),
+    long_with_arg: Iterable[str] = (),
+    permute: bool = True,
+    single_dash_long: bool = False,
+) -> Parsed:
+    """Parse ``args`` the way getopt_long (and git's parse-options) does.
+
+    Short options cluster and take attached values (``-Rfv``, ``-O/etc/passwd``, ``-qO x``,
+    ``-C/``); a long option may be any unique prefix of a known one (``--ha`` is ``--hard``,
+    ``--force-w`` ``--force-with-lease``) and takes ``=value`` or, if it needs one, the next word;
+    ``--`` ends the options; with ``permute`` options after operands still count (``rm / -rf``).
+    ``short_with_arg`` lists the letters whose option takes a value.  With ``single_dash_long``
+    (Go's flag package, terraform) ``-destroy`` is ``--destroy``.  Names come back canonical:
+    ``-f``, ``--force-with-lease``; an unknown or ambiguous long option as written.
+    """
+    needs = set(long_with_arg)
+    known = sorted(set(longs) | needs)
+    opts: list[tuple[str, str | None]] = []
+    ops: list[str] = []
+    i = 0
+    n = len(args)
+    while i < n:
+        a = args[i]
+        i += 1
+        if a == "--":
+            ops.extend(args[i:])
+            break
+        if single_dash_long and a.startswith("-") and not a.startswith("--") and len(a) > 2:
+            a = "-" + a
+        if a.startswith("--") and len(a) > 2:
+            name, eq, value = a.partition("=")
+            if name not in known:
+                cands = [k for k in known if k.startswith(name)]
+                if len(cands) == 1:
+                    name = cands[0]
+            if eq:
+                opts.append((name, value))
+            elif name in needs and i < n:
+                opts.append((name, args[i]))
+                i += 1
+            else:
+                opts.append((name, None))
+            continue
+        if a.startswith("-") and len(a) > 1:
+            for j, ch in enumerate(a[1:], 1):
+                if ch in short_with_arg:
+                    if j + 1 < len(a):
+                        opts.append(("-" + ch, a[j + 1 :]))
+                    elif i < n:
+                        opts.append(("-" + ch, args[i]))
+                        i += 1
+                    else:
+                        opts.append(("-" + ch, None))
+                    break
+                opts.append(("-" + ch, None))
+            continue
+        ops.append(a)
+        if not permute:
+            ops.extend(args[i:])
+            break
+    return opts, ops
+
+
+def has_opt(parsed: Parsed, *names: str) -> bool:
+    """Whether a :func:`getopt` result carries one of ``names`` (``-f``, ``--force``)."""
+    return any(o in names for o, _ in parsed[0])
+
+
+def opt_values(parsed: Parsed, *names: str) -> list[str]:
+    """The values given to ``names`` in a :func:`getopt` result."""
+    return [v for o, v in parsed[0] if o in names and v is not None]
+
+
 def short_flags(opts: list[str]) -> set[str]:
     """All single-letter flags present in clusters like ``-rf``."""
     flags: set[str] = set()
@@ -472,19 +552,6 @@ def _peel_capsh(name: str, argv: list[str]) -> Peeled:
     return ([shell, *rest] if rest else [shell, "-i"]), False
 
 
-def _peel_gdb(name: str, argv: list[str]) -> Peeled:
-    """``gdb [opts] --args prog args`` runs ``prog args`` (``-ex run``); otherwise the program
-    (its first operand) runs without arguments, or nothing does."""
-    args = argv[1:]
-    if "--args" in args:
-        return args[args.index("--args") + 1 :], False
-    i = command_start(
-        args, {"-ex", "-x", "-iex", "-ix", "-p", "-c", "-d", "-s", "-e", "-se", "-cd", "-D", "-b"},
-        {"--eval-command", "--command", "--pid", "--core", "--directory", "--symbols", "--exec", "--cd"},
-    )
-    return (args[i : i + 1], False) if i < len(args) and "-p" not in args else ([], True)
-
-
 def _peel_after_dashes(*exec_options: str) -> Peeler:
     """A wrapper that runs what follows ``--`` (or one of ``exec_options``): ``distrobox-enter box --
     cmd``, ``lxc-attach -n c -- cmd``; without them it opens a shell there (nothing the gate sees)."""
@@ -614,8 +681,6 @@ _PEELERS: dict[str, Peeler] = {
     "newgrp": _peel_sg,
     "ip": _peel_ip,
     "capsh": _peel_capsh,
-    "gdb": _peel_gdb,
-    "cgdb": _peel_gdb,
     "distrobox-enter": _peel_after_dashes("-e", "--exec"),
     "lxc-attach": _peel_after_dashes(),
     "cpulimit": _peel_cpulimit,

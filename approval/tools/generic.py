@@ -672,7 +672,7 @@ def _runs_tail(d: Detector, t: _Tool) -> None:
     on its own: it may run it (``trickle2 -d 10 rm -rf /``, ``mywrapper -c 'reboot'``).  At least
     ASK, naming the command and why; programs whose arguments are data (messages, searches,
     package names) are left alone."""
-    if t.handled or t.name in _DATA_ARGS or t.name in WRAPPER_NAMES or interpreter_lang(t.name) or not t.args:
+    if t.handled or t.name in _DATA_ARGS or interpreter_lang(t.name) or not t.args:
         return
     if t.name in HANDLERS or t.name.endswith(("grep", "sum")):
         return
