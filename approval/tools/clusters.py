@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..commands import (
     base_name,
+    getopt,
     split_options,
     unwrap,
 )
@@ -167,6 +168,37 @@ def _h_kubectl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
         "clusterroles",
     ):
         d.add(ctx, "cluster_delete", cmd.text, f"kubectl delete {res} removes a namespace or every resource of a kind.")
+        return
+    why = _kube_bulk_delete(args, ops, cmd)
+    if why:
+        d.add(ctx, "cluster_delete", cmd.text, f"kubectl delete {why}.")
+
+
+def _kube_bulk_delete(args: list[str], ops: list[str], cmd: Cmd) -> str:
+    """Bulk spellings of ``kubectl delete``: ``--all=true``, a label selector, a whole directory or
+    kustomization (``-f .``, ``-k .``, ``-R``), or a list made by ``kubectl get`` (``$(…)``, ``| xargs``)."""
+    p = getopt(args, "nlfokcs", ("--all", "--recursive", "--all-namespaces"),
+               ("--namespace", "--selector", "--filename", "--kustomize", "--output", "--context", "--cluster",
+                "--kubeconfig", "--field-selector", "--grace-period", "--timeout", "--user", "--server", "--cascade"))
+    for o, v in p[0]:
+        if o == "--all" and (v is None or v.lower() in ("true", "1", "t")):
+            return "--all removes every resource of the kind"
+        if o in ("-l", "--selector", "--field-selector") and v is not None:
+            return f"by selector {v} removes every resource it matches"
+        if o in ("-k", "--kustomize") or o in ("-R", "--recursive"):
+            return "removes every resource of a whole directory or kustomization"
+        if o in ("-f", "--filename") and v is not None and (
+            v in (".", "./", "..") or v.endswith("/") or not re.search(r"\.(?:ya?ml|json)$|^-$|^https?://", v)
+        ):
+            return f"-f {v} removes every resource defined in a directory"
+    if any(UNKNOWN in o for o in ops[1:]):
+        return "removes resources from a list the gate cannot see"
+    for g in cmd.upstream[-1:]:
+        for m in g:
+            a = unwrap(m.argv)[0]
+            if a and base_name(a[0]) in ("kubectl", "oc", "k", "kubecolor") and "get" in a:
+                return "removes every resource kubectl get listed"
+    return ""
 
 
 @handles(
@@ -215,6 +247,18 @@ def _h_cluster(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
         d.add(ctx, "cluster_delete", cmd.text, f"{name} {' '.join(ops[:2])} deletes a cluster.")
 
 
+_TF_ENV = re.compile(r"(?:^|[\s;&|(])(?:export\s+)?TF_CLI_ARGS(?:_apply)?=(?:'[^']*|\"[^\"]*|\S*)-destroy\b")
+
+
+def _tf_destroy(args: list[str], cmd: Cmd) -> bool:
+    """``apply -destroy`` in the spellings Go's flag package takes (``--destroy``, ``-destroy=true``),
+    or through ``TF_CLI_ARGS``/``TF_CLI_ARGS_apply`` set on the command."""
+    p = getopt(args, "", ("--destroy", "--auto-approve", "--refresh-only"), (), single_dash_long=True)
+    if any(o == "--destroy" and (v is None or v.lower() in ("true", "1", "t")) for o, v in p[0]):
+        return True
+    return bool(_TF_ENV.search(cmd.text))
+
+
 @handles(
     "terraform",
     "tofu",
@@ -241,8 +285,8 @@ def _h_iac(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd
     """Infrastructure-as-code destroy (``terraform destroy``, ``apply -destroy``, ``pulumi destroy``,
     ``serverless remove``): every resource the stack manages is deleted."""
     ops = [a for a in args if not a.startswith("-")]
-    hit = "destroy" in ops[:3] or (
-        name in ("terraform", "tofu", "opentofu", "terragrunt", "tf") and "apply" in ops[:2] and "-destroy" in args
+    hit = "destroy" in ops[:3] or (ops[:2] == ["workspace", "delete"] and any(a in ("-force", "--force") for a in args)) or (
+        name in ("terraform", "tofu", "opentofu", "terragrunt", "tf") and "apply" in ops[:2] and _tf_destroy(args, cmd)
     )
     hit = (
         hit
@@ -360,7 +404,12 @@ def _h_cloud(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     if name in ("prlctl", "utmctl", "xl", "lxc", "incus"):
         return
     if name == "aws":
-        if ops[:2] == ["s3", "rb"] or (ops[:2] == ["s3", "rm"] and rec):
+        ops = _aws_operands(args)
+        if ops[:2] == ["s3", "sync"] and "--delete" in args and any(o.startswith("s3://") for o in ops[3:4]):
+            d.add(ctx, "cloud_delete", cmd.text, "aws s3 sync --delete removes every object of the bucket the source lacks.")
+        elif ops[:2] == ["s3", "mv"] and rec and any(o.startswith("s3://") for o in ops[2:3]):
+            d.add(ctx, "cloud_delete", cmd.text, "aws s3 mv --recursive empties the source bucket or prefix.")
+        elif ops[:2] == ["s3", "rb"] or (ops[:2] == ["s3", "rm"] and rec):
             d.add(ctx, "cloud_delete", cmd.text, "Deletes an S3 bucket or every object under a prefix.")
         elif len(ops) >= 2 and _CLOUD_VERB.match(ops[1]) and ops[0] != "s3":
             d.add(ctx, "cloud_delete", cmd.text, f"aws {ops[0]} {ops[1]} deletes cloud resources.")
@@ -368,8 +417,10 @@ def _h_cloud(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     if name == "rclone" and any(a in ("-n", "--dry-run", "-i", "--interactive") for a in args):
         return
     if name in ("gsutil", "s3cmd", "gcs", "mc", "b2", "azcopy", "rclone"):
+        wild = any(re.match(r"^[a-z0-9]+://[^/]+/?(?:\*\*?)?$", o) and "*" in o for o in ops[1:])
         if (
             any(w in ("rb", "purge", "rmdir") for w in ops[:2])
+            or (any(w in ("rm", "del", "remove", "delete") for w in ops[:2]) and wild)
             or (any(w in ("rm", "del", "remove", "delete") for w in ops[:2]) and rec)
             or (name == "rclone" and ops[:1] in (["purge"], ["delete"], ["deletefile"]) and ops[:1] != ["deletefile"])
         ):
@@ -379,6 +430,33 @@ def _h_cloud(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
         rec and any(w in ("rm", "rb") for w in ops[:3]) and name in ("gcloud", "az", "bq", "oci", "ibmcloud", "scw")
     ):
         d.add(ctx, "cloud_delete", cmd.text, f"{name} {' '.join(ops[:4])} deletes cloud resources.")
+
+
+# aws options that take no value (the others take the next word: ``--profile prod``, ``--region x``)
+_AWS_FLAGS = frozenset(
+    "--debug --no-verify-ssl --no-paginate --no-sign-request --no-cli-pager --cli-auto-prompt --no-cli-auto-prompt "
+    "--recursive --force --dryrun --dry-run --no-dry-run --quiet --only-show-errors --no-progress --delete "
+    "--exact-timestamps --follow-symlinks --no-follow-symlinks --human-readable --summarize --size-only "
+    "--no-guess-mime-type --ignore-glacier-warnings --force-glacier-transfer --include-deleted --no-include-deleted "
+    "--skip-final-snapshot --no-skip-final-snapshot --force-delete-without-recovery --version".split()
+)
+
+
+def _aws_operands(args: list[str]) -> list[str]:
+    """aws's operands (service, operation, paths), past its options wherever they stand: a global
+    option with a value before the service (``aws --profile prod s3 rm``) or between service and
+    operation (``aws s3 --region x rb``) does not shift them."""
+    ops: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a.startswith("--") and "=" not in a and a not in _AWS_FLAGS:
+            i += 2
+            continue
+        if not a.startswith("-"):
+            ops.append(a)
+        i += 1
+    return ops
 
 
 # -- clusters
