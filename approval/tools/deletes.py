@@ -10,6 +10,8 @@ import re
 from typing import TYPE_CHECKING
 
 from ..commands import (
+    getopt,
+    opt_values,
     option_value,
     short_flags,
     split_options,
@@ -214,11 +216,21 @@ def _h_rsync(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     d.write_target(dest, cmd, ctx)
 
 
+_COPY_LONGS = ("--target-directory", "--no-target-directory", "--suffix", "--backup", "--force", "--interactive",
+               "--no-clobber", "--update", "--verbose", "--archive", "--recursive", "--symbolic", "--relative",
+               "--dereference", "--no-dereference", "--preserve", "--no-preserve", "--parents", "--link", "--logical",
+               "--physical", "--strip-trailing-slashes", "--one-file-system", "--remove-destination", "--reflink",
+               "--sparse", "--attributes-only", "--copy-contents", "--debug", "--exchange", "--directory", "--mode",
+               "--owner", "--group", "--compare", "--strip", "--strip-program", "--context", "--preserve-timestamps",
+               "--preserve-context", "--no-copy", "--keep-directory-symlink")
+
+
 @handles("mv")
 def _h_mv(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``mv`` of a system directory or the home away (the system breaks), or into a system path (a write)."""
-    opts, ops = split_options(args, {"-t", "-S", "--target-directory", "--suffix"})
-    target_dir = option_value(opts, ("-t", "--target-directory"))
+    p = getopt(args, "tS", _COPY_LONGS, ("--target-directory", "--suffix", "--backup"))
+    ops = p[1]
+    target_dir = (opt_values(p, "-t", "--target-directory") or [None])[-1]
     sources = ops if target_dir else ops[:-1]
     dest = target_dir or (ops[-1] if len(ops) >= 2 else None)
     for s in sources:
@@ -234,16 +246,19 @@ def _h_mv(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd,
 def _h_copy(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``cp``/``install``/``ln`` onto a system path, a persistence point or a block device: judged as a write
     to the destination."""
-    opts, ops = split_options(
+    p = getopt(
         args,
-        {"-t", "-S", "-m", "-o", "-g", "--target-directory", "--suffix", "--mode", "--owner", "--group", "-T"}
-        if name != "ln"
-        else {"-t", "-S", "--target-directory", "--suffix"},
+        "tSmog" if name == "install" else "tS",
+        _COPY_LONGS,
+        ("--target-directory", "--suffix", "--mode", "--owner", "--group", "--backup", "--context", "--reflink",
+         "--sparse", "--preserve", "--no-preserve", "--strip-program")
+        if name != "ln" else ("--target-directory", "--suffix", "--backup"),
     )
-    target_dir = option_value(opts, ("-t", "--target-directory"))
+    ops = p[1]
+    target_dir = (opt_values(p, "-t", "--target-directory") or [None])[-1]
     if target_dir:
         d.write_target(target_dir, cmd, ctx)
-    elif name == "install" and "-d" in opts:
+    elif name == "install" and any(o in ("-d", "--directory") for o, _ in p[0]):
         for t in ops:
             d.write_target(t, cmd, ctx)
     elif len(ops) >= 2 or (name == "ln" and ops):

@@ -604,11 +604,31 @@ _OUTPUT_OPTIONS = frozenset(
 )
 
 
+_LONG_OUTPUTS = ("--output", "--output-document", "--output-file", "--output-dir", "--output-directory", "--outfile",
+                 "--out-file", "--save", "--target", "--target-directory", "--destination", "--dest", "--write")
+_ATTACHED_OUTPUT = re.compile(r"^-[A-Za-z]*[oO]([/~].*)$")
+
+
 def _output_targets(d: Detector, t: _Tool) -> None:
-    """Output options pointed at system paths (``--save /etc/x``, ``-o /usr/local/bin/x``)."""
-    for i, a in enumerate(t.args[:-1]):
-        if a in _OUTPUT_OPTIONS:
-            d.write_target(t.args[i + 1], t.cmd, t.ctx)
+    """Output options pointed at system paths (``--save /etc/x``, ``-o /usr/local/bin/x``), also
+    attached or clustered (``-O/etc/passwd``, ``-qO /etc/x``) and as unique long prefixes
+    (``--output-doc=/etc/passwd``)."""
+    args = t.args
+    for i, a in enumerate(args):
+        nxt = args[i + 1] if i + 1 < len(args) else None
+        m = _ATTACHED_OUTPUT.match(a)
+        name, eq, value = a.partition("=")
+        if a in _OUTPUT_OPTIONS and nxt is not None:
+            d.write_target(nxt, t.cmd, t.ctx)
+        elif m:
+            d.write_target(m.group(1), t.cmd, t.ctx)
+        elif re.fullmatch(r"-[A-Za-z]+[oO]", a) and nxt is not None and nxt.startswith(("/", "~")):
+            d.write_target(nxt, t.cmd, t.ctx)
+        elif len(name) >= 5 and name.startswith("--") and any(lo.startswith(name) for lo in _LONG_OUTPUTS):
+            if eq:
+                d.write_target(value, t.cmd, t.ctx)
+            elif nxt is not None and name not in _OUTPUT_OPTIONS:
+                d.write_target(nxt, t.cmd, t.ctx)
 
 
 # Programs whose arguments are text, not a command: a message, a search, a name to look up.

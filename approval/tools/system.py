@@ -10,6 +10,8 @@ import re
 from typing import TYPE_CHECKING
 
 from ..commands import (
+    getopt,
+    opt_values,
     option_value,
     short_flags,
     split_options,
@@ -41,20 +43,56 @@ def _h_dd(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd,
         d.write_target(t, cmd, ctx)
 
 
+_SED_LONGS = ("--in-place", "--expression", "--file", "--line-length", "--null-data", "--zero-terminated", "--quiet",
+              "--silent", "--debug", "--sandbox", "--posix", "--regexp-extended", "--separate", "--unbuffered",
+              "--follow-symlinks", "--binary")
+
+
+def sed_in_place(args: list[str]) -> tuple[bool, list[str]]:
+    """Whether sed edits in place, and its file operands, parsed as GNU sed does: ``-i`` anywhere
+    in a cluster (``-ni``, ``-Ei``; what follows ``i`` is the backup suffix), ``--in``/``--in-pl``
+    (unique prefixes of ``--in-place``), ``-e``/``-f`` with attached or separate values."""
+    in_place = False
+    script_opt = False
+    ops: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        i += 1
+        if a == "--":
+            ops.extend(args[i:])
+            break
+        if a.startswith("--") and len(a) > 2:
+            (o, v), = getopt([a], "", _SED_LONGS, ("--expression", "--file", "--line-length"))[0][:1] or [(a, None)]
+            if o == "--in-place":
+                in_place = True
+            elif o in ("--expression", "--file", "--line-length"):
+                script_opt = script_opt or o != "--line-length"
+                if v is None and "=" not in a:
+                    i += 1
+            continue
+        if a.startswith("-") and len(a) > 1:
+            for j, ch in enumerate(a[1:], 1):
+                if ch == "i":
+                    in_place = True
+                    break
+                if ch in "efl":
+                    script_opt = script_opt or ch != "l"
+                    if j + 1 == len(a):
+                        i += 1
+                    break
+            continue
+        ops.append(a)
+    return in_place, (ops if script_opt else ops[1:])
+
+
 @handles("sed", "gsed", "perl-i")
 def _h_sed(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``sed -i`` edits files in place: judged as writes to them; sed's ``e`` command and ``s///e`` flag run
     shell code (see the handoff module)."""
-    if not any(
-        a == "-i" or a.startswith("--in-place") or (a.startswith("-") and not a.startswith("--") and "i" in a[1:2])
-        for a in args
-    ):
+    in_place, files = sed_in_place(args)
+    if not in_place:
         return
-    opts, ops = split_options(args, {"-e", "-f", "--expression", "--file", "-l", "--line-length"})
-    has_script_opt = any(
-        o in ("-e", "-f", "--expression", "--file") or o.startswith(("--expression=", "--file=")) for o in opts
-    )
-    files = ops if has_script_opt else ops[1:]
     for f in files:
         d.write_target(f, cmd, ctx)
 
@@ -75,10 +113,20 @@ def _h_extract(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
         if name != "7z"
         else next((a[2:] for a in args if a.startswith("-o")), None)
     )
-    if dest is None and name in ("tar", "bsdtar", "gtar"):
-        dest = next((a.split("=", 1)[1] for a in args if a.startswith("--directory=")), None)
+    if name in ("tar", "bsdtar", "gtar", "cpio"):
+        # clustered and attached (-C/, -xC/etc), long prefixes (--dir=/); tar's first word may be old-style keys
+        rest = args[1:] if args and name != "cpio" and not args[0].startswith("-") else args
+        p = getopt(rest, "CfbFgHKLNTVXI" if name != "cpio" else "DEFHIMORC",
+                   ("--extract", "--get", "--list", "--create", "--append", "--update"),
+                   ("--directory", "--file", "--exclude", "--files-from", "--format", "--owner", "--group", "--mode"))
+        dirs = opt_values(p, "-C", "--directory") if name != "cpio" else opt_values(p, "-D", "--directory")
+        dest = dirs[-1] if dirs else dest
+        tar_extract = any(o in ("-x", "--extract", "--get") for o, _ in p[0]) and name != "cpio"
+    else:
+        tar_extract = False
     extracting = (
-        name in ("unzip", "cpio")
+        tar_extract
+        or name in ("unzip", "cpio")
         or (name in ("7z", "7za") and args[:1] in (["x"], ["e"]))
         or any(a in ("-x", "--extract", "--get") or re.fullmatch(r"-[A-Za-z]*x[A-Za-z]*", a) for a in args)
         or bool(args and re.fullmatch(r"[A-Za-z]*x[A-Za-z]*", args[0]))
