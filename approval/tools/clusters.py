@@ -18,7 +18,7 @@ from ..commands import (
 )
 from ..globs import glob_regex
 from ..model import UNKNOWN, Cmd, Kinds
-from ..paths import delete_class
+from ..paths import delete_class, is_block_device
 from .base import Ctx, Examples, _inner, _opt_value, also, handles
 
 if TYPE_CHECKING:
@@ -580,6 +580,30 @@ def _map_back(word: str, mounts: list[tuple[str, str, bool]]) -> str:
     return word
 
 
+def _host_access(opts: list[str]) -> str:
+    """Why a ``docker run`` reaches the host itself: ``--privileged``, the host's pid namespace,
+    a block device, ``SYS_ADMIN``/``ALL`` capabilities, the Docker socket or the host root mounted."""
+    flat = [o.split("=", 1) if o.startswith("--") and "=" in o else [o] for o in opts]
+    words = [w for f in flat for w in f]
+    if "--privileged" in words and not any(o in ("--privileged=false",) for o in opts):
+        return "--privileged"
+    for i, w in enumerate(words[:-1]):
+        v = words[i + 1]
+        if w == "--pid" and v == "host":
+            return "--pid=host"
+        if w == "--device" and is_block_device(v.split(":", 1)[0]):
+            return f"--device {v}"
+        if w == "--cap-add" and v.upper().removeprefix("CAP_") in ("SYS_ADMIN", "ALL", "SYS_MODULE", "SYS_RAWIO"):
+            return f"--cap-add {v}"
+    net_host = any(w in ("--net", "--network") and v == "host" for w, v in zip(words, words[1:]))
+    if net_host and any(w == "--cap-add" and v.upper().removeprefix("CAP_") == "NET_ADMIN" for w, v in zip(words, words[1:])):
+        return "the host network with NET_ADMIN"
+    for src, _dst, ro in _mounts(opts):
+        if not ro and (src.rstrip("/") == "" or src.endswith("docker.sock") or src.endswith("containerd.sock")):
+            return f"the host path {src} mounted"
+    return ""
+
+
 @also("docker", "podman", "nerdctl", "docker-compose", "podman-compose", "finch")
 def _h_container_inner(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """The command a container runs: ``exec`` into a live container is judged as that command
@@ -604,13 +628,20 @@ def _h_container_inner(d: Detector, name: str, args: list[str], kinds: list[Kind
         _inner(d, target[1:], cmd, ctx)
     elif verb == "run":
         ropts, target = _split_run(rest, _DOCKER_RUN_WITH_ARG)
-        if name in ("docker-compose", "podman-compose"):
-            _inner(d, target[1:], cmd, ctx)  # a service of the project: its volumes are not on the line
-            return
+        compose = name in ("docker-compose", "podman-compose")
         mounts = [m for m in _mounts(ropts) if not m[2]]
         risky = [m for m in mounts if delete_class(m[0]) in ("root", "home", "sysdir", "system")]
-        if risky and len(target) > 1:
+        host = _host_access(ropts)
+        if host:
+            d.add(ctx, "host_namespace_enter", cmd.text,
+                  f"The container gets the host: {host}; what it runs can change the machine itself.")
+        if host and len(target) > 1:
+            # with the host's devices/processes: judged as if run on the host (mounts mapped back)
             _inner(d, [_map_back(w, risky) for w in target[1:]], cmd, ctx)
+        elif risky and len(target) > 1:
+            _inner(d, [_map_back(w, risky) for w in target[1:]], cmd, ctx)
+        elif compose:
+            _inner(d, target[1:], cmd, ctx)  # a service of the project: its volumes are not on the line
 
 
 # The rules of this family, by what they must and must not catch (checked at load: approval.examples).
