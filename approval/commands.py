@@ -800,9 +800,21 @@ def classify(cmd: Cmd) -> Kinds:
         kinds.add("pslist")
     elif name in ("pidof", "pgrep") and any(_CRITICAL.search(a) for a in args if not a.startswith("-")):
         kinds.add("critical")
+    elif name == "pgrep" and is_broad_pgrep(args):
+        kinds.add("mass")
     for k in cmd.kinds:
         kinds |= k - {"procsub"}
     return frozenset(kinds)
+
+
+def is_broad_pgrep(args: list[str]) -> bool:
+    """``pgrep .``, ``pgrep -f .*``, ``pgrep -v x``, ``pgrep -P 1``: a list of (nearly) every process."""
+    ops = [a for i, a in enumerate(args) if not a.startswith("-") and args[i - 1 : i] not in (["-P"], ["-u"], ["-U"], ["-g"], ["-G"], ["-s"], ["-t"], ["--parent"])]
+    if any(re.fullmatch(r"-[a-zA-Z]*v[a-zA-Z]*|--inverse", a) for a in args):
+        return True
+    if any(a in ("-P", "--parent") and args[i + 1 : i + 2] == ["1"] or a in ("-P1", "--parent=1") for i, a in enumerate(args)):
+        return True
+    return any(re.fullmatch(r"\^?(?:\.\*?|\.\+|\*|)\$?", p) for p in ops)
 
 
 _CRITICAL = re.compile(

@@ -17,7 +17,7 @@ from ..commands import (
     split_options,
 )
 from ..model import UNKNOWN, Cmd, Kinds
-from ..paths import delete_class, normalize_path, write_class
+from ..paths import delete_class, is_block_device, normalize_path, write_class
 from .base import Ctx, Examples, _opt_value, also, handles
 
 if TYPE_CHECKING:
@@ -142,7 +142,11 @@ def _h_extract(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
 @handles("chmod", "chown", "chgrp", "setfacl", "chattr", "chcon")
 def _h_chmod(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """Recursive ``chmod``/``chown`` of system paths (the system's permissions break), and setuid/setgid bits."""
+    if name == "chmod":  # chmod takes ``-x``, ``-rw`` as modes, not options
+        args = [a if not re.fullmatch(r"-[rwxXst]+(?:,.*)?", a) else "\x01" + a for a in args]
     opts, ops = split_options(args, {"--reference", "--from", "-m", "-x", "-M", "-X"})
+    ops = [o.lstrip("\x01") for o in ops]
+    opts = [o.lstrip("\x01") for o in opts]
     recursive = "R" in short_flags(opts) or "--recursive" in opts or (name == "chattr" and "R" in "".join(opts))
     targets = ops[1:] if name not in ("setfacl",) else ops
     if (
@@ -168,6 +172,37 @@ def _h_chmod(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
                 cmd.text,
                 f"Changes {name} on the system path {normalize_path(t, cmd.cwd)}.",
             )
+        elif name == "chmod" and mode and _breaking_mode(mode, t, cmd.cwd):
+            d.add(
+                ctx,
+                "chmod_recursive_system",
+                cmd.text,
+                f"chmod {mode} on {normalize_path(t, cmd.cwd)} opens it to everyone or locks the system out of it.",
+            )
+
+
+_CRITICAL_FILE = re.compile(
+    r"^/(?:etc/(?:passwd|shadow|gshadow|group|sudoers(?:\.d/.*)?|pam\.d/.*|ssh/sshd_config|security/.*|ld\.so\.preload)"
+    r"|(?:var/)?run/(?:docker|containerd/containerd|podman/podman)\.sock|dev/(?:mem|kmem)"
+    r"|(?:usr/)?(?:s?bin)/(?:sudo|su|bash|sh|dash|login|passwd)|usr/lib/sudo/.*)$"
+)
+_BIN_DIR = re.compile(r"^/(?:usr/(?:local/)?)?s?bin/")
+
+
+def _breaking_mode(mode: str, target: str, cwd: str | None) -> bool:
+    """A non-recursive chmod that breaks or opens the system: a critical file (passwd, shadow,
+    sudoers, the Docker socket, a block device, sudo, the shells) made world-writable or
+    unreadable, or programs in the system's bin directories made non-executable."""
+    path = normalize_path(target, cwd)
+    critical = bool(_CRITICAL_FILE.match(path)) or is_block_device(path)
+    numeric = re.fullmatch(r"[0-7]{1,4}", mode)
+    world_writable = bool(numeric and int(mode[-1]) & 2) or bool(
+        re.search(r"(?:^|,)[ugo]*[oa][ugo]*[+=][rwxXst]*w", mode) or re.fullmatch(r"[+=]?rw?x?w", mode)
+    )
+    locked = bool(numeric and int(mode, 8) & 0o700 == 0) or bool(re.search(r"(?:^|,)[ua]*-[rwxXst]*[rx]", mode))
+    if critical and (world_writable or locked):
+        return True
+    return bool(_BIN_DIR.match(path) and re.search(r"(?:^|,)[ugoa]*-[rwXst]*x|^0+$", mode))
 
 
 # -- system writes that are tools
