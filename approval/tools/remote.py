@@ -77,6 +77,11 @@ def _stdin_texts(cmd: Cmd) -> list[str]:
                 text = src.stdin_text
             if text is not None:
                 out.append(text)
+        else:  # ``(crontab -l; echo 'line') | crontab -``: the literal lines of the group's members
+            texts = [echo_output(unwrap(m.argv)[0]) for m in near if m.argv]
+            lines = "".join(t for t in texts if t)
+            if lines:
+                out.append(lines)
     return out
 
 

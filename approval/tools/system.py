@@ -396,6 +396,191 @@ def _h_firewall(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
         d.add(ctx, "firewall_flush", cmd.text, f"{name} flushes or disables the firewall.")
 
 
+# -- network down, accounts, kernel, unmounts
+
+
+_NET_MATCH = frozenset("-s --source -d --destination -p --protocol -i --in-interface -o --out-interface -m --match "
+                       "--dport --sport --dports --sports --src-range --dst-range --state --ctstate --uid-owner".split())
+
+
+@also("iptables", "ip6tables", "iptables-legacy", "ip6tables-legacy", "iptables-nft", "ip6tables-nft")
+def _h_iptables_lockout(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``iptables -P INPUT DROP`` (every packet dropped unless a rule lets it in), and a DROP/REJECT
+    rule with no match on INPUT/OUTPUT (``-A INPUT -j DROP``, ``-I INPUT 1 -j REJECT``): a lockout."""
+    p = getopt(args, "PAIDRNjtsdpiomwWg", ("--policy", "--append", "--insert", "--jump", "--table"),
+               ("--policy", "--append", "--insert", "--jump", "--table", "--delete", "--replace", "--new-chain"))
+    pol = [(o, v) for o, v in p[0] if o in ("-P", "--policy")]
+    if pol and any(v in ("INPUT", "OUTPUT") for _, v in pol) and any(x in ("DROP", "REJECT") for x in p[1]):
+        d.add(ctx, "network_down", cmd.text, f"{name} -P … DROP drops every packet no rule accepts.")
+        return
+    chains = [v for o, v in p[0] if o in ("-A", "--append", "-I", "--insert")]
+    jump = [v for o, v in p[0] if o in ("-j", "--jump")]
+    matched = any(a.split("=")[0] in _NET_MATCH for a in args) or any(o in ("-s", "-d", "-p", "-i", "-o", "-m") for o, _ in p[0])
+    if any(c in ("INPUT", "OUTPUT") for c in chains) and any(j in ("DROP", "REJECT") for j in jump) and not matched:
+        d.add(ctx, "network_down", cmd.text, f"{name} drops every packet on {chains[0]}.")
+
+
+@also("nft", "iptables-restore", "ip6tables-restore", "iptables-legacy-restore", "iptables-nft-restore")
+def _h_nft_lockout(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``nft add rule inet filter input drop`` (no match), a chain with ``policy drop`` on an input or
+    output hook, and ``iptables-restore < /dev/null`` (an empty table set: every rule flushed)."""
+    if name != "nft":
+        if any(op == "<" and t == "/dev/null" for op, t in cmd.redirects) or cmd.stdin_text is not None and not cmd.stdin_text.strip():
+            d.add(ctx, "firewall_flush", cmd.text, f"{name} loads an empty rule set: every rule is flushed.")
+        return
+    low = [a.lower().strip(";{}") for a in args]
+    if "policy" in low and low[low.index("policy") + 1 : low.index("policy") + 2] == ["drop"] and any(
+        w in ("input", "output") for w in low
+    ):
+        d.add(ctx, "network_down", cmd.text, "nft sets a drop policy on an input/output hook.")
+    elif low[:2] in (["add", "rule"], ["insert", "rule"], ["a", "rule"], ["i", "rule"]) and len(low) >= 6 and low[4] in (
+        "input", "output"
+    ) and low[5:] in (["drop"], ["reject"], ["counter", "drop"], ["counter", "reject"]):
+        d.add(ctx, "network_down", cmd.text, f"nft drops every packet on {low[4]}.")
+
+
+@handles("ip", "ifconfig", "ifdown", "nmcli", "route", "iwconfig", "rfkill", "netplan")
+def _h_network_down(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Interfaces, addresses or routes taken away (``ip link set eth0 down``, ``ifconfig eth0 down``,
+    ``ifdown -a``, ``ip addr flush dev eth0``, ``ip route flush``/``del default``, ``nmcli networking off``);
+    the loopback interface is left alone."""
+    ops = [a for a in args if not a.startswith("-")]
+    low = [o.lower() for o in ops]
+    lo = any(w in ("lo", "lo0") for w in low)
+    hit = ""
+    if name == "ip":
+        obj, verb = (low + ["", ""])[:2]
+        if "link".startswith(obj) and obj and "down" in low[2:] and not lo:
+            hit = "sets an interface down"
+        elif obj and ("address".startswith(obj) or "route".startswith(obj)) and verb == "flush" and not lo:
+            hit = "flushes the addresses or routes"
+        elif obj and "route".startswith(obj) and verb in ("del", "delete") and "default" in low[2:]:
+            hit = "deletes the default route"
+    elif name == "ifconfig" and "down" in low and not lo:
+        hit = "sets an interface down"
+    elif name == "ifdown" and not lo:
+        hit = "takes interfaces down"
+    elif name == "nmcli" and (
+        low[:2] in (["networking", "off"], ["n", "off"]) or low[:1] in (["radio"], ["r"]) and "off" in low
+        or low[:2] in (["device", "disconnect"], ["dev", "disconnect"], ["d", "disconnect"])
+    ):
+        hit = "turns networking off"
+    elif name == "route" and low[:2] == ["del", "default"]:
+        hit = "deletes the default route"
+    if hit:
+        d.add(ctx, "network_down", cmd.text, f"{name} {hit}: the machine can lose its network.")
+
+
+_PRIV_GROUPS = frozenset({"sudo", "wheel", "admin", "root", "disk", "shadow"})  # docker: an everyday setup step
+
+
+@handles("passwd", "chpasswd", "gpasswd", "groupadd", "groupmod", "chsh", "pwconv", "vipw", "visudo", "chage")
+def _h_accounts(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Passwords removed or set for root (``passwd -d root``, ``chpasswd``), users added to sudo/wheel
+    (``gpasswd -a u sudo``), gid-0 groups, root's shell changed, sudoers edited."""
+    ops = [a for a in args if not a.startswith("-")]
+    hit = ""
+    if name == "passwd" and any(a in ("-d", "--delete", "-u", "--unlock") or re.fullmatch(r"-[a-zA-Z]*d", a) for a in args):
+        hit = "removes or unlocks a password"
+    elif name == "passwd" and "root" in ops and any(a in ("-l", "--lock", "-e", "--expire") for a in args):
+        hit = "locks or expires root's password"
+    elif name == "chpasswd":
+        hit = "sets account passwords from its input"
+    elif name == "gpasswd" and any(a in ("-a", "--add", "-M", "--members", "-A", "--administrators") for a in args) \
+            and any(g in _PRIV_GROUPS for g in ops):
+        hit = "adds a user to a privileged group"
+    elif name in ("groupadd", "groupmod") and any(
+        re.fullmatch(r"(?:-g|--gid)=?0+", a) or a in ("-g", "--gid") and args[i + 1 : i + 2] == ["0"]
+        for i, a in enumerate(args)
+    ):
+        hit = "creates a second group with gid 0"
+    elif name == "chsh" and "root" in ops:
+        hit = "changes root's login shell"
+    elif name == "visudo" and not any(a in ("-c", "--check") for a in args):
+        hit = "edits the sudoers policy"
+    if hit:
+        d.add(ctx, "account_change", cmd.text, f"{name} {hit}.")
+
+
+@also("usermod", "lusermod")
+def _h_usermod(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``usermod -aG sudo u`` (a privileged group), ``-p ''`` (an empty or given password hash),
+    root's shell or lock changed (``usermod -s /bin/false root``, ``-L root``)."""
+    p = getopt(args, "cdegGlpsu", ("--append", "--groups", "--password", "--shell", "--lock", "--expiredate"),
+               ("--groups", "--password", "--shell", "--home", "--comment", "--gid", "--uid", "--login", "--expiredate"))
+    groups = [g for v in (v for o, v in p[0] if o in ("-G", "--groups", "-g", "--gid") and v) for g in v.split(",")]
+    root = "root" in p[1]
+    if any(g in _PRIV_GROUPS or g == "0" for g in groups):
+        d.add(ctx, "account_change", cmd.text, f"usermod adds {' '.join(p[1][-1:])} to a privileged group.")
+    elif any(o in ("-p", "--password") for o, _ in p[0]):
+        d.add(ctx, "account_change", cmd.text, "usermod sets a password hash directly (an empty one logs in without).")
+    elif root and any(o in ("-s", "--shell", "-L", "--lock", "-e", "--expiredate", "-l", "--login") for o, _ in p[0]):
+        d.add(ctx, "account_change", cmd.text, "usermod changes root's shell, lock or name: root can no longer log in.")
+
+
+@handles("insmod", "rmmod", "modprobe", "kmod", "sysctl")
+def _h_kernel(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Kernel modules loaded or removed (``insmod x.ko``, ``rmmod``, ``modprobe -r``), and kernel
+    parameters written (``sysctl -w kernel.*``/``vm.*``/``net.*``, ``sysctl kernel.panic=1``)."""
+    ops = [a for a in args if not a.startswith("-")]
+    hit = ""
+    if name in ("insmod", "rmmod") and ops or name == "kmod" and ops[:1] in (["insert"], ["remove"]):
+        hit = "loads or removes a kernel module"
+    elif name == "modprobe" and any(a in ("-r", "--remove", "--remove-dependencies") or re.fullmatch(r"-[a-zA-Z]*r[a-zA-Z]*", a) for a in args):
+        hit = "removes a kernel module"
+    elif name == "modprobe" and any(a.endswith(".ko") or "/" in a for a in ops):
+        hit = "loads a kernel module from a file"
+    elif name == "sysctl" and (
+        any(a in ("-w", "--write", "-p", "--load") for a in args) and ops or any("=" in o for o in ops)
+    ) and not any(a in ("-n", "-a", "--all") for a in args if a not in ("-w",)):
+        hit = "changes kernel parameters"
+    elif name == "kexec" and any(a in ("-e", "--exec", "-f", "--force") for a in args):
+        hit = "boots another kernel at once"
+    if hit:
+        d.add(ctx, "kernel_change", cmd.text, f"{name} {hit}.")
+
+
+@handles("umount", "dmsetup", "swapoff", "losetup")
+def _h_unmount(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``umount -l /``, ``umount -a``, ``dmsetup remove_all``, ``losetup -D``, ``zpool export -a``,
+    ``vgchange -an``: filesystems the running system uses go away."""
+    ops = [a for a in args if not a.startswith("-")]
+    hit = ""
+    if name == "umount":
+        if any(a in ("-a", "--all") or re.fullmatch(r"-[a-zA-Z]*a[a-zA-Z]*", a) for a in args) and not any(
+            a in ("-t", "--types", "-O", "--test-opts") for a in args
+        ):
+            hit = "unmounts every filesystem"
+        elif any(normalize_path(o, cmd.cwd) in _SYSTEM_MOUNTS for o in ops):
+            hit = f"unmounts {next(o for o in ops if normalize_path(o, cmd.cwd) in _SYSTEM_MOUNTS)}"
+    elif name == "dmsetup" and ops[:1] and ops[0] in ("remove_all", "wipe_table"):
+        hit = f"{ops[0]} removes every device mapping"
+    elif name == "swapoff" and any(a in ("-a", "--all") for a in args):
+        hit = "turns off all swap"
+    elif name == "losetup" and any(a in ("-D", "--detach-all") for a in args):
+        hit = "detaches every loop device"
+    elif name == "zpool" and ops[:1] in (["export"], ["destroy"]) and ("-a" in args or ops[:1] == ["destroy"]):
+        hit = "exports or destroys pools"
+    elif name == "vgchange" and any(re.fullmatch(r"-a(?:n|\s*n)|--activate=?n", a) for a in args) and not ops:
+        hit = "deactivates every volume group"
+    if hit:
+        d.add(ctx, "unmount_system", cmd.text, f"{name} {hit}.")
+
+
+@also("mount")
+def _h_remount(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``mount -o remount,ro /`` (the system can no longer write), ``mount --move``/``--bind`` over a system dir."""
+    p = getopt(args, "otTLUBMRNwXc", (), ("--options", "--types", "--target", "--source"))
+    options = ",".join(v for o, v in p[0] if o in ("-o", "--options") and v)
+    targets = [normalize_path(o, cmd.cwd) for o in p[1]] + [normalize_path(v, cmd.cwd) for o, v in p[0] if o == "--target" and v]
+    if "remount" in options.split(",") and "ro" in options.split(",") and any(t in _SYSTEM_MOUNTS for t in targets):
+        d.add(ctx, "unmount_system", cmd.text, "mount remounts a system filesystem read-only.")
+
+
+_SYSTEM_MOUNTS = frozenset({"/", "/usr", "/boot", "/var", "/etc", "/home", "/proc", "/sys", "/dev", "/run", "/boot/efi",
+                            "/var/lib/docker", "/lib", "/bin", "/sbin"})
+
+
 # -- users, security controls, capabilities
 
 
@@ -471,6 +656,29 @@ EXAMPLES: tuple[Examples, ...] = (
         match=("echo hi > /etc/motd", "tee /usr/bin/ls < evil", "sudo mv mytool /usr/local/bin/", "sed -i s/a/b/ /etc/hosts",
                "tar -xf x.tar -C /usr"),
         no_match=("echo hi > /tmp/motd", "cat /etc/hosts", "sed -i s/a/b/ config.txt", "tar -xf x.tar -C build"),
+    ),
+    Examples(
+        "network_down",
+        match=("iptables -P INPUT DROP", "iptables -A INPUT -j DROP", "ip link set eth0 down", "ifconfig eth0 down",
+               "ip route flush all", "ip route del default", "nmcli networking off", "ip addr flush dev eth0"),
+        no_match=("iptables -A INPUT -p tcp --dport 22 -j ACCEPT", "iptables -A INPUT -s 1.2.3.4 -j DROP",
+                  "ip link set lo up", "ip link set eth0 up", "ip addr show", "nmcli device status", "ifconfig"),
+    ),
+    Examples(
+        "account_change",
+        match=("passwd -d root", "usermod -aG sudo agent", "gpasswd -a agent wheel", "usermod -p '' root",
+               "echo root:x | chpasswd", "groupadd -g 0 x", "usermod -s /bin/false root"),
+        no_match=("passwd", "usermod -aG video agent", "groupadd devs", "visudo -c", "passwd -S root"),
+    ),
+    Examples(
+        "kernel_change",
+        match=("insmod evil.ko", "rmmod e1000", "modprobe -r ext4", "sysctl -w kernel.sysrq=1", "sysctl kernel.panic=1"),
+        no_match=("lsmod", "modprobe --show-depends ext4", "sysctl -a", "sysctl kernel.hostname", "modinfo ext4"),
+    ),
+    Examples(
+        "unmount_system",
+        match=("umount -l /", "umount -a", "mount -o remount,ro /", "dmsetup remove_all", "swapoff -a", "losetup -D"),
+        no_match=("umount /mnt/usb", "mount -o remount,rw /", "dmsetup ls", "swapon -a", "losetup -a", "mount"),
     ),
     Examples(
         "boot_write",
