@@ -600,7 +600,7 @@ def _destroy(d: Detector, t: _Tool) -> None:
 
 _OUTPUT_OPTIONS = frozenset(
     {"-o", "--output", "--out", "--save", "--output-file", "--outfile", "--out-file", "-O", "--target", "--write",
-     "--dest", "--destination"}
+     "--dest", "--destination", "-out"}
 )
 
 

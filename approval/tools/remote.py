@@ -391,7 +391,7 @@ def _h_interpreter(d: Detector, name: str, args: list[str], kinds: list[Kinds], 
             module = True
             break
         if a.startswith("-") and a != "-":
-            if lang == "perl" and "i" in a[1:]:
+            if lang in ("perl", "ruby") and "i" in a[1:] and not a.startswith("--"):
                 in_place = True
             i += 1
             continue
@@ -403,10 +403,11 @@ def _h_interpreter(d: Detector, name: str, args: list[str], kinds: list[Kinds], 
     for code in codes:
         _judge_code(d, lang, code, frozenset(code_kinds), cmd, ctx)
     if codes:
-        if in_place:
-            _, ops = split_options(args[i + 2 :])
-            for f in ops:
-                d.write_target(f, cmd, ctx)
+        if in_place:  # ``perl -pi -e CODE FILES``: every operand that is no code is edited in place
+            skip = {j + 1 for j, a in enumerate(args) if a in flags or re.fullmatch(r"-[a-zA-Z]*[eE]", a)}
+            for j, f in enumerate(args):
+                if j not in skip and not f.startswith("-"):
+                    d.write_target(f, cmd, ctx)
         return
     if module:
         return

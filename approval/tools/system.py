@@ -396,6 +396,79 @@ def _h_firewall(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
         d.add(ctx, "firewall_flush", cmd.text, f"{name} flushes or disables the firewall.")
 
 
+# -- tools that write through an output operand
+
+
+@handles("sort", "uniq", "xxd", "patch", "touch", "split", "csplit", "mkdir", "mkfifo", "shred-free")
+def _h_output_operand(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Tools whose output is an operand or an option's value: ``sort -o FILE``, ``uniq IN OUT``,
+    ``xxd -r IN OUT``, ``patch FILE``/``patch -d DIR``, ``split IN PREFIX``, ``csplit -f PREFIX``,
+    ``touch FILE`` (``/etc/nologin`` locks users out), ``mkdir`` in a persistence directory."""
+    targets: list[str] = []
+    if name == "sort":
+        p = getopt(args, "okStT", ("--output", "--key", "--field-separator", "--buffer-size",
+                                    "--temporary-directory", "--parallel", "--files0-from", "--sort",
+                                    "--random-source", "--compress-program", "--batch-size"),
+                   ("--output", "--key", "--field-separator", "--buffer-size", "--temporary-directory", "--parallel",
+                    "--files0-from", "--sort", "--random-source", "--compress-program", "--batch-size"))
+        targets = opt_values(p, "-o", "--output")
+    elif name == "uniq":
+        p = getopt(args, "fsw", ("--skip-fields", "--skip-chars", "--check-chars", "--group", "--all-repeated"),
+                   ("--skip-fields", "--skip-chars", "--check-chars"))
+        targets = p[1][1:2]
+    elif name == "xxd":
+        p = getopt(args, "cgloOsn", (), ())
+        if any(o == "-r" for o, _ in p[0]) or "-revert" in args:
+            targets = p[1][1:2]
+    elif name == "patch":
+        p = getopt(args, "pdDioBbFrVYzgx", ("--directory", "--input", "--output", "--strip", "--reject-file"),
+                   ("--directory", "--input", "--output", "--strip", "--reject-file", "--backup-if-mismatch"))
+        targets = p[1][:1] + opt_values(p, "-o", "--output")
+        for v in opt_values(p, "-d", "--directory"):
+            if normalize_path(v, cmd.cwd) == "/":
+                d.add(ctx, "system_write", cmd.text, "patch -d / applies a patch over the filesystem root.")
+            targets.append(v.rstrip("/") + "/x")
+    elif name == "split":
+        p = getopt(args, "abClnt", ("--suffix-length", "--bytes", "--line-bytes", "--lines", "--number",
+                                     "--additional-suffix", "--separator", "--filter"),
+                   ("--suffix-length", "--bytes", "--line-bytes", "--lines", "--number", "--additional-suffix",
+                    "--separator", "--filter"))
+        targets = [t + "aa" for t in p[1][1:2]]
+    elif name == "csplit":
+        p = getopt(args, "bfn", ("--prefix", "--suffix-format", "--digits"), ("--prefix", "--suffix-format", "--digits"))
+        targets = [t + "00" for t in opt_values(p, "-f", "--prefix")]
+    elif name == "touch":
+        p = getopt(args, "dtr", ("--date", "--reference", "--time"), ("--date", "--reference", "--time"))
+        targets = p[1]
+    elif name in ("mkdir", "mkfifo"):
+        p = getopt(args, "mZ", ("--mode", "--parents", "--context"), ("--mode", "--context"))
+        for t in p[1]:
+            if write_class(t.rstrip("/") + "/x", cmd.cwd) == "persist":
+                d.write_target(t.rstrip("/") + "/x", cmd, ctx)
+        return
+    for t in targets:
+        d.write_target(t, cmd, ctx)
+
+
+@also("pip", "pip3", "npm", "pnpm", "yarn", "git")
+def _h_install_prefix(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``pip install --prefix /usr``/``--target``/``--root``, ``npm install -g --prefix /usr``: packages
+    written into a system path; ``git clone URL /etc/x`` writes the clone there."""
+    if name == "git":
+        words = [a for a in args if not a.startswith("-")]
+        if words[:1] == ["clone"] and len(words) >= 3:
+            d.write_target(words[2].rstrip("/") + "/x", cmd, ctx)
+        return
+    if "install" not in args and "i" not in args and "add" not in args:
+        return
+    for i, a in enumerate(args):
+        opt, eq, value = a.partition("=")
+        if opt in ("--prefix", "--target", "--root", "-t", "--global-dir"):
+            v = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+            if v:
+                d.write_target(v.rstrip("/") + "/x", cmd, ctx)
+
+
 # -- network down, accounts, kernel, unmounts
 
 
