@@ -101,7 +101,22 @@ def _h_find(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
         i += 1
     expr = args[i:]
     paths = paths or ["."]
-    filtered = any(e in FIND_FILTERS for e in expr)
+    # ``-name '*'`` (and -path/-wholename '*') filter nothing: find still reaches every file
+    filtered = any(
+        e in FIND_FILTERS and not (e in ("-name", "-iname", "-path", "-ipath", "-wholename") and expr[n + 1 : n + 2] in (["*"], ["*.*"], [".*"]))
+        for n, e in enumerate(expr)
+    )
+    destroyer = _find_exec_destroyer(expr)
+    if destroyer and "-delete" not in expr:
+        for p in paths:
+            cls = delete_class(p, cmd.cwd)
+            where = normalize_path(p, cmd.cwd)
+            if destroyer == "perm" and cls in ("root", "sysdir", "system"):
+                d.add(ctx, "chmod_recursive_system", cmd.text, f"find runs chmod/chown on every file under {where}.")
+            elif destroyer == "delete" and cls in ("root", "home", "sysdir") and not filtered:
+                d.add(ctx, "find_delete_root", cmd.text, f"find destroys every file under {where}, one by one.")
+            elif destroyer == "delete" and cls in ("root", "home", "sysdir", "system"):
+                d.add(ctx, "rm_system_path", cmd.text, f"find destroys the matching files under {where}.")
     if "-delete" in expr:
         for p in paths:
             target = p if not filtered else posixpath.join(p, UNKNOWN + "x")
@@ -124,6 +139,32 @@ def _h_find(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
                 d.command(Cmd(argv, [frozenset()] * len(argv), cmd.text, cwd=cmd.cwd), ctx)
             j = k
         j += 1
+
+
+_FIND_DESTROYERS = frozenset({"rm", "unlink", "shred", "srm", "wipe", "truncate", "rmdir"})
+
+
+def _find_exec_destroyer(expr: list[str]) -> str:
+    """What ``find -exec``/``-execdir``/``-ok`` does to each file it reaches, if it destroys: "delete"
+    (rm, unlink, shred, truncate, a shell emptying ``$1``) or "perm" (chmod/chown). find recurses,
+    so a non-recursive destroyer still reaches every file."""
+    for j, e in enumerate(expr):
+        if e not in ("-exec", "-execdir", "-ok", "-okdir") or j + 1 >= len(expr):
+            continue
+        sub = expr[j + 1 :]
+        prog = sub[0].rsplit("/", 1)[-1]
+        while prog in ("sudo", "env", "nice", "nohup", "command") and len(sub) > 1:
+            sub = sub[1:]
+            prog = sub[0].rsplit("/", 1)[-1]
+        if prog in _FIND_DESTROYERS:
+            return "delete"
+        if prog in ("chmod", "chown", "chgrp", "setfacl"):
+            return "perm"
+        if prog in ("sh", "bash", "dash", "zsh") and "-c" in sub[:3]:
+            code = sub[sub.index("-c") + 1] if sub.index("-c") + 1 < len(sub) else ""
+            if re.search(r"(?:^|[;&|\s])(?::\s*)?>\s*\"?\$(?:1|@|\{1\})|\b(?:rm|shred|truncate|unlink)\b", code):
+                return "delete"
+    return ""
 
 
 FIND_FILTERS = frozenset(
