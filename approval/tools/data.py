@@ -148,11 +148,19 @@ def _h_redis(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
             "--pipe-timeout",
         },
     )
-    words = [o.lower() for o in ops[:2]]
+    words = [o.lower() for o in ops[:3]]
     if words[:1] and words[0] in ("flushall", "flushdb"):
         d.add(ctx, "redis_flush", cmd.text)
-    elif words[:1] == ["shutdown"]:
-        d.add(ctx, "service_stop", cmd.text)
+    elif words[:1] == ["shutdown"] or words[:2] == ["debug", "segfault"] or words[:2] == ["debug", "crash-and-recover"]:
+        d.add(ctx, "service_stop", cmd.text, f"redis {' '.join(words[:2])} stops or crashes the server.")
+    elif words[:2] in (["function", "flush"], ["script", "flush"]):
+        d.add(ctx, "redis_flush", cmd.text, f"{' '.join(words[:2]).upper()} deletes every stored function or script.")
+    elif words[:2] == ["config", "set"] and words[2:3] in (["dir"], ["dbfilename"]):
+        d.add(ctx, "system_write", cmd.text, "CONFIG SET dir/dbfilename lets the server write its dump anywhere.")
+    elif words[:1] and words[0] in ("eval", "evalsha", "eval_ro", "fcall") and any(
+        re.search(r"(?i)redis\.(?:p?call)\s*\(\s*['\"](?:flushall|flushdb|shutdown)", a) for a in ops[1:2]
+    ):
+        d.add(ctx, "redis_flush", cmd.text, "The Lua script flushes the database or stops the server.")
     for t in _stdin_texts(cmd):
         if re.search(r"(?im)^\s*(flushall|flushdb)\b", t):
             d.add(ctx, "redis_flush", cmd.text)
@@ -163,9 +171,23 @@ def _h_mongo(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     """Mongo shells: their ``--eval`` code and stdin are judged for ``dropDatabase()``, ``.drop()`` and
     ``deleteMany({})`` by the SQL/data readers."""
     texts = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--eval"] + _stdin_texts(cmd)
+    texts += [a.split("=", 1)[1] for a in args if a.startswith("--eval=")]
     for t in texts:
-        for f in inline.mongo_findings(t):
+        found = inline.mongo_findings(t)
+        for f in found:
             d.add(ctx, f.rule, cmd.text)
+        m = None if found else _MONGO_MORE.search(t)
+        if m:
+            d.add(ctx, "mongo_drop", cmd.text, f"The Mongo code {m.group(0)[:60]} drops or empties data, or stops the server.")
+
+
+# Mongo spellings the shared reader misses: always-true filters, remove({}, …), bulk deletes with an
+# empty filter, dropDatabase/drop/shutdown through runCommand/adminCommand.
+_MONGO_MORE = re.compile(
+    r"\.(?:deleteMany|remove)\s*\(\s*\{\s*(?:\w+\s*:\s*\{\s*\$(?:exists\s*:\s*(?:true|1)|ne\s*:\s*(?:null|-1))\s*\}\s*)?\}\s*[,)]"
+    r"|deleteMany\s*:\s*\{\s*filter\s*:\s*\{\s*\}"
+    r"|\.(?:runCommand|adminCommand)\s*\(\s*\{\s*['\"]?(?:dropDatabase|drop|shutdown|dropAllUsersFromDatabase|dropAllRolesFromDatabase)['\"]?\s*:"
+)
 
 
 @handles(
