@@ -552,7 +552,7 @@ def _peel_capsh(name: str, argv: list[str]) -> Peeled:
     return ([shell, *rest] if rest else [shell, "-i"]), False
 
 
-def _peel_after_dashes(*exec_options: str) -> Peeler:
+def _peel_after_dashes(*exec_options: str) -> Callable[[str, list[str]], Peeled]:
     """A wrapper that runs what follows ``--`` (or one of ``exec_options``): ``distrobox-enter box --
     cmd``, ``lxc-attach -n c -- cmd``; without them it opens a shell there (nothing the gate sees)."""
 

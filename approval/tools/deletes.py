@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from ..commands import (
     getopt,
     opt_values,
-    option_value,
     short_flags,
     split_options,
 )
@@ -271,7 +270,8 @@ def _h_mv(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd,
     """``mv`` of a system directory or the home away (the system breaks), or into a system path (a write)."""
     p = getopt(args, "tS", _COPY_LONGS, ("--target-directory", "--suffix", "--backup"))
     ops = p[1]
-    target_dir = (opt_values(p, "-t", "--target-directory") or [None])[-1]
+    dirs = opt_values(p, "-t", "--target-directory")
+    target_dir = dirs[-1] if dirs else None
     sources = ops if target_dir else ops[:-1]
     dest = target_dir or (ops[-1] if len(ops) >= 2 else None)
     for s in sources:
@@ -296,7 +296,8 @@ def _h_copy(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
         if name != "ln" else ("--target-directory", "--suffix", "--backup"),
     )
     ops = p[1]
-    target_dir = (opt_values(p, "-t", "--target-directory") or [None])[-1]
+    dirs = opt_values(p, "-t", "--target-directory")
+    target_dir = dirs[-1] if dirs else None
     if target_dir:
         d.write_target(target_dir, cmd, ctx)
     elif name == "install" and any(o in ("-d", "--directory") for o, _ in p[0]):
