@@ -432,6 +432,50 @@ def _h_cloud(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
         d.add(ctx, "cloud_delete", cmd.text, f"{name} {' '.join(ops[:4])} deletes cloud resources.")
 
 
+@also("aws", "az", "gcloud")
+def _h_cloud_run_command(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Commands run on remote machines by cloud run-command services are judged as themselves:
+    ``aws ssm send-command --parameters 'commands=[…]'``, ``az vm run-command invoke --scripts …``,
+    ``gcloud compute ssh vm --command …``."""
+    texts: list[str] = []
+    if name == "aws" and "send-command" in args:
+        for v in _opt_value(args, "", "--parameters"):
+            texts += re.findall(r'"((?:[^"\\]|\\.)*)"', v.split("=", 1)[1] if "=" in v else v)
+    elif name == "az" and "run-command" in args:
+        i = args.index("--scripts") if "--scripts" in args else -1
+        texts += [a for a in args[i + 1 :] if not a.startswith("-")][:8] if i >= 0 else []
+    elif name == "gcloud" and "ssh" in args:
+        texts += _opt_value(args, "", "--command")
+    for t in texts:
+        d.payload(ctx, t, frozenset(), cmd.text)
+
+
+@handles("ansible", "salt", "salt-ssh", "pssh", "parallel-ssh", "pdsh", "clush", "mussh")
+def _h_fleet(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Fleet runners: the command they run on every host is judged as itself (``ansible all -a CMD``,
+    ``-m shell|command|raw -a CMD``, ``salt '*' cmd.run CMD``, ``pssh -h hosts CMD``, ``pdsh -w h CMD``)."""
+    texts: list[str] = []
+    if name == "ansible":
+        module = (_opt_value(args, "-m", "--module-name") or ["command"])[-1]
+        if module in ("shell", "command", "raw", "ansible.builtin.shell", "ansible.builtin.command",
+                      "ansible.builtin.raw", "script"):
+            texts += _opt_value(args, "-a", "--args")
+    elif name in ("salt", "salt-ssh"):
+        ops = [a for a in args if not a.startswith("-")]
+        for i, o in enumerate(ops):
+            if o in ("cmd.run", "cmd.run_all", "cmd.shell", "cmd.script", "cmd.exec_code") and i + 1 < len(ops):
+                texts.append(" ".join(ops[i + 1 :]))
+                break
+    else:
+        with_arg = {"-h", "-H", "-l", "-p", "-t", "-o", "-e", "-O", "-x", "-X", "-w", "-g", "-R", "-f", "-u", "-b",
+                    "--hosts", "--host", "--user", "--par", "--timeout", "--outdir", "--errdir", "--option"}
+        _, ops = split_options(args, with_arg)
+        if ops:
+            texts.append(" ".join(ops))
+    for t in texts:
+        d.payload(ctx, t, frozenset(), cmd.text)
+
+
 # aws options that take no value (the others take the next word: ``--profile prod``, ``--region x``)
 _AWS_FLAGS = frozenset(
     "--debug --no-verify-ssl --no-paginate --no-sign-request --no-cli-pager --cli-auto-prompt --no-cli-auto-prompt "
