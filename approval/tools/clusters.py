@@ -59,6 +59,11 @@ def _h_docker(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
     if words[:1] == ["compose"]:
         words = words[1:]
         name = "docker-compose"
+    if words[:2] in (["stack", "rm"], ["stack", "remove"], ["stack", "down"]) or (
+        words[:2] == ["swarm", "leave"] and any(a in ("-f", "--force") for a in args)
+    ) or (words[:2] in (["service", "rm"], ["service", "remove"]) and (any(UNKNOWN in w for w in words[2:]) or _fed_by_listing(cmd))):
+        d.add(ctx, "container_mass_delete", cmd.text, f"{name} {' '.join(words[:2])} removes every service of a stack or swarm.")
+        return
     if name in ("docker-compose", "podman-compose"):
         if words[:1] == ["down"] and any(a in ("-v", "--volumes", "--rmi") for a in args):
             d.add(ctx, "container_mass_delete", cmd.text, "compose down -v deletes the project's volumes.")
@@ -151,6 +156,8 @@ def _h_kubectl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
     res = ops[1] if len(ops) > 1 else ""
     everything = any(a in ("--all", "-A", "--all-namespaces") for a in args) or "all" in ops[1:2]
     if everything or res.split("/")[0] in (
+        "project",
+        "projects",
         "namespace",
         "namespaces",
         "ns",
@@ -315,7 +322,8 @@ def _h_iac(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd
 
 
 _CLOUD_VERB = re.compile(
-    r"^(?:delete|destroy|terminate|purge|rb|remove|delete-\S+|terminate-\S+|destroy-\S+|remove-\S+|apps:destroy|pg:reset|[a-z-]+:destroy|[a-z-]+:delete|deprovision)$"
+    r"^(?:delete|destroy|terminate|purge|rb|remove|delete-\S+|terminate-\S+|destroy-\S+|remove-\S+|apps:destroy|pg:reset|[a-z-]+:destroy|[a-z-]+:delete|deprovision"
+    r"|schedule-key-deletion|disable-key|deregister-\S+)$"
 )
 
 
@@ -528,6 +536,10 @@ def _h_kube_more(d: Detector, name: str, args: list[str], kinds: list[Kinds], cm
     if not ops:
         return
     verb = ops[0]
+    if verb == "apply" and "--prune" in args and any(a in ("--all", "--all=true") for a in args):
+        d.add(ctx, "cluster_delete", cmd.text, "kubectl apply --prune --all deletes every resource missing from the files.")
+    elif verb == "taint" and "--all" in args and any(o.endswith((":NoExecute", ":NoSchedule")) for o in ops):
+        d.add(ctx, "workload_stop", cmd.text, "Taints every node: pods are evicted or cannot be scheduled.")
     if verb == "scale":
         reps = _opt_value(opts, "", "--replicas")
         if any(r.strip() in ("0", "00") or UNKNOWN in r for r in reps):

@@ -148,7 +148,9 @@ def _judge_config(d: Detector, key: str, value: str, cmd: Cmd, ctx: Ctx) -> None
     """git configuration that turns later commands destructive: ``clean.requireForce false``, a
     mirror or forced push refspec, an alias for a dangerous command (judged as what it runs)."""
     low = value.lower()
-    if key == "clean.requireforce" and low in ("false", "0", "no", "off"):
+    if key == "init.templatedir" and value:
+        d.add(ctx, "persistence_write", cmd.text, "init.templateDir seeds every new or cloned repository's hooks from it.")
+    elif key == "clean.requireforce" and low in ("false", "0", "no", "off"):
         d.add(ctx, "git_clean_force", cmd.text, "Turns off clean.requireForce: git clean then deletes without -f.")
     elif re.fullmatch(r"remote\..+\.mirror", key) and low in ("true", "1", "yes", "on") or (
         re.fullmatch(r"remote\..+\.push|push\.default", key) and value.startswith("+")
