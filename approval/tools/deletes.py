@@ -65,6 +65,22 @@ def _judge_delete(
         )
     elif cls == "unresolved" and recursive:
         d.add(ctx, "rm_unresolved_path", cmd.text)
+    elif recursive and UNKNOWN not in target:
+        path = normalize_path(target, cmd.cwd).rstrip("/")
+        top = re.fullmatch(r"~/([^/*?\[]+)", path)
+        if top and top.group(1) not in _HOME_CACHES:
+            d.add(ctx, "rm_system_path", cmd.text, f"Deletes {path}, a whole top-level directory of the home (user data).")
+        elif path == ".git" or path.endswith("/.git"):
+            d.add(ctx, "rm_system_path", cmd.text, "Deletes a repository's .git: its whole history and every unpushed commit.")
+
+
+# Top-level home directories that only hold caches and tools: deleting them loses nothing of the user's.
+_HOME_CACHES = frozenset(
+    {".cache", ".npm", ".yarn", ".pnpm-store", ".gradle", ".m2", ".cargo", ".rustup", ".nvm", ".node-gyp", ".ccache",
+     ".bundle", ".gem", ".pyenv", ".rbenv", ".virtualenvs", ".pip", ".composer", ".cpan", ".cpanm", ".deno", ".bun",
+     ".expo", ".vscode-server", "tmp", ".tmp", ".Trash", ".sbt", ".ivy2", ".stack", ".cabal", ".julia", ".conda",
+     ".mypy_cache", ".pytest_cache", ".terraform.d", ".docker", ".minikube", ".kind", ".vagrant.d", ".local"}
+)
 
 
 @handles("shred", "wipe", "nwipe", "scrub")
