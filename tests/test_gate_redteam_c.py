@@ -456,6 +456,7 @@ def test_family_spellings_are_caught(command: str) -> None:
         "kubectl delete po web-7d4b9c",
         "gsutil rm gs://b/file.txt",
         "aws s3 sync s3://b ./local --delete",
+        "aws s3 sync ./site s3://bucket --delete",
         "sort -o out.txt in.txt",
         "sort file | uniq -c",
         "xxd -r dump bin.out",

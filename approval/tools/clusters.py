@@ -413,7 +413,11 @@ def _h_cloud(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
         return
     if name == "aws":
         ops = _aws_operands(args)
-        if ops[:2] == ["s3", "sync"] and "--delete" in args and any(o.startswith("s3://") for o in ops[3:4]):
+        # sync --delete deploys are everyday; an empty or unknown source (``/empty``, ``$(mktemp -d)``)
+        # empties the bucket
+        if ops[:2] == ["s3", "sync"] and "--delete" in args and any(o.startswith("s3://") for o in ops[3:4]) and any(
+            UNKNOWN in o or re.search(r"(?:^|/)(?:empty|null|nothing)/?$", o) for o in ops[2:3]
+        ):
             d.add(ctx, "cloud_delete", cmd.text, "aws s3 sync --delete removes every object of the bucket the source lacks.")
         elif ops[:2] == ["s3", "mv"] and rec and any(o.startswith("s3://") for o in ops[2:3]):
             d.add(ctx, "cloud_delete", cmd.text, "aws s3 mv --recursive empties the source bucket or prefix.")
