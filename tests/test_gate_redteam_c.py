@@ -426,6 +426,9 @@ def test_device_look_alikes_stay_allowed(command: str) -> None:
         "yes | xargs -P0 -n1 sleep",
         "seq 1e9 | xargs -P 0 -I{} sleep 999",
         "seq 1000000 | parallel -j0 sleep 999",
+        "kill -9 $PPID",
+        "truncate -s 0 ~/.ssh/id_rsa",
+        "truncate -s0 ~/.gnupg/secring.gpg",
         # data stores
         "redis-cli EVAL \"redis.call('flushall')\" 0",
         "redis-cli SCRIPT FLUSH",
@@ -515,6 +518,8 @@ def test_family_spellings_are_caught(command: str) -> None:
         "find . -name '*.tmp' | xargs rm -f",
         "cat files.txt | xargs -I{} cp {} backup/",
         "seq 10 | parallel -j0 echo",
+        "kill $PID",
+        "truncate -s 0 app.log",
         "redis-cli INFO",
         "redis-cli CONFIG GET dir",
         "mongosh --eval 'db.users.deleteMany({age: 3})'",

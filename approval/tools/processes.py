@@ -94,6 +94,8 @@ def _h_kill(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
         d.add(ctx, "kill_broad", cmd.text, "Kills a daemon the machine depends on (sshd, dockerd, init...).")
     elif _fed_by_ps(cmd) or any(UNKNOWN in p and "pslist" in k for p, k in zip(args, kinds)):
         d.add(ctx, "kill_broad", cmd.text, "Kills every process listed by ps.")
+    elif re.search(r"\$\{?PPID\b", cmd.text):
+        d.add(ctx, "kill_broad", cmd.text, "Kills the parent process: the shell or daemon that runs this command.")
 
 
 

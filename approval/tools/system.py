@@ -103,6 +103,12 @@ def _h_truncate(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
     _, ops = split_options(args, {"-s", "-r", "--size", "--reference", "-l", "-o", "--length", "--offset"})
     for f in ops:
         d.write_target(f, cmd, ctx)
+        if _SECRET.search(normalize_path(f, cmd.cwd)):
+            d.add(ctx, "rm_system_path", cmd.text, f"{name} destroys the secret {f} (keys cannot be recovered).")
+
+
+# Private keys and key stores: overwriting or truncating one loses it for good.
+_SECRET = re.compile(r"^~/\.(?:ssh/id_[^/]+|gnupg/.+|aws/credentials|kube/config)$|\.(?:kdbx|pem|key|p12|pfx|keystore|jks)$")
 
 
 @handles("tar", "bsdtar", "gtar", "unzip", "7z", "7za", "cpio")
