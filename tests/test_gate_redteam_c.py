@@ -56,6 +56,9 @@ WRAPPERS = [
     "setarch x86_64 {}",
     "systemd-cat -t tag {}",
     "chronic {}",
+    "gdb -batch -ex run --args {}",
+    "lldb -- {}",
+    "rr record {}",
 ]
 
 

@@ -26,7 +26,7 @@ from ..makefiles import makefile_recipes
 from ..model import UNKNOWN, Cmd, Kinds
 from ..paths import delete_class
 from ..words import echo_output
-from .base import HANDLERS, Ctx, Examples, handles
+from .base import HANDLERS, Ctx, Examples, also, handles
 from .clusters import _fed_by_listing
 from .deletes import FIND_FILTERS, RM_NAMES, _rm_recursive
 from .processes import _fed_by_ps
@@ -374,6 +374,23 @@ def _h_xargs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     if not empty:
         argv = [s.replace(replace, item) for s in sub] if replace else sub + [item]
         d.command(Cmd(argv, [mass] * len(argv), cmd.text, upstream=cmd.upstream, cwd=cmd.cwd), ctx)
+
+
+@also("gdb", "cgdb", "gdb-multiarch", "lldb", "rr")
+def _h_debugger_args(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``gdb [-batch -ex run] --args prog args``, ``lldb -- prog args``, ``rr record prog args``: the
+    debugged program runs with those arguments; judged as itself (the -ex/-o scripts are judged by
+    the handoff module)."""
+    sep = "--args" if name in ("gdb", "cgdb", "gdb-multiarch") else "--"
+    if name == "rr" and args[:1] == ["record"]:
+        rest = [a for a in args[1:] if not a.startswith("-")]
+        sub = args[args.index(rest[0]) :] if rest else []
+    elif sep in args:
+        sub = args[args.index(sep) + 1 :]
+    else:
+        return
+    if sub:
+        d.command(Cmd(sub, [frozenset()] * len(sub), cmd.text, cwd=cmd.cwd), ctx)
 
 
 @handles("parallel")
