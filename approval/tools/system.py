@@ -205,7 +205,9 @@ def _breaking_mode(mode: str, target: str, cwd: str | None) -> bool:
     world_writable = bool(numeric and int(mode[-1]) & 2) or bool(
         re.search(r"(?:^|,)[ugo]*[oa][ugo]*[+=][rwxXst]*w", mode) or re.fullmatch(r"[+=]?rw?x?w", mode)
     )
-    locked = bool(numeric and int(mode, 8) & 0o700 == 0) or bool(re.search(r"(?:^|,)[ua]*-[rwxXst]*[rx]", mode))
+    locked = bool(numeric and int(mode, 8) & 0o700 == 0) or bool(
+        re.search(r"(?:^|,)[ua]*-[rwxXst]*[rx]|(?:^|,)[ugo]*[ua][ugo]*=(?:,|$)|^=$", mode)
+    )
     if critical and (world_writable or locked):
         return True
     return bool(_BIN_DIR.match(path) and re.search(r"(?:^|,)[ugoa]*-[rwXst]*x|^0+$", mode))
