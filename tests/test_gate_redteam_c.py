@@ -413,6 +413,7 @@ def test_device_look_alikes_stay_allowed(command: str) -> None:
         "rm -rf $HOME/work",
         "rm -rf .git",
         "rm -rf ./.git",
+        "find . -name .git -exec rm -rf {} +",
         "git config --global init.templateDir /tmp/t",
         # more clusters
         "oc delete project prod",
@@ -511,6 +512,7 @@ def test_family_spellings_are_caught(command: str) -> None:
         "rm -rf ~/.cache/pip",
         "rm -rf .github",
         "rm -rf node_modules",
+        "find . -name node_modules -exec rm -rf {} +",
         "git config --global init.defaultBranch main",
         "oc get projects",
         "kubectl apply -f k8s/",

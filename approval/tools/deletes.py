@@ -121,6 +121,9 @@ def _h_find(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
         e in FIND_FILTERS and not (e in ("-name", "-iname", "-path", "-ipath", "-wholename") and expr[n + 1 : n + 2] in (["*"], ["*.*"], [".*"]))
         for n, e in enumerate(expr)
     )
+    # ``-name .git`` (a literal, no glob): the files reached are named that
+    names = [expr[n + 1] for n, e in enumerate(expr[:-1]) if e in ("-name", "-iname")]
+    literal_name = names[0] if len(names) == 1 and not re.search(r"[*?\[]", names[0]) else ""
     destroyer = _find_exec_destroyer(expr)
     if destroyer and "-delete" not in expr:
         for p in paths:
@@ -149,7 +152,7 @@ def _h_find(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
                 sub.append(expr[k])
                 k += 1
             for p in paths[:4]:
-                target = p if not filtered else posixpath.join(p, "x" + UNKNOWN)
+                target = p if not filtered else posixpath.join(p, literal_name or "x" + UNKNOWN)
                 argv = [target if s == "{}" else s.replace("{}", target) for s in sub]
                 d.command(Cmd(argv, [frozenset()] * len(argv), cmd.text, cwd=cmd.cwd), ctx)
             j = k
