@@ -293,7 +293,9 @@ def _h_iac(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd
     ``serverless remove``): every resource the stack manages is deleted."""
     ops = [a for a in args if not a.startswith("-")]
     hit = "destroy" in ops[:3] or (ops[:2] == ["workspace", "delete"] and any(a in ("-force", "--force") for a in args)) or (
-        name in ("terraform", "tofu", "opentofu", "terragrunt", "tf") and "apply" in ops[:2] and _tf_destroy(args, cmd)
+        name in ("terraform", "tofu", "opentofu", "terragrunt", "tf")
+        and ("apply" in ops[:2] or "plan" in ops[:2] and any(a.startswith(("-out", "--out")) for a in args))
+        and _tf_destroy(args, cmd)
     )
     hit = (
         hit
