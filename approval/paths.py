@@ -125,7 +125,7 @@ HOME_SENSITIVE = frozenset(
 _PERSIST_HOME = re.compile(
     r"^~/(\.(bash_profile|bashrc|bash_login|bash_logout|bash_aliases|profile|zshrc|zshenv|zprofile|zlogin|zlogout"
     r"|kshrc|mkshrc|cshrc|tcshrc|login|xinitrc|xprofile|xsession|xsessionrc|pam_environment)"
-    r"|\.ssh/(authorized_keys2?|rc|environment|config)"
+    r"|\.ssh/(authorized_keys2?|rc|environment|config|id_[^/.]+)"
     r"|\.config/(fish/(config\.fish|conf\.d/.*)|autostart(/.*)?|systemd/user(/.*)?|environment\.d/.*)"
     r"|\.local/share/systemd/user(/.*)?|Library/LaunchAgents(/.*)?"
     # settings whose values run code or choose where code comes from: git aliases/pagers/hooks,

@@ -434,6 +434,8 @@ def test_device_look_alikes_stay_allowed(command: str) -> None:
         "seq 1000000 | parallel -j0 sleep 999",
         "kill -9 $PPID",
         "truncate -s 0 ~/.ssh/id_rsa",
+        "> ~/.ssh/id_rsa",
+        "echo x > ~/.ssh/id_ed25519",
         "truncate -s0 ~/.gnupg/secring.gpg",
         # SQL always-true WHERE, CTE deletes, dynamic SQL
         'psql -c "DELETE FROM users WHERE 1 <> 2"',
@@ -538,6 +540,9 @@ def test_family_spellings_are_caught(command: str) -> None:
         "seq 10 | parallel -j0 echo",
         "kill $PID",
         "truncate -s 0 app.log",
+        "chmod 600 ~/.ssh/id_ed25519",
+        "ssh-keygen -t ed25519 -f ~/.ssh/id_ed25519",
+        "cat ~/.ssh/id_rsa.pub > key.pub",
         "psql -c 'DELETE FROM users WHERE id = 3'",
         "psql -c \"DELETE FROM users WHERE name = 'x' AND 1=1\"",
         "psql -c 'UPDATE t SET a=1 WHERE id IN (SELECT id FROM other)'",
