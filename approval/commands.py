@@ -112,6 +112,86 @@ def split_options(
     return opts, ops
 
 
+Parsed = tuple[list[tuple[str, str | None]], list[str]]
+"""Options as (canonical name, value or None) in order, and the operands."""
+
+
+def getopt(
+    args: list[str],
+    short_with_arg: str = "",
+    longs: Iterable[str] = (),
+    long_with_arg: Iterable[str] = (),
+    permute: bool = True,
+    single_dash_long: bool = False,
+) -> Parsed:
+    """Parse ``args`` the way getopt_long (and git's parse-options) does.
+
+    Short options cluster and take attached values (``-Rfv``, ``-O/etc/passwd``, ``-qO x``,
+    ``-C/``); a long option may be any unique prefix of a known one (``--ha`` is ``--hard``,
+    ``--force-w`` ``--force-with-lease``) and takes ``=value`` or, if it needs one, the next word;
+    ``--`` ends the options; with ``permute`` options after operands still count (``rm / -rf``).
+    ``short_with_arg`` lists the letters whose option takes a value.  With ``single_dash_long``
+    (Go's flag package, terraform) ``-destroy`` is ``--destroy``.  Names come back canonical:
+    ``-f``, ``--force-with-lease``; an unknown or ambiguous long option as written.
+    """
+    needs = set(long_with_arg)
+    known = sorted(set(longs) | needs)
+    opts: list[tuple[str, str | None]] = []
+    ops: list[str] = []
+    i = 0
+    n = len(args)
+    while i < n:
+        a = args[i]
+        i += 1
+        if a == "--":
+            ops.extend(args[i:])
+            break
+        if single_dash_long and a.startswith("-") and not a.startswith("--") and len(a) > 2:
+            a = "-" + a
+        if a.startswith("--") and len(a) > 2:
+            name, eq, value = a.partition("=")
+            if name not in known:
+                cands = [k for k in known if k.startswith(name)]
+                if len(cands) == 1:
+                    name = cands[0]
+            if eq:
+                opts.append((name, value))
+            elif name in needs and i < n:
+                opts.append((name, args[i]))
+                i += 1
+            else:
+                opts.append((name, None))
+            continue
+        if a.startswith("-") and len(a) > 1:
+            for j, ch in enumerate(a[1:], 1):
+                if ch in short_with_arg:
+                    if j + 1 < len(a):
+                        opts.append(("-" + ch, a[j + 1 :]))
+                    elif i < n:
+                        opts.append(("-" + ch, args[i]))
+                        i += 1
+                    else:
+                        opts.append(("-" + ch, None))
+                    break
+                opts.append(("-" + ch, None))
+            continue
+        ops.append(a)
+        if not permute:
+            ops.extend(args[i:])
+            break
+    return opts, ops
+
+
+def has_opt(parsed: Parsed, *names: str) -> bool:
+    """Whether a :func:`getopt` result carries one of ``names`` (``-f``, ``--force``)."""
+    return any(o in names for o, _ in parsed[0])
+
+
+def opt_values(parsed: Parsed, *names: str) -> list[str]:
+    """The values given to ``names`` in a :func:`getopt` result."""
+    return [v for o, v in parsed[0] if o in names and v is not None]
+
+
 def short_flags(opts: list[str]) -> set[str]:
     """All single-letter flags present in clusters like ``-rf``."""
     flags: set[str] = set()
@@ -188,22 +268,22 @@ WRAPPERS: dict[str, WrapperSpec] = {
     "stdbuf": _w("-i -o -e", "--input --output --error"),
     "setsid": _w(),
     "chroot": _w("", "--userspec --groups", skip=1),
-    "unshare": _w(),
-    "nsenter": _w("-t -S -G", "--target --setuid --setgid"),
+    "unshare": _w("-S -G -R -w", "--setuid --setgid --root --wd --map-user --map-group --map-users --map-groups"),
+    "nsenter": _w("-t -S -G", "--target --setuid --setgid --user-parent"),
     "firejail": _w(),
     "caffeinate": _w("-t -w"),
     "strace": _w("-o -e -p -s -u -E -a -b -I -O -P -S -X"),
     "ltrace": _w("-o -e -p -s -u -a -n"),
-    "valgrind": _w(),
+    "valgrind": _w("", "--tool --log-file --suppressions"),
     "chrt": _w("", "", skip=1),
     "taskset": _w("", "", skip=1),
     "numactl": _w("-C -N -m -p -i -P"),
     "proxychains": _w("-f"),
     "proxychains4": _w("-f"),
-    "torsocks": _w(),
+    "torsocks": _w("-u -p -a -P", "--user --pass --address --port"),
     "torify": _w(),
     "tsocks": _w(),
-    "fakeroot": _w(),
+    "fakeroot": _w("-l -s -i -b", "--lib --faked"),
     "eatmydata": _w(),
     "catchsegv": _w(),
     "unbuffer": _w(),
@@ -214,7 +294,7 @@ WRAPPERS: dict[str, WrapperSpec] = {
     ),
     "systemd-inhibit": _w("", "--what --who --why --mode"),
     "dbus-run-session": _w(),
-    "xvfb-run": _w("-n -s -f -e -p"),
+    "xvfb-run": _w("-n -s -f -e -p -w", "--server-num --server-args --auth-file --error-file --xauth-protocol --wait"),
     "gosu": _w("", "", skip=1),
     "su-exec": _w("", "", skip=1),
     "setpriv": _w(
@@ -238,7 +318,6 @@ WRAPPERS: dict[str, WrapperSpec] = {
     "pipx": _w(),
     "entr": _w(),
     "flatpak-spawn": _w(),
-    "distrobox-enter": _w(),
     "with-contenv": _w(),
     "s6-setuidgid": _w("", "", skip=1),
     "runcon": _w(),
@@ -260,6 +339,58 @@ WRAPPERS: dict[str, WrapperSpec] = {
     "ts": _w("-L -D -N -S -E", ""),
     "daemonize": _w("-a -c -e -E -o -p -l -u", ""),
     "sem": _w("-j --id", "--jobs --id"),
+    # rate, CPU and resource limiters, privilege droppers and sandboxes (daemontools, runit, s6...):
+    # each runs the rest of its argv as a command
+    "cpulimit": _w("-l -c -m", "--limit --cpu"),
+    "trickle": _w("-d -u -w -t -l -n"),
+    "trickled": _w("-d -u -w -t -l -n -c -p -N"),
+    "softlimit": _w("-m -d -s -l -a -o -p -f -c -r -t"),
+    "setuidgid": _w("", "", skip=1),
+    "envuidgid": _w("", "", skip=1),
+    "envdir": _w("", "", skip=1),
+    "pgrphack": _w(),
+    "setlock": _w("", "", skip=1),
+    "s6-envdir": _w("", "", skip=1),
+    "s6-envuidgid": _w("", "", skip=1),
+    "s6-applyuidgid": _w("-u -g -G -U"),
+    "s6-softlimit": _w("-a -c -d -f -l -m -o -p -r -s -t"),
+    "s6-setsid": _w(),
+    "dbus-launch": _w("", "--autolaunch --config-file"),
+    "proot": _w("-r -b -m -w -k -q -v", "--rootfs --bind --mount --pwd --cwd --kernel-release --qemu --verbose"),
+    "schroot": _w("-c -u -d -n", "--chroot --user --directory --session-name"),
+    "bwrap": _w("", "--args --userns --userns2 --pidns --uid --gid --hostname --chdir --unsetenv --lock-file --sync-fd "
+                "--seccomp --add-seccomp-fd --info-fd --json-status-fd --block-fd --userns-block-fd --remount-ro "
+                "--proc --dev --tmpfs --mqueue --dir --exec-label --file-label --cap-add --cap-drop --perms --size "
+                "--chmod"),
+    "nsjail": _w("-M -c -H -D -u -g -R -B -T -t -E -L -P", "--mode --config --hostname --cwd --user --group "
+                 "--bindmount_ro --bindmount --tmpfsmount --time_limit --env --log --seccomp_policy --chroot"),
+    "aa-exec": _w("-p -n", "--profile --namespace"),
+    "setarch": _w("", "", skip=1),
+    "linux32": _w(),
+    "linux64": _w(),
+    "systemd-cat": _w("-t -p", "--identifier --priority --stderr-priority"),
+    "chronic": _w(),
+    "ifne": _w(),
+    "lckdo": _w("-w", ""),
+    "nq": _w("-c", ""),
+    "tsp": _w("-L -D -N", ""),
+    "retry": _w("-t -d -m -x", "--tries --delay --min --max --until"),
+    "ccache": _w(),
+    "sccache": _w(),
+    "distcc": _w(),
+    "icecc": _w(),
+    "mpirun": _w(
+        "-n -np -N -c -H -x -host -hostfile -machinefile -wdir -ppn -f -genv -env -npernode -npersocket",
+        "--n --np --host --hostfile --machinefile --map-by --bind-to --rank-by --wdir --prefix --npernode --report-bindings-file",
+    ),
+    "mpiexec": _w(
+        "-n -np -N -c -H -x -host -hostfile -machinefile -wdir -ppn -f -genv -env -npernode -npersocket",
+        "--n --np --host --hostfile --machinefile --map-by --bind-to --rank-by --wdir --prefix --npernode",
+    ),
+    "srun": _w("-n -N -c -p -t -J -o -e -w -A -q -G", "--ntasks --nodes --partition --time --job-name --output "
+               "--error --nodelist --account --qos --gpus --mem --cpus-per-task"),
+    "perf": _w(),  # peeled by _peel_perf
+    "hyperfine": _w(),  # peeled by _peel_hyperfine
 }
 # Run-a-tool subcommands: `bundle exec X`, `poetry run X`...
 SUBCOMMAND_WRAPPERS = {
@@ -290,6 +421,9 @@ SUBCOMMAND_WRAPPERS = {
     "aws-vault": {"exec"},
     "infisical": {"run"},
     "flox": {"activate"},
+    "toolbox": {"run"},
+    "distrobox": {"enter"},
+    "lxc": {"exec"},
 }
 
 
@@ -384,9 +518,104 @@ def _peel_su(name: str, argv: list[str]) -> Peeled:
 
 
 def _peel_sg(name: str, argv: list[str]) -> Peeled | None:
-    """``sg group cmd args`` (and newgrp) runs the words after the group as a shell string."""
+    """``sg [-] group [-c] cmd args`` (and newgrp) runs the words after the group as a shell string."""
     args = argv[1:]
-    return (["sh", "-c", " ".join(args[1:])], True) if len(args) >= 2 else None
+    if args[:1] == ["-"]:
+        args = args[1:]
+    rest = args[1:]
+    if rest[:1] == ["-c"]:
+        rest = rest[1:]
+    return (["sh", "-c", " ".join(rest)], True) if rest else None
+
+
+def _peel_ip(name: str, argv: list[str]) -> Peeled | None:
+    """``ip [opts] netns exec NS cmd`` and ``ip vrf exec NAME cmd`` run ``cmd`` (in another
+    namespace or VRF); ``ip -n NS``/``ip netns`` otherwise run nothing.  Other ``ip`` commands: no wrapper."""
+    args = argv[1:]
+    for i, a in enumerate(args[:-2]):
+        # ip takes unique prefixes: ``ip net e NS cmd`` is ``ip netns exec``
+        if (len(a) >= 3 and "netns".startswith(a) or "vrf".startswith(a)) and a and "exec".startswith(args[i + 1]):
+            return args[i + 3 :], False
+        if not a.startswith("-") and args[i - 1 : i] not in (["-n"], ["-netns"], ["-b"], ["-batch"], ["-rc"]):
+            break  # the object is the first word: ``ip link set netns x`` runs nothing
+    return None
+
+
+def _peel_capsh(name: str, argv: list[str]) -> Peeled:
+    """``capsh [opts] -- args``: a shell (``--shell=``, else bash) runs ``args`` (``-c 'cmd'``, a
+    script); ``capsh --`` alone is an interactive shell; without ``--`` nothing the gate sees runs."""
+    args = argv[1:]
+    if "--" not in args:
+        return [], True
+    shell = next((a.split("=", 1)[1] for a in args if a.startswith("--shell=")), "bash")
+    rest = args[args.index("--") + 1 :]
+    return ([shell, *rest] if rest else [shell, "-i"]), False
+
+
+def _peel_after_dashes(*exec_options: str) -> Callable[[str, list[str]], Peeled]:
+    """A wrapper that runs what follows ``--`` (or one of ``exec_options``): ``distrobox-enter box --
+    cmd``, ``lxc-attach -n c -- cmd``; without them it opens a shell there (nothing the gate sees)."""
+
+    def peel_dashes(name: str, argv: list[str]) -> Peeled:
+        args = argv[1:]
+        for i, a in enumerate(args):
+            if a == "--" or a in exec_options:
+                return args[i + 1 :], False
+        return [], True
+
+    return peel_dashes
+
+
+def _peel_cpulimit(name: str, argv: list[str]) -> Peeled:
+    """``cpulimit -l N [--] cmd`` runs ``cmd``; with ``-p PID``/``-e exe``/``-P path`` it only
+    throttles a running process."""
+    args = argv[1:]
+    with_arg, long_with_arg, _, _ = WRAPPERS[name]
+    i = command_start(args, with_arg | {"-p", "-e", "-P"}, long_with_arg | {"--pid", "--exe", "--path"})
+    if any(a in ("-p", "-e", "-P") or a.startswith(("--pid", "--exe", "--path")) for a in args[:i]):
+        return [], True
+    return args[i:], False
+
+
+def _peel_perf(name: str, argv: list[str]) -> Peeled:
+    """``perf record|stat|trace [opts] [--] cmd`` runs ``cmd``; other perf commands run nothing."""
+    args = argv[1:]
+    if not args or args[0] not in ("record", "stat", "trace", "mem", "c2c", "sched", "kmem", "lock", "kvm"):
+        return [], True
+    rest = args[1:]
+    if "--" in rest:
+        return rest[rest.index("--") + 1 :], False
+    i = command_start(
+        rest,
+        {"-e", "-o", "-p", "-t", "-c", "-F", "-C", "-G", "-u", "-r", "-I", "-m", "-g", "-x", "-j", "-D", "-b"},
+        {"--event", "--output", "--pid", "--tid", "--count", "--freq", "--cpu", "--cgroup", "--uid", "--repeat",
+         "--call-graph", "--field-separator", "--delay", "--mmap-pages", "--filter"},
+    )
+    return rest[i:], False
+
+
+def _peel_hyperfine(name: str, argv: list[str]) -> Peeled:
+    """``hyperfine [opts] 'cmd' ...`` runs each command string (and ``--prepare``/``--setup``/
+    ``--cleanup`` strings) through a shell."""
+    args = argv[1:]
+    takes = {"-w", "-r", "-m", "-M", "-p", "-s", "-c", "-S", "-P", "-L", "-u", "-n", "--warmup", "--runs",
+             "--min-runs", "--max-runs", "--prepare", "--setup", "--cleanup", "--shell", "--parameter-scan",
+             "--parameter-list", "--time-unit", "--command-name", "--export-json", "--export-csv",
+             "--export-markdown", "--export-asciidoc", "--export-orgmode", "--style", "--sort", "--output",
+             "--reference", "--conclude"}
+    scripts: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in takes and i + 1 < len(args):
+            if a in ("-p", "-s", "-c", "--prepare", "--setup", "--cleanup", "--reference", "--conclude"):
+                scripts.append(args[i + 1])
+            i += 2
+            continue
+        if not a.startswith("-"):
+            scripts.append(a)
+        i += 1
+    return (["sh", "-c", "; ".join(scripts)], True) if scripts else ([], True)
 
 
 def _peel_flock(name: str, argv: list[str]) -> Peeled:
@@ -450,6 +679,13 @@ _PEELERS: dict[str, Peeler] = {
     "runuser": _peel_su,
     "sg": _peel_sg,
     "newgrp": _peel_sg,
+    "ip": _peel_ip,
+    "capsh": _peel_capsh,
+    "distrobox-enter": _peel_after_dashes("-e", "--exec"),
+    "lxc-attach": _peel_after_dashes(),
+    "cpulimit": _peel_cpulimit,
+    "perf": _peel_perf,
+    "hyperfine": _peel_hyperfine,
     "flock": _peel_flock,
     "script": _shell_payload("-c", "--command"),
     "nix-shell": _shell_payload("--run", "--command"),
@@ -463,8 +699,14 @@ _PEELERS: dict[str, Peeler] = {
 }
 
 
+WRAPPER_NAMES = frozenset(WRAPPERS) | frozenset(_PEELERS) | frozenset(SUBCOMMAND_WRAPPERS) | {"timeout", "xargs"}
+"""Programs the gate peels as wrappers: a word naming one starts a command."""
+
+
 def _peel_subcommand(name: str, rest: list[str]) -> Peeled:
     """``poetry run X``, ``bundle exec X``, ``nix develop -c X``: ``rest`` follows the subcommand."""
+    if name in ("distrobox", "lxc"):
+        return _peel_after_dashes("-e", "--exec")(name, ["", *rest])
     if name == "nix":
         payload = option_value(rest, ("-c", "--command"))
         if payload is None:
@@ -473,7 +715,8 @@ def _peel_subcommand(name: str, rest: list[str]) -> Peeled:
         return rest[j:], False
     j = command_start(
         rest,
-        {"-n", "-p", "--name", "--prefix", "-e", "--env", "--from", "--with", "--python", "-c", "--config"},
+        {"-n", "-p", "--name", "--prefix", "-e", "--env", "--from", "--with", "--python", "-c", "--config", "-d", "-r",
+         "--container", "--distro", "--release"},
     )
     return rest[j:], False
 
@@ -557,9 +800,21 @@ def classify(cmd: Cmd) -> Kinds:
         kinds.add("pslist")
     elif name in ("pidof", "pgrep") and any(_CRITICAL.search(a) for a in args if not a.startswith("-")):
         kinds.add("critical")
+    elif name == "pgrep" and is_broad_pgrep(args):
+        kinds.add("mass")
     for k in cmd.kinds:
         kinds |= k - {"procsub"}
     return frozenset(kinds)
+
+
+def is_broad_pgrep(args: list[str]) -> bool:
+    """``pgrep .``, ``pgrep -f .*``, ``pgrep -v x``, ``pgrep -P 1``: a list of (nearly) every process."""
+    ops = [a for i, a in enumerate(args) if not a.startswith("-") and args[i - 1 : i] not in (["-P"], ["-u"], ["-U"], ["-g"], ["-G"], ["-s"], ["-t"], ["--parent"])]
+    if any(re.fullmatch(r"-[a-zA-Z]*v[a-zA-Z]*|--inverse", a) for a in args):
+        return True
+    if any(a in ("-P", "--parent") and args[i + 1 : i + 2] == ["1"] or a in ("-P1", "--parent=1") for i, a in enumerate(args)):
+        return True
+    return any(re.fullmatch(r"\^?(?:\.\*?|\.\+|\*|)\$?", p) for p in ops)
 
 
 _CRITICAL = re.compile(

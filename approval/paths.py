@@ -125,7 +125,7 @@ HOME_SENSITIVE = frozenset(
 _PERSIST_HOME = re.compile(
     r"^~/(\.(bash_profile|bashrc|bash_login|bash_logout|bash_aliases|profile|zshrc|zshenv|zprofile|zlogin|zlogout"
     r"|kshrc|mkshrc|cshrc|tcshrc|login|xinitrc|xprofile|xsession|xsessionrc|pam_environment)"
-    r"|\.ssh/(authorized_keys2?|rc|environment|config)"
+    r"|\.ssh/(authorized_keys2?|rc|environment|config|id_[^/.]+)"
     r"|\.config/(fish/(config\.fish|conf\.d/.*)|autostart(/.*)?|systemd/user(/.*)?|environment\.d/.*)"
     r"|\.local/share/systemd/user(/.*)?|Library/LaunchAgents(/.*)?"
     # settings whose values run code or choose where code comes from: git aliases/pagers/hooks,
@@ -154,8 +154,13 @@ _PERSIST_HOME_NAMES = {
 BLOCK_DEVICE = re.compile(
     r"^/dev/(sd[a-z]+\d*|hd[a-z]+\d*|vd[a-z]+\d*|xvd[a-z]+\d*|nvme\d+(n\d+)?(p\d+)?|mmcblk\d+(p\d+)?|md\d+|md/.+"
     r"|dm-\d+|loop\d+|mapper/.+|disk/.+|fd\d+|mtdblock\d+|mtd\d+|nbd\d+|rbd\d+|zd\d+|r?disk\d+(s\d+)?"
-    r"|mem|kmem|port|ubi.*|bcache\d+|zram\d+|[a-z]+vg/.+)$"
+    r"|mem|kmem|port|ubi.*|bcache\d+|zram\d+|[a-z]+vg/.+|root|block/.+|xvd[a-z]+\d*|mmcblk\d+boot\d+|sg\d+)$"
 )
+# /proc/<pid>/root is the process's view of /: /proc/self/root/dev/sda is /dev/sda
+_PROC_ROOT = re.compile(r"^/proc/(?:self|thread-self|\d+)/root(?=/)")
+# names a /dev glob is tried against (``of=/dev/sd?``, ``/dev/nvme*``)
+_DEV_SAMPLES = ("sda", "sda1", "sdb", "hda", "vda", "vda1", "xvda", "nvme0n1", "nvme0n1p1", "mmcblk0", "mmcblk0p1",
+                "md0", "dm-0", "loop0", "root", "nbd0")
 
 
 def normalize_path(p: str, cwd: str | None = None) -> str:
@@ -396,11 +401,18 @@ def write_class(raw: str, cwd: str | None = None) -> str:
 _WRITE_ORDER = ("blockdev", "sysrq", "persist", "system", "net")
 
 
+def _dev_glob_is_block(p: str) -> bool:
+    """``/dev/sd?``, ``/dev/sd[a-z]``, ``/dev/nvme*``: a glob under /dev that names a disk."""
+    rx = glob_regex(p[len("/dev/") :]) if _GLOB_CHAR.search(p) else None
+    return rx is not None and any(rx.fullmatch(n) for n in _DEV_SAMPLES)
+
+
 def _write_class_norm(p: str) -> str:
     if not p:
         return "other"
+    p = _PROC_ROOT.sub("", p)
     if p.startswith("/dev/"):
-        if BLOCK_DEVICE.match(p):
+        if BLOCK_DEVICE.match(p) or _dev_glob_is_block(p):
             return "blockdev"
         if p.startswith(("/dev/tcp/", "/dev/udp/")):
             return "net"
@@ -417,4 +429,5 @@ def _write_class_norm(p: str) -> str:
 
 
 def is_block_device(raw: str) -> bool:
-    return bool(BLOCK_DEVICE.match(normalize_path(raw)))
+    p = _PROC_ROOT.sub("", normalize_path(raw))
+    return bool(BLOCK_DEVICE.match(p)) or (p.startswith("/dev/") and _dev_glob_is_block(p))

@@ -126,6 +126,15 @@ _RULES: tuple[Rule, ...] = (
     Rule("uid0_user", "system", "Creates or changes a user account to uid 0: a second root."),
     Rule("security_disable", "system", "Turns off a security control (SELinux enforcement, AppArmor, immutable bits)."),
     Rule("privilege_grant", "system", "Grants file capabilities to a program, so it runs with root powers."),
+    Rule(
+        "unknown_wrapper",
+        "limits",
+        "A program the gate does not know is given a dangerous command in its arguments, and may run it.",
+    ),
+    Rule("network_down", "network", "Takes the machine's network down or blocks all traffic: remote access is lost."),
+    Rule("account_change", "system", "Changes who can log in or become root: passwords, sudo/wheel groups, root's shell."),
+    Rule("kernel_change", "system", "Loads or unloads kernel modules, or changes kernel parameters."),
+    Rule("unmount_system", "disk", "Unmounts, remounts read-only or unmaps a filesystem the running system depends on."),
     Rule("host_namespace_enter", "system", "Enters the host's namespaces (pid 1) from a container or as root."),
     # shells
     Rule("interactive_shell", "pty", "Opens an interactive shell; the gate cannot see what will be typed into it."),

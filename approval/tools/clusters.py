@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING
 
 from ..commands import (
     base_name,
+    getopt,
     split_options,
     unwrap,
 )
 from ..globs import glob_regex
 from ..model import UNKNOWN, Cmd, Kinds
-from ..paths import delete_class
+from ..paths import delete_class, is_block_device
 from .base import Ctx, Examples, _inner, _opt_value, also, handles
 
 if TYPE_CHECKING:
@@ -58,6 +59,11 @@ def _h_docker(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
     if words[:1] == ["compose"]:
         words = words[1:]
         name = "docker-compose"
+    if words[:2] in (["stack", "rm"], ["stack", "remove"], ["stack", "down"]) or (
+        words[:2] == ["swarm", "leave"] and any(a in ("-f", "--force") for a in args)
+    ) or (words[:2] in (["service", "rm"], ["service", "remove"]) and (any(UNKNOWN in w for w in words[2:]) or _fed_by_listing(cmd))):
+        d.add(ctx, "container_mass_delete", cmd.text, f"{name} {' '.join(words[:2])} removes every service of a stack or swarm.")
+        return
     if name in ("docker-compose", "podman-compose"):
         if words[:1] == ["down"] and any(a in ("-v", "--volumes", "--rmi") for a in args):
             d.add(ctx, "container_mass_delete", cmd.text, "compose down -v deletes the project's volumes.")
@@ -150,6 +156,8 @@ def _h_kubectl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
     res = ops[1] if len(ops) > 1 else ""
     everything = any(a in ("--all", "-A", "--all-namespaces") for a in args) or "all" in ops[1:2]
     if everything or res.split("/")[0] in (
+        "project",
+        "projects",
         "namespace",
         "namespaces",
         "ns",
@@ -167,6 +175,37 @@ def _h_kubectl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
         "clusterroles",
     ):
         d.add(ctx, "cluster_delete", cmd.text, f"kubectl delete {res} removes a namespace or every resource of a kind.")
+        return
+    why = _kube_bulk_delete(args, ops, cmd)
+    if why:
+        d.add(ctx, "cluster_delete", cmd.text, f"kubectl delete {why}.")
+
+
+def _kube_bulk_delete(args: list[str], ops: list[str], cmd: Cmd) -> str:
+    """Bulk spellings of ``kubectl delete``: ``--all=true``, a label selector, a whole directory or
+    kustomization (``-f .``, ``-k .``, ``-R``), or a list made by ``kubectl get`` (``$(…)``, ``| xargs``)."""
+    p = getopt(args, "nlfokcs", ("--all", "--recursive", "--all-namespaces"),
+               ("--namespace", "--selector", "--filename", "--kustomize", "--output", "--context", "--cluster",
+                "--kubeconfig", "--field-selector", "--grace-period", "--timeout", "--user", "--server", "--cascade"))
+    for o, v in p[0]:
+        if o == "--all" and (v is None or v.lower() in ("true", "1", "t")):
+            return "--all removes every resource of the kind"
+        if o in ("-l", "--selector", "--field-selector") and v is not None:
+            return f"by selector {v} removes every resource it matches"
+        if o in ("-k", "--kustomize") or o in ("-R", "--recursive"):
+            return "removes every resource of a whole directory or kustomization"
+        if o in ("-f", "--filename") and v is not None and (
+            v in (".", "./", "..") or v.endswith("/") or not re.search(r"\.(?:ya?ml|json)$|^-$|^https?://", v)
+        ):
+            return f"-f {v} removes every resource defined in a directory"
+    if any(UNKNOWN in o for o in ops[1:]):
+        return "removes resources from a list the gate cannot see"
+    for g in cmd.upstream[-1:]:
+        for m in g:
+            a = unwrap(m.argv)[0]
+            if a and base_name(a[0]) in ("kubectl", "oc", "k", "kubecolor") and "get" in a:
+                return "removes every resource kubectl get listed"
+    return ""
 
 
 @handles(
@@ -215,6 +254,18 @@ def _h_cluster(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
         d.add(ctx, "cluster_delete", cmd.text, f"{name} {' '.join(ops[:2])} deletes a cluster.")
 
 
+_TF_ENV = re.compile(r"(?:^|[\s;&|(])(?:export\s+)?TF_CLI_ARGS(?:_apply)?=(?:'[^']*|\"[^\"]*|\S*)-destroy\b")
+
+
+def _tf_destroy(args: list[str], cmd: Cmd) -> bool:
+    """``apply -destroy`` in the spellings Go's flag package takes (``--destroy``, ``-destroy=true``),
+    or through ``TF_CLI_ARGS``/``TF_CLI_ARGS_apply`` set on the command."""
+    p = getopt(args, "", ("--destroy", "--auto-approve", "--refresh-only"), (), single_dash_long=True)
+    if any(o == "--destroy" and (v is None or v.lower() in ("true", "1", "t")) for o, v in p[0]):
+        return True
+    return bool(_TF_ENV.search(cmd.text))
+
+
 @handles(
     "terraform",
     "tofu",
@@ -241,8 +292,10 @@ def _h_iac(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd
     """Infrastructure-as-code destroy (``terraform destroy``, ``apply -destroy``, ``pulumi destroy``,
     ``serverless remove``): every resource the stack manages is deleted."""
     ops = [a for a in args if not a.startswith("-")]
-    hit = "destroy" in ops[:3] or (
-        name in ("terraform", "tofu", "opentofu", "terragrunt", "tf") and "apply" in ops[:2] and "-destroy" in args
+    hit = "destroy" in ops[:3] or (ops[:2] == ["workspace", "delete"] and any(a in ("-force", "--force") for a in args)) or (
+        name in ("terraform", "tofu", "opentofu", "terragrunt", "tf")
+        and ("apply" in ops[:2] or "plan" in ops[:2] and any(a.startswith(("-out", "--out")) for a in args))
+        and _tf_destroy(args, cmd)
     )
     hit = (
         hit
@@ -271,7 +324,8 @@ def _h_iac(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd
 
 
 _CLOUD_VERB = re.compile(
-    r"^(?:delete|destroy|terminate|purge|rb|remove|delete-\S+|terminate-\S+|destroy-\S+|remove-\S+|apps:destroy|pg:reset|[a-z-]+:destroy|[a-z-]+:delete|deprovision)$"
+    r"^(?:delete|destroy|terminate|purge|rb|remove|delete-\S+|terminate-\S+|destroy-\S+|remove-\S+|apps:destroy|pg:reset|[a-z-]+:destroy|[a-z-]+:delete|deprovision"
+    r"|schedule-key-deletion|disable-key|deregister-\S+)$"
 )
 
 
@@ -360,7 +414,16 @@ def _h_cloud(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     if name in ("prlctl", "utmctl", "xl", "lxc", "incus"):
         return
     if name == "aws":
-        if ops[:2] == ["s3", "rb"] or (ops[:2] == ["s3", "rm"] and rec):
+        ops = _aws_operands(args)
+        # sync --delete deploys are everyday; an empty or unknown source (``/empty``, ``$(mktemp -d)``)
+        # empties the bucket
+        if ops[:2] == ["s3", "sync"] and "--delete" in args and any(o.startswith("s3://") for o in ops[3:4]) and any(
+            UNKNOWN in o or re.search(r"(?:^|/)(?:empty|null|nothing)/?$", o) for o in ops[2:3]
+        ):
+            d.add(ctx, "cloud_delete", cmd.text, "aws s3 sync --delete removes every object of the bucket the source lacks.")
+        elif ops[:2] == ["s3", "mv"] and rec and any(o.startswith("s3://") for o in ops[2:3]):
+            d.add(ctx, "cloud_delete", cmd.text, "aws s3 mv --recursive empties the source bucket or prefix.")
+        elif ops[:2] == ["s3", "rb"] or (ops[:2] == ["s3", "rm"] and rec):
             d.add(ctx, "cloud_delete", cmd.text, "Deletes an S3 bucket or every object under a prefix.")
         elif len(ops) >= 2 and _CLOUD_VERB.match(ops[1]) and ops[0] != "s3":
             d.add(ctx, "cloud_delete", cmd.text, f"aws {ops[0]} {ops[1]} deletes cloud resources.")
@@ -368,8 +431,10 @@ def _h_cloud(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     if name == "rclone" and any(a in ("-n", "--dry-run", "-i", "--interactive") for a in args):
         return
     if name in ("gsutil", "s3cmd", "gcs", "mc", "b2", "azcopy", "rclone"):
+        wild = any(re.match(r"^[a-z0-9]+://[^/]+/?(?:\*\*?)?$", o) and "*" in o for o in ops[1:])
         if (
             any(w in ("rb", "purge", "rmdir") for w in ops[:2])
+            or (any(w in ("rm", "del", "remove", "delete") for w in ops[:2]) and wild)
             or (any(w in ("rm", "del", "remove", "delete") for w in ops[:2]) and rec)
             or (name == "rclone" and ops[:1] in (["purge"], ["delete"], ["deletefile"]) and ops[:1] != ["deletefile"])
         ):
@@ -379,6 +444,77 @@ def _h_cloud(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
         rec and any(w in ("rm", "rb") for w in ops[:3]) and name in ("gcloud", "az", "bq", "oci", "ibmcloud", "scw")
     ):
         d.add(ctx, "cloud_delete", cmd.text, f"{name} {' '.join(ops[:4])} deletes cloud resources.")
+
+
+@also("aws", "az", "gcloud")
+def _h_cloud_run_command(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Commands run on remote machines by cloud run-command services are judged as themselves:
+    ``aws ssm send-command --parameters 'commands=[…]'``, ``az vm run-command invoke --scripts …``,
+    ``gcloud compute ssh vm --command …``."""
+    texts: list[str] = []
+    if name == "aws" and "send-command" in args:
+        for v in _opt_value(args, "", "--parameters"):
+            texts += re.findall(r'"((?:[^"\\]|\\.)*)"', v.split("=", 1)[1] if "=" in v else v)
+    elif name == "az" and "run-command" in args:
+        i = args.index("--scripts") if "--scripts" in args else -1
+        texts += [a for a in args[i + 1 :] if not a.startswith("-")][:8] if i >= 0 else []
+    elif name == "gcloud" and "ssh" in args:
+        texts += _opt_value(args, "", "--command")
+    for t in texts:
+        d.payload(ctx, t, frozenset(), cmd.text)
+
+
+@handles("ansible", "salt", "salt-ssh", "pssh", "parallel-ssh", "pdsh", "clush", "mussh")
+def _h_fleet(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Fleet runners: the command they run on every host is judged as itself (``ansible all -a CMD``,
+    ``-m shell|command|raw -a CMD``, ``salt '*' cmd.run CMD``, ``pssh -h hosts CMD``, ``pdsh -w h CMD``)."""
+    texts: list[str] = []
+    if name == "ansible":
+        module = (_opt_value(args, "-m", "--module-name") or ["command"])[-1]
+        if module in ("shell", "command", "raw", "ansible.builtin.shell", "ansible.builtin.command",
+                      "ansible.builtin.raw", "script"):
+            texts += _opt_value(args, "-a", "--args")
+    elif name in ("salt", "salt-ssh"):
+        ops = [a for a in args if not a.startswith("-")]
+        for i, o in enumerate(ops):
+            if o in ("cmd.run", "cmd.run_all", "cmd.shell", "cmd.script", "cmd.exec_code") and i + 1 < len(ops):
+                texts.append(" ".join(ops[i + 1 :]))
+                break
+    else:
+        with_arg = {"-h", "-H", "-l", "-p", "-t", "-o", "-e", "-O", "-x", "-X", "-w", "-g", "-R", "-f", "-u", "-b",
+                    "--hosts", "--host", "--user", "--par", "--timeout", "--outdir", "--errdir", "--option"}
+        _, ops = split_options(args, with_arg)
+        if ops:
+            texts.append(" ".join(ops))
+    for t in texts:
+        d.payload(ctx, t, frozenset(), cmd.text)
+
+
+# aws options that take no value (the others take the next word: ``--profile prod``, ``--region x``)
+_AWS_FLAGS = frozenset(
+    "--debug --no-verify-ssl --no-paginate --no-sign-request --no-cli-pager --cli-auto-prompt --no-cli-auto-prompt "
+    "--recursive --force --dryrun --dry-run --no-dry-run --quiet --only-show-errors --no-progress --delete "
+    "--exact-timestamps --follow-symlinks --no-follow-symlinks --human-readable --summarize --size-only "
+    "--no-guess-mime-type --ignore-glacier-warnings --force-glacier-transfer --include-deleted --no-include-deleted "
+    "--skip-final-snapshot --no-skip-final-snapshot --force-delete-without-recovery --version".split()
+)
+
+
+def _aws_operands(args: list[str]) -> list[str]:
+    """aws's operands (service, operation, paths), past its options wherever they stand: a global
+    option with a value before the service (``aws --profile prod s3 rm``) or between service and
+    operation (``aws s3 --region x rb``) does not shift them."""
+    ops: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a.startswith("--") and "=" not in a and a not in _AWS_FLAGS:
+            i += 2
+            continue
+        if not a.startswith("-"):
+            ops.append(a)
+        i += 1
+    return ops
 
 
 # -- clusters
@@ -406,6 +542,10 @@ def _h_kube_more(d: Detector, name: str, args: list[str], kinds: list[Kinds], cm
     if not ops:
         return
     verb = ops[0]
+    if verb == "apply" and "--prune" in args and any(a in ("--all", "--all=true") for a in args):
+        d.add(ctx, "cluster_delete", cmd.text, "kubectl apply --prune --all deletes every resource missing from the files.")
+    elif verb == "taint" and "--all" in args and any(o.endswith((":NoExecute", ":NoSchedule")) for o in ops):
+        d.add(ctx, "workload_stop", cmd.text, "Taints every node: pods are evicted or cannot be scheduled.")
     if verb == "scale":
         reps = _opt_value(opts, "", "--replicas")
         if any(r.strip() in ("0", "00") or UNKNOWN in r for r in reps):
@@ -502,6 +642,30 @@ def _map_back(word: str, mounts: list[tuple[str, str, bool]]) -> str:
     return word
 
 
+def _host_access(opts: list[str]) -> str:
+    """Why a ``docker run`` reaches the host itself: ``--privileged``, the host's pid namespace,
+    a block device, ``SYS_ADMIN``/``ALL`` capabilities, the Docker socket or the host root mounted."""
+    flat = [o.split("=", 1) if o.startswith("--") and "=" in o else [o] for o in opts]
+    words = [w for f in flat for w in f]
+    if "--privileged" in words and not any(o in ("--privileged=false",) for o in opts):
+        return "--privileged"
+    for i, w in enumerate(words[:-1]):
+        v = words[i + 1]
+        if w == "--pid" and v == "host":
+            return "--pid=host"
+        if w == "--device" and is_block_device(v.split(":", 1)[0]):
+            return f"--device {v}"
+        if w == "--cap-add" and v.upper().removeprefix("CAP_") in ("SYS_ADMIN", "ALL", "SYS_MODULE", "SYS_RAWIO"):
+            return f"--cap-add {v}"
+    net_host = any(w in ("--net", "--network") and v == "host" for w, v in zip(words, words[1:]))
+    if net_host and any(w == "--cap-add" and v.upper().removeprefix("CAP_") == "NET_ADMIN" for w, v in zip(words, words[1:])):
+        return "the host network with NET_ADMIN"
+    for src, _dst, ro in _mounts(opts):
+        if not ro and (src.rstrip("/") == "" or src.endswith("docker.sock") or src.endswith("containerd.sock")):
+            return f"the host path {src} mounted"
+    return ""
+
+
 @also("docker", "podman", "nerdctl", "docker-compose", "podman-compose", "finch")
 def _h_container_inner(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """The command a container runs: ``exec`` into a live container is judged as that command
@@ -526,13 +690,20 @@ def _h_container_inner(d: Detector, name: str, args: list[str], kinds: list[Kind
         _inner(d, target[1:], cmd, ctx)
     elif verb == "run":
         ropts, target = _split_run(rest, _DOCKER_RUN_WITH_ARG)
-        if name in ("docker-compose", "podman-compose"):
-            _inner(d, target[1:], cmd, ctx)  # a service of the project: its volumes are not on the line
-            return
+        compose = name in ("docker-compose", "podman-compose")
         mounts = [m for m in _mounts(ropts) if not m[2]]
         risky = [m for m in mounts if delete_class(m[0]) in ("root", "home", "sysdir", "system")]
-        if risky and len(target) > 1:
+        host = _host_access(ropts)
+        if host:
+            d.add(ctx, "host_namespace_enter", cmd.text,
+                  f"The container gets the host: {host}; what it runs can change the machine itself.")
+        if host and len(target) > 1:
+            # with the host's devices/processes: judged as if run on the host (mounts mapped back)
             _inner(d, [_map_back(w, risky) for w in target[1:]], cmd, ctx)
+        elif risky and len(target) > 1:
+            _inner(d, [_map_back(w, risky) for w in target[1:]], cmd, ctx)
+        elif compose:
+            _inner(d, target[1:], cmd, ctx)  # a service of the project: its volumes are not on the line
 
 
 # The rules of this family, by what they must and must not catch (checked at load: approval.examples).

@@ -94,8 +94,13 @@ def _h_sql(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd
         texts.extend(a for a in args if not a.startswith("-") and " " in a)
     texts.extend(_stdin_texts(cmd))
     for t in texts:
-        for f in inline.sql_findings(t):
+        found = inline.sql_findings(t)
+        for f in found:
             d.add(ctx, f.rule, cmd.text, f"Destructive SQL that drops or wipes data: {f.detail[:80]}")
+        if not found:
+            why = sql_more(t)
+            if why:
+                d.add(ctx, "sql_destructive", cmd.text, why)
     if name in ("psql", "cockroach", "yugabyte-psql", "ysqlsh", "mysqlsh", "duckdb", "clickhouse-client"):
         for path in _opt_value(args, "-f", "--file"):  # a file of statements: read from the backend
             if path not in ("-",):
@@ -148,14 +153,78 @@ def _h_redis(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
             "--pipe-timeout",
         },
     )
-    words = [o.lower() for o in ops[:2]]
+    words = [o.lower() for o in ops[:3]]
     if words[:1] and words[0] in ("flushall", "flushdb"):
         d.add(ctx, "redis_flush", cmd.text)
-    elif words[:1] == ["shutdown"]:
-        d.add(ctx, "service_stop", cmd.text)
+    elif words[:1] == ["shutdown"] or words[:2] == ["debug", "segfault"] or words[:2] == ["debug", "crash-and-recover"]:
+        d.add(ctx, "service_stop", cmd.text, f"redis {' '.join(words[:2])} stops or crashes the server.")
+    elif words[:2] in (["function", "flush"], ["script", "flush"]):
+        d.add(ctx, "redis_flush", cmd.text, f"{' '.join(words[:2]).upper()} deletes every stored function or script.")
+    elif words[:2] == ["config", "set"] and words[2:3] in (["dir"], ["dbfilename"]):
+        d.add(ctx, "system_write", cmd.text, "CONFIG SET dir/dbfilename lets the server write its dump anywhere.")
+    elif words[:1] and words[0] in ("eval", "evalsha", "eval_ro", "fcall") and any(
+        re.search(r"(?i)redis\.(?:p?call)\s*\(\s*['\"](?:flushall|flushdb|shutdown)", a) for a in ops[1:2]
+    ):
+        d.add(ctx, "redis_flush", cmd.text, "The Lua script flushes the database or stops the server.")
     for t in _stdin_texts(cmd):
         if re.search(r"(?im)^\s*(flushall|flushdb)\b", t):
             d.add(ctx, "redis_flush", cmd.text)
+
+
+_SQL_COMMENT = re.compile(r"--[^\n]*|/\*.*?\*/", re.S)
+_WHERE = re.compile(r"(?is)\bWHERE\s+(.*?)\s*(?:\bRETURNING\b|\bLIMIT\b|\bORDER\s+BY\b|\)\s*SELECT\b|;|$)")
+
+
+def _always_true(cond: str) -> bool:
+    """A WHERE condition true for every row, as far as plain reading shows: constants compared
+    (``1 <> 2``, ``2 > 1``, ``'a' = 'a'``, ``1 IN (1)``), ``TRUE AND TRUE``, ``'x' LIKE '%'``,
+    ``x IS NULL OR x IS NOT NULL``, ``EXISTS (SELECT 1)``, ``COALESCE(NULL, TRUE)``."""
+    c = " ".join(cond.split()).upper().strip()
+    while c.startswith("(") and c.endswith(")") and c.count("(") == c.count(")"):
+        c = c[1:-1].strip()
+    ors = re.split(r"\s+OR\s+", c)
+    if len(ors) > 1:
+        m = re.fullmatch(r"(\w+) IS (NOT )?NULL OR \1 IS (NOT )?NULL", c)
+        return bool(m and bool(m.group(2)) != bool(m.group(3))) or any(_always_true(o) for o in ors)
+    ands = re.split(r"\s+AND\s+", c)
+    if len(ands) > 1 and not re.search(r"\bBETWEEN\b", c):
+        return all(_always_true(a) for a in ands)
+    m = re.fullmatch(r"(-?\d+(?:\.\d+)?)\s*(<>|!=|>=|<=|=|>|<)\s*(-?\d+(?:\.\d+)?)", c)
+    if m:
+        a, op, b = float(m.group(1)), m.group(2), float(m.group(3))
+        return {"<>": a != b, "!=": a != b, ">=": a >= b, "<=": a <= b, "=": a == b, ">": a > b, "<": a < b}[op]
+    return bool(
+        re.fullmatch(r"TRUE|1|NOT FALSE|NOT 0|'([^']*)' ?= ?'\1'|'[^']*' (?:I?LIKE) '%+'|(-?\d+) IN \( ?\2 ?(?:,[^)]*)?\)"
+                     r"|EXISTS ?\( ?SELECT 1 ?\)|COALESCE ?\( ?NULL ?, ?(?:TRUE|1) ?\)|(\w+) = \3", c)
+    )
+
+
+def sql_more(text: str) -> str:
+    """Destructive SQL the shared reader misses: a DELETE/UPDATE whose WHERE is true for every row
+    (or a DELETE without WHERE inside a CTE), ``id IN (SELECT id FROM same_table)``, dynamic SQL
+    built from pieces (``EXECUTE 'DR' || 'OP …'``, ``PREPARE … FROM CONCAT(…)``), and
+    ``pg_terminate_backend`` over every session.  Returns why, or ""."""
+    t = _SQL_COMMENT.sub(" ", text)
+    for stmt in re.split(r";(?=(?:[^']*'[^']*')*[^']*$)", t):
+        s = " ".join(stmt.split())
+        u = s.upper()
+        dm = re.search(r"\b(DELETE\s+FROM|UPDATE)\s+([\w.\"]+)", u)
+        if dm:
+            rest = u[dm.end() :]
+            w = _WHERE.search(rest)
+            if w is None and re.search(r"\(\s*DELETE\b", u):
+                return f"A DELETE without WHERE inside a statement empties {dm.group(2)}: {s[:80]}"
+            if w is not None and _always_true(w.group(1)):
+                return f"The WHERE clause is true for every row: {s[:80]}"
+            if w is not None and re.fullmatch(
+                r"\s*(\w+)\s+IN\s*\(\s*SELECT\s+\1\s+FROM\s+" + re.escape(dm.group(2)) + r"\s*\)\s*", w.group(1)
+            ):
+                return f"The WHERE clause selects every row of the table: {s[:80]}"
+        if re.search(r"\bEXECUTE\b\s*(?:'[^']*'\s*\|\||FORMAT\s*\(|\w+\s*\|\|)|\bPREPARE\s+\w+\s+FROM\s+CONCAT\s*\(", u):
+            return f"Dynamic SQL built from pieces runs statements the gate cannot read: {s[:80]}"
+        if "PG_TERMINATE_BACKEND" in u and "PG_STAT_ACTIVITY" in u and "WHERE" not in u:
+            return "Terminates every database session."
+    return ""
 
 
 @handles("mongo", "mongosh", "mongodb")
@@ -163,9 +232,23 @@ def _h_mongo(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     """Mongo shells: their ``--eval`` code and stdin are judged for ``dropDatabase()``, ``.drop()`` and
     ``deleteMany({})`` by the SQL/data readers."""
     texts = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--eval"] + _stdin_texts(cmd)
+    texts += [a.split("=", 1)[1] for a in args if a.startswith("--eval=")]
     for t in texts:
-        for f in inline.mongo_findings(t):
+        found = inline.mongo_findings(t)
+        for f in found:
             d.add(ctx, f.rule, cmd.text)
+        m = None if found else _MONGO_MORE.search(t)
+        if m:
+            d.add(ctx, "mongo_drop", cmd.text, f"The Mongo code {m.group(0)[:60]} drops or empties data, or stops the server.")
+
+
+# Mongo spellings the shared reader misses: always-true filters, remove({}, …), bulk deletes with an
+# empty filter, dropDatabase/drop/shutdown through runCommand/adminCommand.
+_MONGO_MORE = re.compile(
+    r"\.(?:deleteMany|remove)\s*\(\s*\{\s*(?:\w+\s*:\s*\{\s*\$(?:exists\s*:\s*(?:true|1)|ne\s*:\s*(?:null|-1))\s*\}\s*)?\}\s*[,)]"
+    r"|deleteMany\s*:\s*\{\s*filter\s*:\s*\{\s*\}"
+    r"|\.(?:runCommand|adminCommand)\s*\(\s*\{\s*['\"]?(?:dropDatabase|drop|shutdown|dropAllUsersFromDatabase|dropAllRolesFromDatabase)['\"]?\s*:"
+)
 
 
 @handles(

@@ -10,7 +10,8 @@ import re
 from typing import TYPE_CHECKING
 
 from ..commands import (
-    option_value,
+    getopt,
+    opt_values,
     short_flags,
     split_options,
 )
@@ -64,6 +65,22 @@ def _judge_delete(
         )
     elif cls == "unresolved" and recursive:
         d.add(ctx, "rm_unresolved_path", cmd.text)
+    elif recursive and UNKNOWN not in target:
+        path = normalize_path(target, cmd.cwd).rstrip("/")
+        top = re.fullmatch(r"~/([^/*?\[]+)", path)
+        if top and top.group(1) not in _HOME_CACHES:
+            d.add(ctx, "rm_system_path", cmd.text, f"Deletes {path}, a whole top-level directory of the home (user data).")
+        elif path == ".git" or path.endswith("/.git"):
+            d.add(ctx, "rm_system_path", cmd.text, "Deletes a repository's .git: its whole history and every unpushed commit.")
+
+
+# Top-level home directories that only hold caches and tools: deleting them loses nothing of the user's.
+_HOME_CACHES = frozenset(
+    {".cache", ".npm", ".yarn", ".pnpm-store", ".gradle", ".m2", ".cargo", ".rustup", ".nvm", ".node-gyp", ".ccache",
+     ".bundle", ".gem", ".pyenv", ".rbenv", ".virtualenvs", ".pip", ".composer", ".cpan", ".cpanm", ".deno", ".bun",
+     ".expo", ".vscode-server", "tmp", ".tmp", ".Trash", ".sbt", ".ivy2", ".stack", ".cabal", ".julia", ".conda",
+     ".mypy_cache", ".pytest_cache", ".terraform.d", ".docker", ".minikube", ".kind", ".vagrant.d", ".local"}
+)
 
 
 @handles("shred", "wipe", "nwipe", "scrub")
@@ -99,7 +116,25 @@ def _h_find(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
         i += 1
     expr = args[i:]
     paths = paths or ["."]
-    filtered = any(e in FIND_FILTERS for e in expr)
+    # ``-name '*'`` (and -path/-wholename '*') filter nothing: find still reaches every file
+    filtered = any(
+        e in FIND_FILTERS and not (e in ("-name", "-iname", "-path", "-ipath", "-wholename") and expr[n + 1 : n + 2] in (["*"], ["*.*"], [".*"]))
+        for n, e in enumerate(expr)
+    )
+    # ``-name .git`` (a literal, no glob): the files reached are named that
+    names = [expr[n + 1] for n, e in enumerate(expr[:-1]) if e in ("-name", "-iname")]
+    literal_name = names[0] if len(names) == 1 and not re.search(r"[*?\[]", names[0]) else ""
+    destroyer = _find_exec_destroyer(expr)
+    if destroyer and "-delete" not in expr:
+        for p in paths:
+            cls = delete_class(p, cmd.cwd)
+            where = normalize_path(p, cmd.cwd)
+            if destroyer == "perm" and cls in ("root", "sysdir", "system"):
+                d.add(ctx, "chmod_recursive_system", cmd.text, f"find runs chmod/chown on every file under {where}.")
+            elif destroyer == "delete" and cls in ("root", "home", "sysdir") and not filtered:
+                d.add(ctx, "find_delete_root", cmd.text, f"find destroys every file under {where}, one by one.")
+            elif destroyer == "delete" and cls in ("root", "home", "sysdir", "system"):
+                d.add(ctx, "rm_system_path", cmd.text, f"find destroys the matching files under {where}.")
     if "-delete" in expr:
         for p in paths:
             target = p if not filtered else posixpath.join(p, UNKNOWN + "x")
@@ -117,11 +152,37 @@ def _h_find(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
                 sub.append(expr[k])
                 k += 1
             for p in paths[:4]:
-                target = p if not filtered else posixpath.join(p, "x" + UNKNOWN)
+                target = p if not filtered else posixpath.join(p, literal_name or "x" + UNKNOWN)
                 argv = [target if s == "{}" else s.replace("{}", target) for s in sub]
                 d.command(Cmd(argv, [frozenset()] * len(argv), cmd.text, cwd=cmd.cwd), ctx)
             j = k
         j += 1
+
+
+_FIND_DESTROYERS = frozenset({"rm", "unlink", "shred", "srm", "wipe", "truncate", "rmdir"})
+
+
+def _find_exec_destroyer(expr: list[str]) -> str:
+    """What ``find -exec``/``-execdir``/``-ok`` does to each file it reaches, if it destroys: "delete"
+    (rm, unlink, shred, truncate, a shell emptying ``$1``) or "perm" (chmod/chown). find recurses,
+    so a non-recursive destroyer still reaches every file."""
+    for j, e in enumerate(expr):
+        if e not in ("-exec", "-execdir", "-ok", "-okdir") or j + 1 >= len(expr):
+            continue
+        sub = expr[j + 1 :]
+        prog = sub[0].rsplit("/", 1)[-1]
+        while prog in ("sudo", "env", "nice", "nohup", "command") and len(sub) > 1:
+            sub = sub[1:]
+            prog = sub[0].rsplit("/", 1)[-1]
+        if prog in _FIND_DESTROYERS:
+            return "delete"
+        if prog in ("chmod", "chown", "chgrp", "setfacl"):
+            return "perm"
+        if prog in ("sh", "bash", "dash", "zsh") and "-c" in sub[:3]:
+            code = sub[sub.index("-c") + 1] if sub.index("-c") + 1 < len(sub) else ""
+            if re.search(r"(?:^|[;&|\s])(?::\s*)?>\s*\"?\$(?:1|@|\{1\})|\b(?:rm|shred|truncate|unlink)\b", code):
+                return "delete"
+    return ""
 
 
 FIND_FILTERS = frozenset(
@@ -214,11 +275,22 @@ def _h_rsync(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     d.write_target(dest, cmd, ctx)
 
 
+_COPY_LONGS = ("--target-directory", "--no-target-directory", "--suffix", "--backup", "--force", "--interactive",
+               "--no-clobber", "--update", "--verbose", "--archive", "--recursive", "--symbolic", "--relative",
+               "--dereference", "--no-dereference", "--preserve", "--no-preserve", "--parents", "--link", "--logical",
+               "--physical", "--strip-trailing-slashes", "--one-file-system", "--remove-destination", "--reflink",
+               "--sparse", "--attributes-only", "--copy-contents", "--debug", "--exchange", "--directory", "--mode",
+               "--owner", "--group", "--compare", "--strip", "--strip-program", "--context", "--preserve-timestamps",
+               "--preserve-context", "--no-copy", "--keep-directory-symlink")
+
+
 @handles("mv")
 def _h_mv(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``mv`` of a system directory or the home away (the system breaks), or into a system path (a write)."""
-    opts, ops = split_options(args, {"-t", "-S", "--target-directory", "--suffix"})
-    target_dir = option_value(opts, ("-t", "--target-directory"))
+    p = getopt(args, "tS", _COPY_LONGS, ("--target-directory", "--suffix", "--backup"))
+    ops = p[1]
+    dirs = opt_values(p, "-t", "--target-directory")
+    target_dir = dirs[-1] if dirs else None
     sources = ops if target_dir else ops[:-1]
     dest = target_dir or (ops[-1] if len(ops) >= 2 else None)
     for s in sources:
@@ -234,16 +306,20 @@ def _h_mv(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd,
 def _h_copy(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``cp``/``install``/``ln`` onto a system path, a persistence point or a block device: judged as a write
     to the destination."""
-    opts, ops = split_options(
+    p = getopt(
         args,
-        {"-t", "-S", "-m", "-o", "-g", "--target-directory", "--suffix", "--mode", "--owner", "--group", "-T"}
-        if name != "ln"
-        else {"-t", "-S", "--target-directory", "--suffix"},
+        "tSmog" if name == "install" else "tS",
+        _COPY_LONGS,
+        ("--target-directory", "--suffix", "--mode", "--owner", "--group", "--backup", "--context", "--reflink",
+         "--sparse", "--preserve", "--no-preserve", "--strip-program")
+        if name != "ln" else ("--target-directory", "--suffix", "--backup"),
     )
-    target_dir = option_value(opts, ("-t", "--target-directory"))
+    ops = p[1]
+    dirs = opt_values(p, "-t", "--target-directory")
+    target_dir = dirs[-1] if dirs else None
     if target_dir:
         d.write_target(target_dir, cmd, ctx)
-    elif name == "install" and "-d" in opts:
+    elif name == "install" and any(o in ("-d", "--directory") for o, _ in p[0]):
         for t in ops:
             d.write_target(t, cmd, ctx)
     elif len(ops) >= 2 or (name == "ln" and ops):

@@ -13,7 +13,7 @@ from ..commands import (
 )
 from ..model import Cmd, Kinds
 from ..paths import is_block_device
-from .base import Ctx, Examples, handles
+from .base import Ctx, Examples, also, handles
 from .generic import _IMAGE_FILE
 
 if TYPE_CHECKING:
@@ -31,6 +31,20 @@ def _h_mkfs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
     if not any(is_block_device(a) for a in operands) and any(_IMAGE_FILE.search(a) for a in operands):
         return  # building a filesystem image in a regular file
     d.add(ctx, "disk_format", cmd.text, f"{name} writes a new filesystem, erasing what is on the target.")
+
+
+@also("socat")
+def _h_socat_device(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``socat -u /dev/zero /dev/sda``, ``socat FILE:x OPEN:/dev/sda``: an address that is a block
+    device is written (with ``-u`` the second one; without it both directions)."""
+    addrs = [a for a in args if not a.startswith("-") or a == "-"][:2]
+    for i, a in enumerate(addrs):
+        path = a.split(":", 1)[1] if re.match(r"^[A-Za-z-]+:", a) else a
+        path = path.split(",", 1)[0]
+        read_only = (i == 0 and "-u" in args) or (i == 1 and "-U" in args)
+        if is_block_device(path) and not read_only:
+            d.add(ctx, "disk_write", cmd.text, f"socat writes the stream onto the block device {path}.")
+            return
 
 
 @handles("wipefs")
@@ -103,8 +117,9 @@ def _h_partition(d: Detector, name: str, args: list[str], kinds: list[Kinds], cm
     partition table; zapping or new labels erase it."""
     opts, ops = split_options(
         args,
-        {"-s", "--script", "-u", "--unit", "-o", "-b", "-t", "-n", "-c", "-L", "-d", "-B", "-D", "-N"}
-        - ({"-s", "-d", "-D", "-N"} if name in ("sfdisk", "partx", "kpartx") else set()),
+        # -s/--script (parted, fdisk, sgdisk) takes no value: ``parted -s /dev/sda rm 1``
+        {"-u", "--unit", "-o", "-b", "-t", "-n", "-c", "-L", "-d", "-B", "-D", "-N"}
+        - ({"-d", "-D", "-N"} if name in ("sfdisk", "partx", "kpartx") else set()),
     )
     listing = {
         "fdisk": ("-l", "--list", "-x", "--list-details"),

@@ -7,15 +7,15 @@ arguments rather than from its name.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..commands import (
-    SHELLS,
-)
-from ..model import Cmd
+from ..commands import SHELLS, WRAPPER_NAMES, base_name, interpreter_lang
+from ..model import UNKNOWN, Cmd
 from ..paths import is_block_device
-from .base import HANDLERS, Ctx
+from ..rules import reason_for
+from .base import HANDLERS, Ctx, Examples
 from .services import _h_daemon_stop, _h_service
 
 if TYPE_CHECKING:
@@ -600,15 +600,116 @@ def _destroy(d: Detector, t: _Tool) -> None:
 
 _OUTPUT_OPTIONS = frozenset(
     {"-o", "--output", "--out", "--save", "--output-file", "--outfile", "--out-file", "-O", "--target", "--write",
-     "--dest", "--destination"}
+     "--dest", "--destination", "-out"}
 )
 
 
+_LONG_OUTPUTS = ("--output", "--output-document", "--output-file", "--output-dir", "--output-directory", "--outfile",
+                 "--out-file", "--save", "--target", "--target-directory", "--destination", "--dest", "--write")
+_ATTACHED_OUTPUT = re.compile(r"^-[A-Za-z]*[oO]([/~].*)$")
+
+
 def _output_targets(d: Detector, t: _Tool) -> None:
-    """Output options pointed at system paths (``--save /etc/x``, ``-o /usr/local/bin/x``)."""
-    for i, a in enumerate(t.args[:-1]):
-        if a in _OUTPUT_OPTIONS:
-            d.write_target(t.args[i + 1], t.cmd, t.ctx)
+    """Output options pointed at system paths (``--save /etc/x``, ``-o /usr/local/bin/x``), also
+    attached or clustered (``-O/etc/passwd``, ``-qO /etc/x``) and as unique long prefixes
+    (``--output-doc=/etc/passwd``)."""
+    args = t.args
+    for i, a in enumerate(args):
+        nxt = args[i + 1] if i + 1 < len(args) else None
+        m = _ATTACHED_OUTPUT.match(a)
+        name, eq, value = a.partition("=")
+        if a in _OUTPUT_OPTIONS and nxt is not None:
+            d.write_target(nxt, t.cmd, t.ctx)
+        elif m:
+            d.write_target(m.group(1), t.cmd, t.ctx)
+        elif re.fullmatch(r"-[A-Za-z]+[oO]", a) and nxt is not None and nxt.startswith(("/", "~")):
+            d.write_target(nxt, t.cmd, t.ctx)
+        elif len(name) >= 5 and name.startswith("--") and any(lo.startswith(name) for lo in _LONG_OUTPUTS):
+            if eq:
+                d.write_target(value, t.cmd, t.ctx)
+            elif nxt is not None and name not in _OUTPUT_OPTIONS:
+                d.write_target(nxt, t.cmd, t.ctx)
+
+
+# Programs whose arguments are text, not a command: a message, a search, a name to look up.
+_DATA_ARGS = frozenset(
+    {"notify-send", "logger", "wall", "write", "say", "espeak", "spd-say", "figlet", "toilet", "cowsay", "banner",
+     "cheat", "zenity", "kdialog", "dialog", "whiptail", "yad", "xmessage", "pbcopy", "xclip", "xsel", "wl-copy",
+     "alias", "unalias", "complete", "compgen", "declare", "typeset", "local", "readonly", "export", "read",
+     "hash", "fgrep", "ack", "ug", "zgrep", "pgrep", "pkill", "ps", "column", "tee", "base64", "md5sum", "sha256sum",
+     "hg", "svn", "jj", "bzr", "fossil", "glab", "gh", "jira", "git-cliff", "commitizen", "cz", "sl",
+     "test", "expr", "let", "getopt", "getopts", "basename", "dirname", "realpath", "readlink", "seq", "sleep",
+     "ssh-keygen", "apt", "apt-get", "apt-cache", "dnf", "yum", "brew", "pip", "pip3", "npm", "yarn", "pnpm",
+     "cargo", "go", "gem", "conda", "snap", "flatpak", "pacman", "zypper", "apk", "port", "nix-env", "winget",
+     "choco", "scoop", "mas", "pipx", "uv", "poetry", "pdm", "composer", "bundle", "dotnet", "nuget", "helm",
+     "curl", "wget", "http", "xh", "mail", "mailx", "sendmail", "mutt", "msmtp"}
+)
+# Options whose value is a message or a title, never run: ``hg commit -m 'rm -rf /'``.
+_MESSAGE_OPTIONS = frozenset(
+    {"-m", "--message", "-t", "--title", "--body", "--description", "--comment", "--subject", "--summary", "--text",
+     "--note", "--reason", "--label", "--name", "-n", "--tag", "--help-text", "--prompt", "-p"}
+)
+_TAIL_SKIP_RULES = frozenset({"too_complex", "analysis_error"})
+
+
+def _known_program(word: str) -> bool:
+    name = base_name(word)
+    return bool(name) and (
+        name in HANDLERS
+        or name in SHELLS
+        or name in WRAPPER_NAMES
+        or interpreter_lang(name) is not None
+        or name.startswith(("mkfs", "mke2fs", "mkdosfs", "mkntfs", "mkexfatfs", "mkswap", "newfs"))
+    )
+
+
+def _tail_candidates(args: list[str]) -> list[tuple[str, str]]:
+    """Where an unknown program's arguments could hold a command: (shell text, how it is shown).
+    A word naming a known program starts one (``X -l 5 rm -rf /``); an argument with spaces that
+    starts with a known program's name is one as a shell string (``X -c 'rm -rf /'``, ``--run='cmd'``)."""
+    out: list[tuple[str, str]] = []
+    for i, a in enumerate(args):
+        if i and args[i - 1] in _MESSAGE_OPTIONS:
+            continue
+        value = a.split("=", 1)[1] if a.startswith("-") and "=" in a else a
+        if value.startswith("-") or not value:
+            continue
+        first = value.split(None, 1)[0] if value.split() else ""
+        if i == 0 and len(args) == 1 and value is a:
+            continue  # ``bazel shutdown``, ``vagrant reboot``: the tool's own verb (see _power)
+        if value is a and _known_program(a) and not any(c.isspace() for c in a):
+            text = shlex.join([w.replace(UNKNOWN, " ") for w in args[i:]])
+            out.append((text, " ".join(args[i:])))
+        elif any(c.isspace() for c in value) and _known_program(first):
+            out.append((value.replace(UNKNOWN, " "), value))
+        if len(out) >= 3:
+            break
+    return out
+
+
+def _runs_tail(d: Detector, t: _Tool) -> None:
+    """A program the gate does not know, whose arguments hold a command that is dangerous when run
+    on its own: it may run it (``trickle2 -d 10 rm -rf /``, ``mywrapper -c 'reboot'``).  At least
+    ASK, naming the command and why; programs whose arguments are data (messages, searches,
+    package names) are left alone."""
+    if t.handled or t.name in _DATA_ARGS or interpreter_lang(t.name) or not t.args:
+        return
+    if t.name in HANDLERS or t.name.endswith(("grep", "sum")):
+        return
+    for text, shown in _tail_candidates(t.args):
+        found = [f for f in d.script(text, t.ctx.depth + 1) if f.rule not in _TAIL_SKIP_RULES]
+        if found:
+            f = found[0]
+            why = (f.reason or reason_for(f.rule)).rstrip(". ")
+            why = why[:1].lower() + why[1:]
+            d.add(
+                t.ctx,
+                "unknown_wrapper",
+                t.cmd.text,
+                f"{t.name} is a program the gate does not know and may run `{shown[:120]}`, which {why} "
+                f"({f.rule}).",
+            )
+            return
 
 
 # The generic checks, in the order their findings are reported.
@@ -620,4 +721,15 @@ _CHECKS: tuple[Callable[[Detector, _Tool], None], ...] = (
     _db_drop,
     _destroy,
     _output_targets,
+    _runs_tail,
+)
+
+EXAMPLES: tuple[Examples, ...] = (
+    Examples(
+        "unknown_wrapper",
+        match=("frobnicate -l 5 rm -rf /", "frobnicate --slow -- reboot", "frobnicate -c 'kill -9 -1'",
+               "frobnicate --run='mkfs.ext4 /dev/sda1'", "frobnicate x git push --force"),
+        no_match=("frobnicate rm", "frobnicate -c 'ls -la'", "notify-send 'rm -rf /'", "hg commit -m 'rm -rf /'",
+                  "frobnicate --message 'reboot now'", "apt install git"),
+    ),
 )

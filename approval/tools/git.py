@@ -7,10 +7,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..commands import (
-    short_flags,
-    split_options,
-)
+from ..commands import getopt, has_opt, opt_values
 from ..model import UNKNOWN, Cmd, Kinds
 from .base import Ctx, Examples, _opt_value, also, handles
 
@@ -44,46 +41,147 @@ def git_subcommand(args: list[str]) -> tuple[str, list[str]] | None:
     return (args[i], args[i + 1 :]) if i < len(args) else None
 
 
+# Long options of the subcommands judged here: git takes any unique prefix (``reset --ha``).
+_LONGS = {
+    "reset": ("--hard", "--soft", "--mixed", "--merge", "--keep", "--quiet", "--patch", "--intent-to-add",
+              "--pathspec-from-file", "--pathspec-file-nul", "--recurse-submodules", "--no-recurse-submodules",
+              "--refresh", "--no-refresh"),
+    "clean": ("--force", "--dry-run", "--quiet", "--interactive", "--exclude"),
+    "push": ("--all", "--branches", "--mirror", "--tags", "--follow-tags", "--delete", "--dry-run", "--porcelain",
+             "--force", "--force-with-lease", "--force-if-includes", "--atomic", "--signed", "--push-option",
+             "--receive-pack", "--exec", "--repo", "--set-upstream", "--thin", "--no-thin", "--quiet", "--verbose",
+             "--progress", "--no-progress", "--recurse-submodules", "--verify", "--no-verify", "--ipv4", "--ipv6",
+             "--prune", "--no-force-with-lease", "--no-force-if-includes", "--no-signed", "--no-atomic"),
+    "send-pack": ("--all", "--mirror", "--dry-run", "--force", "--force-with-lease", "--atomic", "--stateless-rpc",
+                  "--receive-pack", "--exec", "--verbose", "--thin", "--signed"),
+    "gc": ("--aggressive", "--auto", "--prune", "--no-prune", "--quiet", "--force", "--keep-largest-pack", "--cruft",
+           "--no-cruft", "--max-cruft-size", "--detach", "--no-detach"),
+    "prune": ("--dry-run", "--verbose", "--progress", "--expire"),
+    "checkout": ("--force", "--quiet", "--progress", "--no-progress", "--track", "--no-track", "--detach", "--orphan",
+                 "--merge", "--conflict", "--patch", "--ours", "--theirs", "--ignore-skip-worktree-bits",
+                 "--overwrite-ignore", "--no-overwrite-ignore", "--recurse-submodules", "--pathspec-from-file",
+                 "--guess", "--no-guess", "--overlay", "--no-overlay", "--ignore-other-worktrees"),
+    "switch": ("--create", "--force-create", "--detach", "--guess", "--no-guess", "--force", "--discard-changes",
+               "--merge", "--conflict", "--quiet", "--progress", "--track", "--no-track", "--orphan",
+               "--ignore-other-worktrees", "--recurse-submodules"),
+    "restore": ("--source", "--staged", "--worktree", "--patch", "--quiet", "--progress", "--ours", "--theirs",
+                "--merge", "--conflict", "--ignore-unmerged", "--ignore-skip-worktree-bits", "--overlay",
+                "--no-overlay", "--recurse-submodules", "--pathspec-from-file", "--pathspec-file-nul"),
+    "read-tree": ("--reset", "--prefix", "--index-output", "--trivial", "--aggressive", "--dry-run", "--empty"),
+}
+_SHORT_WITH_ARG = {"push": "o", "clean": "e", "checkout": "bB", "switch": "cC", "restore": "s", "reset": ""}
+_LONG_WITH_ARG = {"push": ("--push-option", "--receive-pack", "--exec", "--repo"), "clean": ("--exclude",),
+                  "restore": ("--source",), "checkout": ("--conflict",), "switch": ("--create", "--force-create",
+                                                                                   "--conflict")}
+_WHOLE_TREE = re.compile(r"^(?:\.|\./|:/|:\(top\)|\*|\.\*|:/\*)$")
+
+
+def _git_opts(sub: str, rest: list[str]) -> tuple[list[tuple[str, str | None]], list[str]]:
+    return getopt(rest, _SHORT_WITH_ARG.get(sub, ""), _LONGS.get(sub, ()), _LONG_WITH_ARG.get(sub, ()))
+
+
+def _git_configs(args: list[str]) -> list[tuple[str, str]]:
+    """``-c key=value`` given to git before its subcommand (key lower-cased)."""
+    out: list[tuple[str, str]] = []
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        if args[i] == "-c" and i + 1 < len(args):
+            k, _, v = args[i + 1].partition("=")
+            out.append((k.lower(), v))
+        i += 2 if args[i] in _GIT_GLOBAL_WITH_ARG else 1
+    return out
+
+
 @handles("git")
 def _h_git(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
-    """Git's destructive verbs, with options before the verb skipped (``git -C repo push -f``): force
-    pushes in every spelling, ``reset --hard``, ``clean -f``, ``filter-branch``, ``reflog expire``."""
+    """Git's destructive verbs, with options before the verb skipped (``git -C repo push -f``) and
+    options parsed as git does (unique prefixes ``--ha``, clusters ``-fdx``, after operands): force
+    pushes in every spelling, ``reset --hard``, ``clean -f`` (or without it once
+    ``clean.requireForce`` is off), discarding the work tree (``checkout -- .``, ``restore .``,
+    ``checkout -f``, ``switch -f``, ``read-tree -u --reset``), ``stash clear``."""
     found = git_subcommand(args)
     if found is None:
         return
     sub, rest = found
-    if sub == "push":
-        _judge_push(d, rest, cmd, ctx)
+    configs = _git_configs(args)
+    for k, v in configs:
+        _judge_config(d, k, v, cmd, ctx)
+    p = _git_opts(sub, rest)
+    if sub in ("push", "send-pack"):
+        _judge_push(d, sub, rest, configs, cmd, ctx)
     elif sub == "reset":
-        if "--hard" in rest:
+        if has_opt(p, "--hard"):
             d.add(ctx, "git_reset_hard", cmd.text)
     elif sub == "clean":
-        opts, _ = split_options(rest, {"-e", "--exclude"})
-        flags = short_flags(opts)
-        if ("f" in flags or "--force" in opts) and not ("n" in flags or "--dry-run" in opts):
+        no_force = any(k == "clean.requireforce" and v.lower() in ("false", "0", "no", "off") for k, v in configs)
+        if (has_opt(p, "-f", "--force") or no_force) and not has_opt(p, "-n", "--dry-run", "-i", "--interactive"):
             d.add(ctx, "git_clean_force", cmd.text)
+    elif sub == "config":
+        ops = [a for a in rest if not a.startswith("-")]
+        if len(ops) >= 2:
+            _judge_config(d, ops[0].lower(), ops[1], cmd, ctx)
+    elif sub in ("checkout", "switch", "restore", "read-tree"):
+        _judge_discard(d, sub, p, cmd, ctx)
+    elif sub == "stash" and rest[:1] == ["clear"]:
+        d.add(ctx, "git_reset_hard", cmd.text, "git stash clear deletes every stash: the work saved in them is lost.")
     elif sub in ("sync", "clear", "clear-soft", "force-clone", "obliterate", "nuke", "reset-hard"):
         d.add(ctx, "git_history_destroy", cmd.text, f"git {sub} (git-extras) discards local work or history.")
 
 
-def _judge_push(d: Detector, rest: list[str], cmd: Cmd, ctx: Ctx) -> None:
-    """``git push``: forced in every spelling (``-f``, ``--force-with-lease``, ``--mirror``, ``+ref``),
-    and remote branch deletion (``push origin :main``, ``--delete``, ``-d``, ``--prune``).
+def _judge_discard(d: Detector, sub: str, p: tuple[list[tuple[str, str | None]], list[str]], cmd: Cmd, ctx: Ctx) -> None:
+    """``checkout -- .``/``checkout .``/``restore .`` (the whole tree; ``restore --staged`` alone only
+    unstages), ``checkout -f``/``switch -f``/``--discard-changes``, ``read-tree -u --reset``."""
+    ops = p[1]
+    whole = any(_WHOLE_TREE.match(o) for o in ops)
+    if sub == "restore":
+        worktree = has_opt(p, "-W", "--worktree") or not has_opt(p, "-S", "--staged")
+        hit = whole and worktree
+    elif sub == "read-tree":
+        hit = has_opt(p, "--reset") and has_opt(p, "-u")
+    else:
+        hit = has_opt(p, "-f", "--force", "--discard-changes") or (sub == "checkout" and whole)
+    if hit:
+        d.add(ctx, "git_reset_hard", cmd.text, f"git {sub} here throws away uncommitted changes in the work tree.")
+
+
+def _judge_config(d: Detector, key: str, value: str, cmd: Cmd, ctx: Ctx) -> None:
+    """git configuration that turns later commands destructive: ``clean.requireForce false``, a
+    mirror or forced push refspec, an alias for a dangerous command (judged as what it runs)."""
+    low = value.lower()
+    if key == "init.templatedir" and value:
+        d.add(ctx, "persistence_write", cmd.text, "init.templateDir seeds every new or cloned repository's hooks from it.")
+    elif key == "clean.requireforce" and low in ("false", "0", "no", "off"):
+        d.add(ctx, "git_clean_force", cmd.text, "Turns off clean.requireForce: git clean then deletes without -f.")
+    elif re.fullmatch(r"remote\..+\.mirror", key) and low in ("true", "1", "yes", "on") or (
+        re.fullmatch(r"remote\..+\.push|push\.default", key) and value.startswith("+")
+    ):
+        d.add(ctx, "git_force_push", cmd.text, f"git config {key} {value} makes every push forced.")
+    elif key.startswith("alias.") and value.strip():
+        text = value.strip()[1:] if value.strip().startswith("!") else "git " + value
+        for f in d.script(text, ctx.depth + 1):
+            d.add(ctx, f.rule, cmd.text, f"The git alias {key[6:]} runs `{text[:80]}`: {f.reason or f.rule}")
+            break
+
+
+def _judge_push(d: Detector, sub: str, rest: list[str], configs: list[tuple[str, str]], cmd: Cmd, ctx: Ctx) -> None:
+    """``git push``: forced in every spelling (``-f``, ``--force-with-lease``, ``--mirror``, ``+ref``,
+    ``-c remote.x.mirror=true``), and remote branch deletion (``push origin :main``, ``--delete``,
+    ``-d``, ``--prune``).
 
     must match: ``git push -f``, ``git push origin :main``, ``git -C r push -d origin x``;
     must not: ``git push origin main``, ``git push origin HEAD:refs/heads/x``."""
-    opts, ops = split_options(rest, _PUSH_WITH_ARG)
-    force = any(
-        o in ("-f", "--force", "--mirror", "--force-if-includes")
-        or o.startswith("--force-with-lease")
-        or (o.startswith("-") and not o.startswith("--") and "f" in o[1:])
-        for o in opts
-    )
+    p = _git_opts(sub, rest)
+    ops = p[1]
+    force = has_opt(p, "-f", "--force", "--mirror", "--force-if-includes", "--force-with-lease")
     force = force or any(op.startswith("+") for op in ops[1:])
+    force = force or any(
+        re.fullmatch(r"remote\..+\.mirror", k) and v.lower() in ("true", "1", "yes", "on", "")
+        or re.fullmatch(r"remote\..+\.push", k) and v.startswith("+")
+        for k, v in configs
+    )
     if force:
         d.add(ctx, "git_force_push", cmd.text)
-    short = short_flags([o for o in opts if not o.startswith("--")])
-    if "--delete" in opts or "d" in short or "--prune" in opts or any(op.startswith(":") and len(op) > 1 for op in ops[1:]):
+    if has_opt(p, "--delete", "-d", "--prune") or any(op.startswith(":") and len(op) > 1 for op in ops[1:]):
         d.add(ctx, "git_remote_delete", cmd.text)
 
 
@@ -117,8 +215,12 @@ def _h_git_more(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
     elif sub == "reflog" and rest[:1] == ["expire"]:
         if any(re.fullmatch(r"--expire(-unreachable)?=(now|all|0|never)?", a) for a in rest) or "--expire=now" in rest:
             d.add(ctx, "git_history_destroy", cmd.text, "Expires the reflog: commits only it remembers can be pruned.")
-    elif sub == "gc" and any(a in ("--prune=now", "--prune=all") for a in rest):
+    elif sub in ("gc", "prune") and any(
+        v in ("now", "all") for v in opt_values(_git_opts(sub, rest), "--prune", "--expire")
+    ):
         d.add(ctx, "git_history_destroy", cmd.text, "Prunes unreachable commits at once; they cannot be recovered.")
+    elif sub == "reflog" and rest[:1] == ["delete"]:
+        d.add(ctx, "git_history_destroy", cmd.text, "Deletes reflog entries: commits only they remember can be pruned.")
     elif sub == "update-ref" and ("-d" in rest or "--delete" in rest) and any("refs/remotes" not in a for a in rest if not a.startswith("-")):
         d.add(ctx, "git_history_destroy", cmd.text, "Deletes a ref directly.")
 

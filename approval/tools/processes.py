@@ -9,6 +9,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..commands import (
+    is_broad_pgrep,
     base_name,
     split_options,
     unwrap,
@@ -43,7 +44,10 @@ def _pid_class(word: str, kind: Kinds) -> str:
 
 
 def _fed_by_ps(cmd: Cmd) -> bool:
-    names = [base_name(unwrap(m.argv)[0][0]) for g in cmd.upstream for m in g if unwrap(m.argv)[0]]
+    argvs = [unwrap(m.argv)[0] for g in cmd.upstream for m in g if unwrap(m.argv)[0]]
+    if any(base_name(a[0]) == "pgrep" and is_broad_pgrep(a[1:]) for a in argvs):
+        return True
+    names = [base_name(a[0]) for a in argvs]
     return "ps" in names and not any(
         n in ("grep", "egrep", "fgrep", "rg", "pgrep", "head", "tail", "sed") for n in names
     )
@@ -90,6 +94,8 @@ def _h_kill(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
         d.add(ctx, "kill_broad", cmd.text, "Kills a daemon the machine depends on (sshd, dockerd, init...).")
     elif _fed_by_ps(cmd) or any(UNKNOWN in p and "pslist" in k for p, k in zip(args, kinds)):
         d.add(ctx, "kill_broad", cmd.text, "Kills every process listed by ps.")
+    elif re.search(r"\$\{?PPID\b", cmd.text):
+        d.add(ctx, "kill_broad", cmd.text, "Kills the parent process: the shell or daemon that runs this command.")
 
 
 
@@ -106,7 +112,7 @@ _SELECTORS = frozenset(
 )
 # the options of pkill (and its kin) and of killall that take a value
 _PKILL_WITH_ARG = (_SELECTORS - {"--user"}) | frozenset(
-    "-F --signal --pidfile --older --newer -o -y -n --ns --nslist -e --exact -c --context -q --queue".split()
+    "-F --signal --pidfile --older --newer --ns --nslist --context -q --queue".split()  # -e is --echo, -x --exact
 )
 _KILLALL_WITH_ARG = frozenset("-u --user -s --signal -o --older-than -y --younger-than -Z --context -n --ns".split())
 
@@ -118,8 +124,11 @@ def _h_pkill(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     opts, ops = split_options(args, _KILLALL_WITH_ARG if name == "killall" else _PKILL_WITH_ARG)
     selectors = any(o in _SELECTORS or o.startswith(("--user=", "--uid=", "--euid=")) for o in opts)
     catch_all = any(re.fullmatch(r"\.\*?|\.\+|\^|\$|\^\.\*\$?|\*|\[\^\]\]\*|.?\*", p) or p == "" for p in ops)
+    inverse = name != "killall" and any(o in ("-v", "--inverse") or re.fullmatch(r"-[a-zA-Z0-9]*v[a-zA-Z]*", o) for o in opts)
     if (selectors and not ops) or catch_all or (name == "killall" and "-r" in opts and catch_all):
         d.add(ctx, "kill_broad", cmd.text)
+    elif inverse:
+        d.add(ctx, "kill_broad", cmd.text, f"{name} -v kills every process that does not match the pattern.")
     elif any(_CRITICAL_PROC.search(p) for p in ops) and not any(o in ("-0", "--signal=0") for o in opts):
         d.add(ctx, "kill_broad", cmd.text, f"{name} kills a daemon the machine depends on (sshd, dockerd, init...).")
 

@@ -26,7 +26,7 @@ from ..makefiles import makefile_recipes
 from ..model import UNKNOWN, Cmd, Kinds
 from ..paths import delete_class
 from ..words import echo_output
-from .base import HANDLERS, Ctx, Examples, handles
+from .base import HANDLERS, Ctx, Examples, also, handles
 from .clusters import _fed_by_listing
 from .deletes import FIND_FILTERS, RM_NAMES, _rm_recursive
 from .processes import _fed_by_ps
@@ -77,6 +77,11 @@ def _stdin_texts(cmd: Cmd) -> list[str]:
                 text = src.stdin_text
             if text is not None:
                 out.append(text)
+        else:  # ``(crontab -l; echo 'line') | crontab -``: the literal lines of the group's members
+            texts = [echo_output(unwrap(m.argv)[0]) for m in near if m.argv]
+            lines = "".join(t for t in texts if t)
+            if lines:
+                out.append(lines)
     return out
 
 
@@ -306,6 +311,21 @@ def _h_source(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
         judge_script(d, args[0], kinds[0] if kinds else frozenset(), cmd, ctx, "sh", args=args[1:])
 
 
+def _endless_source(argv: list[str]) -> bool:
+    """``yes``, ``seq 1e9``, ``jot 0``: input without end (or huge), as a fork bomb's feed."""
+    name = base_name(argv[0])
+    if name == "yes":
+        return True
+    if name in ("seq", "jot"):
+        for w in argv[1:]:
+            try:
+                if float(w) >= 10000 or (name == "jot" and float(w) == 0):
+                    return True
+            except ValueError:
+                continue
+    return False
+
+
 @handles("xargs")
 def _h_xargs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``xargs``: the command it runs, with the words it reads standing for unknown text; ``xargs rm -r`` on
@@ -326,34 +346,79 @@ def _h_xargs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
         },
     )
     sub = args[i:] or ["echo"]
-    replace = option_value(args[:i], ("-I", "--replace"))
-    item = UNKNOWN
-    if cmd.stdin_text and cmd.stdin_text.split():
-        item = cmd.stdin_text.split()[0]
+    opts = args[:i]
+    replace = option_value(opts, ("-I", "--replace"))
+    if replace is None:
+        replace = next((o[2:] for o in opts if o.startswith("-I") and len(o) > 2), None)
+    # with -0, -d or -I an item is a whole line (or the whole input), not a word
+    whole = replace is not None or any(o in ("-0", "--null", "-d", "--delimiter") or o.startswith(("-d", "--delimiter=")) for o in opts)
+    item: str = UNKNOWN
+    empty = False
+    texts = [cmd.stdin_text] if cmd.stdin_text is not None else []
     for g in cmd.upstream[-1:]:
         for m in g:
             a = unwrap(m.argv)[0]
             literal = echo_output(a) if a else None
-            if literal is not None and literal.split():
-                item = literal.split()[0]
+            if literal is not None:
+                texts.append(literal)
+            if a and _endless_source(a) and any(
+                o in ("-P0", "--max-procs=0") or o == "-P" and opts[j + 1 : j + 2] == ["0"] for j, o in enumerate(opts)
+            ):
+                d.add(ctx, "fork_bomb", cmd.text, f"xargs -P0 starts a process for every line {a[0]} makes, all at once.")
+    for text in texts[-1:]:
+        stripped = text.strip("\n\0 ") if whole else text
+        if whole and stripped:
+            item = stripped.split("\0")[0].split("\n")[0] if replace is not None or "-0" not in opts else stripped
+        elif not whole and text.split():
+            item = text.split()[0]
+        else:
+            empty = True  # empty input: xargs still runs the command once, without arguments (GNU, no -r)
+    for g in cmd.upstream[-1:]:
+        for m in g:
+            a = unwrap(m.argv)[0]
             if a and base_name(a[0]) == "find":
                 paths = [x for x in a[1:] if not x.startswith(("-", "(", "!"))][:1] or ["."]
                 filtered = any(x in FIND_FILTERS for x in a)
                 item = paths[0] if not filtered else posixpath.join(paths[0], "x" + UNKNOWN)
-    if item == UNKNOWN:  # the paths come from input the gate cannot read (a file, another program)
+    if item == UNKNOWN and not empty:  # the paths come from input the gate cannot read (a file, another program)
         inner = unwrap(sub)[0]
         if inner and base_name(inner[0]) in RM_NAMES and _rm_recursive(base_name(inner[0]), split_options(inner[1:])[0]):
             d.add(ctx, "rm_unresolved_path", cmd.text,
                   "Recursively deletes whatever paths its input lists; the gate cannot see them.")
-    argv = [s.replace(replace, item) for s in sub] if replace else sub + [item]
     mass = frozenset({"mass"}) if _fed_by_listing(cmd) or _fed_by_ps(cmd) else frozenset()
-    run = Cmd(argv, [mass] * len(argv), cmd.text, upstream=cmd.upstream, cwd=cmd.cwd)
-    d.command(run, ctx)
+    no_run_if_empty = any(o in ("-r", "--no-run-if-empty") for o in opts)
+    if (empty or item == UNKNOWN) and not replace and not no_run_if_empty:
+        d.command(Cmd(list(sub), [mass] * len(sub), cmd.text, upstream=cmd.upstream, cwd=cmd.cwd), ctx)
+    if not empty:
+        argv = [s.replace(replace, item) for s in sub] if replace else sub + [item]
+        d.command(Cmd(argv, [mass] * len(argv), cmd.text, upstream=cmd.upstream, cwd=cmd.cwd), ctx)
+
+
+@also("gdb", "cgdb", "gdb-multiarch", "lldb", "rr")
+def _h_debugger_args(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``gdb [-batch -ex run] --args prog args``, ``lldb -- prog args``, ``rr record prog args``: the
+    debugged program runs with those arguments; judged as itself (the -ex/-o scripts are judged by
+    the handoff module)."""
+    sep = "--args" if name in ("gdb", "cgdb", "gdb-multiarch") else "--"
+    if name == "rr" and args[:1] == ["record"]:
+        rest = [a for a in args[1:] if not a.startswith("-")]
+        sub = args[args.index(rest[0]) :] if rest else []
+    elif sep in args:
+        sub = args[args.index(sep) + 1 :]
+    else:
+        return
+    if sub:
+        d.command(Cmd(sub, [frozenset()] * len(sub), cmd.text, cwd=cmd.cwd), ctx)
 
 
 @handles("parallel")
 def _h_parallel(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
-    """GNU ``parallel``: the command template is judged like xargs'."""
+    """GNU ``parallel``: the command template is judged like xargs'; ``-j0`` over endless input
+    (``yes``, ``seq 1e9``) is a fork bomb."""
+    if any(a in ("-j0", "--jobs=0", "-j", "--jobs") and (a.endswith("0") or args[i + 1 : i + 2] == ["0"])
+           for i, a in enumerate(args)):
+        if any(_endless_source(unwrap(m.argv)[0]) for g in cmd.upstream[-1:] for m in g if unwrap(m.argv)[0]):
+            d.add(ctx, "fork_bomb", cmd.text, "parallel -j0 starts a process for every line of endless input, all at once.")
     if ":::" in args:
         j = args.index(":::")
         template = [a for a in args[:j] if not a.startswith("-")]
@@ -404,7 +469,7 @@ def _h_interpreter(d: Detector, name: str, args: list[str], kinds: list[Kinds], 
             module = True
             break
         if a.startswith("-") and a != "-":
-            if lang == "perl" and "i" in a[1:]:
+            if lang in ("perl", "ruby") and "i" in a[1:] and not a.startswith("--"):
                 in_place = True
             i += 1
             continue
@@ -416,10 +481,11 @@ def _h_interpreter(d: Detector, name: str, args: list[str], kinds: list[Kinds], 
     for code in codes:
         _judge_code(d, lang, code, frozenset(code_kinds), cmd, ctx)
     if codes:
-        if in_place:
-            _, ops = split_options(args[i + 2 :])
-            for f in ops:
-                d.write_target(f, cmd, ctx)
+        if in_place:  # ``perl -pi -e CODE FILES``: every operand that is no code is edited in place
+            skip = {j + 1 for j, a in enumerate(args) if a in flags or re.fullmatch(r"-[a-zA-Z]*[eE]", a)}
+            for j, f in enumerate(args):
+                if j not in skip and not f.startswith("-"):
+                    d.write_target(f, cmd, ctx)
         return
     if module:
         return

@@ -14,6 +14,9 @@ if TYPE_CHECKING:
     from ..detect import Detector
 
 
+_UNIT_DIRS = ("/etc/systemd/", "/usr/lib/systemd/", "/lib/systemd/", "/run/systemd/")
+
+
 @handles("systemctl")
 def _h_systemctl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``systemctl stop/disable/mask/kill/isolate`` of services, and its power verbs (reboot, poweroff, kexec)."""
@@ -45,15 +48,21 @@ def _h_systemctl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cm
     if not ops:
         return
     verb = ops[0]
-    if verb in ("poweroff", "reboot", "halt", "kexec", "soft-reboot", "emergency", "rescue", "exit", "switch-root"):
+    if verb in ("poweroff", "reboot", "halt", "kexec", "soft-reboot", "emergency", "rescue", "exit", "switch-root",
+                "suspend", "hibernate", "hybrid-sleep", "suspend-then-hibernate", "sleep"):
         d.add(ctx, "power", cmd.text, f"systemctl {verb} takes the machine down.")
     elif verb == "default" or (
         verb in ("isolate", "start", "restart")
         and any(
-            u in ("poweroff.target", "reboot.target", "halt.target", "kexec.target", "rescue.target") for u in ops[1:]
+            u.removesuffix(".target") in ("poweroff", "reboot", "halt", "kexec", "rescue", "emergency", "suspend",
+                                          "hibernate", "hybrid-sleep", "sleep", "suspend-then-hibernate")
+            for u in ops[1:]
         )
     ):
         d.add(ctx, "power", cmd.text)
+    elif verb in ("link", "enable", "reenable") and any("/" in u and not u.startswith(_UNIT_DIRS) for u in ops[1:]):
+        d.add(ctx, "persistence_write", cmd.text,
+              f"systemctl {verb} installs a unit file from {next(u for u in ops[1:] if '/' in u)} to run at boot.")
     elif (
         verb in ("stop", "disable", "mask", "kill", "isolate", "freeze")
         and len(ops) > 1

@@ -10,12 +10,14 @@ import re
 from typing import TYPE_CHECKING
 
 from ..commands import (
+    getopt,
+    opt_values,
     option_value,
     short_flags,
     split_options,
 )
 from ..model import UNKNOWN, Cmd, Kinds
-from ..paths import delete_class, normalize_path, write_class
+from ..paths import delete_class, is_block_device, normalize_path, write_class
 from .base import Ctx, Examples, _opt_value, also, handles
 
 if TYPE_CHECKING:
@@ -41,20 +43,56 @@ def _h_dd(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd,
         d.write_target(t, cmd, ctx)
 
 
+_SED_LONGS = ("--in-place", "--expression", "--file", "--line-length", "--null-data", "--zero-terminated", "--quiet",
+              "--silent", "--debug", "--sandbox", "--posix", "--regexp-extended", "--separate", "--unbuffered",
+              "--follow-symlinks", "--binary")
+
+
+def sed_in_place(args: list[str]) -> tuple[bool, list[str]]:
+    """Whether sed edits in place, and its file operands, parsed as GNU sed does: ``-i`` anywhere
+    in a cluster (``-ni``, ``-Ei``; what follows ``i`` is the backup suffix), ``--in``/``--in-pl``
+    (unique prefixes of ``--in-place``), ``-e``/``-f`` with attached or separate values."""
+    in_place = False
+    script_opt = False
+    ops: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        i += 1
+        if a == "--":
+            ops.extend(args[i:])
+            break
+        if a.startswith("--") and len(a) > 2:
+            (o, v), = getopt([a], "", _SED_LONGS, ("--expression", "--file", "--line-length"))[0][:1] or [(a, None)]
+            if o == "--in-place":
+                in_place = True
+            elif o in ("--expression", "--file", "--line-length"):
+                script_opt = script_opt or o != "--line-length"
+                if v is None and "=" not in a:
+                    i += 1
+            continue
+        if a.startswith("-") and len(a) > 1:
+            for j, ch in enumerate(a[1:], 1):
+                if ch == "i":
+                    in_place = True
+                    break
+                if ch in "efl":
+                    script_opt = script_opt or ch != "l"
+                    if j + 1 == len(a):
+                        i += 1
+                    break
+            continue
+        ops.append(a)
+    return in_place, (ops if script_opt else ops[1:])
+
+
 @handles("sed", "gsed", "perl-i")
 def _h_sed(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``sed -i`` edits files in place: judged as writes to them; sed's ``e`` command and ``s///e`` flag run
     shell code (see the handoff module)."""
-    if not any(
-        a == "-i" or a.startswith("--in-place") or (a.startswith("-") and not a.startswith("--") and "i" in a[1:2])
-        for a in args
-    ):
+    in_place, files = sed_in_place(args)
+    if not in_place:
         return
-    opts, ops = split_options(args, {"-e", "-f", "--expression", "--file", "-l", "--line-length"})
-    has_script_opt = any(
-        o in ("-e", "-f", "--expression", "--file") or o.startswith(("--expression=", "--file=")) for o in opts
-    )
-    files = ops if has_script_opt else ops[1:]
     for f in files:
         d.write_target(f, cmd, ctx)
 
@@ -65,6 +103,12 @@ def _h_truncate(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
     _, ops = split_options(args, {"-s", "-r", "--size", "--reference", "-l", "-o", "--length", "--offset"})
     for f in ops:
         d.write_target(f, cmd, ctx)
+        if _SECRET.search(normalize_path(f, cmd.cwd)):
+            d.add(ctx, "rm_system_path", cmd.text, f"{name} destroys the secret {f} (keys cannot be recovered).")
+
+
+# Private keys and key stores: overwriting or truncating one loses it for good.
+_SECRET = re.compile(r"^~/\.(?:ssh/id_[^/]+|gnupg/.+|aws/credentials|kube/config)$|\.(?:kdbx|pem|key|p12|pfx|keystore|jks)$")
 
 
 @handles("tar", "bsdtar", "gtar", "unzip", "7z", "7za", "cpio")
@@ -75,10 +119,20 @@ def _h_extract(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
         if name != "7z"
         else next((a[2:] for a in args if a.startswith("-o")), None)
     )
-    if dest is None and name in ("tar", "bsdtar", "gtar"):
-        dest = next((a.split("=", 1)[1] for a in args if a.startswith("--directory=")), None)
+    if name in ("tar", "bsdtar", "gtar", "cpio"):
+        # clustered and attached (-C/, -xC/etc), long prefixes (--dir=/); tar's first word may be old-style keys
+        rest = args[1:] if args and name != "cpio" and not args[0].startswith("-") else args
+        p = getopt(rest, "CfbFgHKLNTVXI" if name != "cpio" else "DEFHIMORC",
+                   ("--extract", "--get", "--list", "--create", "--append", "--update"),
+                   ("--directory", "--file", "--exclude", "--files-from", "--format", "--owner", "--group", "--mode"))
+        dirs = opt_values(p, "-C", "--directory") if name != "cpio" else opt_values(p, "-D", "--directory")
+        dest = dirs[-1] if dirs else dest
+        tar_extract = any(o in ("-x", "--extract", "--get") for o, _ in p[0]) and name != "cpio"
+    else:
+        tar_extract = False
     extracting = (
-        name in ("unzip", "cpio")
+        tar_extract
+        or name in ("unzip", "cpio")
         or (name in ("7z", "7za") and args[:1] in (["x"], ["e"]))
         or any(a in ("-x", "--extract", "--get") or re.fullmatch(r"-[A-Za-z]*x[A-Za-z]*", a) for a in args)
         or bool(args and re.fullmatch(r"[A-Za-z]*x[A-Za-z]*", args[0]))
@@ -94,7 +148,11 @@ def _h_extract(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
 @handles("chmod", "chown", "chgrp", "setfacl", "chattr", "chcon")
 def _h_chmod(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """Recursive ``chmod``/``chown`` of system paths (the system's permissions break), and setuid/setgid bits."""
+    if name == "chmod":  # chmod takes ``-x``, ``-rw`` as modes, not options
+        args = [a if not re.fullmatch(r"-[rwxXst]+(?:,.*)?", a) else "\x01" + a for a in args]
     opts, ops = split_options(args, {"--reference", "--from", "-m", "-x", "-M", "-X"})
+    ops = [o.lstrip("\x01") for o in ops]
+    opts = [o.lstrip("\x01") for o in opts]
     recursive = "R" in short_flags(opts) or "--recursive" in opts or (name == "chattr" and "R" in "".join(opts))
     targets = ops[1:] if name not in ("setfacl",) else ops
     if (
@@ -120,6 +178,39 @@ def _h_chmod(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
                 cmd.text,
                 f"Changes {name} on the system path {normalize_path(t, cmd.cwd)}.",
             )
+        elif name == "chmod" and mode and _breaking_mode(mode, t, cmd.cwd):
+            d.add(
+                ctx,
+                "chmod_recursive_system",
+                cmd.text,
+                f"chmod {mode} on {normalize_path(t, cmd.cwd)} opens it to everyone or locks the system out of it.",
+            )
+
+
+_CRITICAL_FILE = re.compile(
+    r"^/(?:etc/(?:passwd|shadow|gshadow|group|sudoers(?:\.d/.*)?|pam\.d/.*|ssh/sshd_config|security/.*|ld\.so\.preload)"
+    r"|(?:var/)?run/(?:docker|containerd/containerd|podman/podman)\.sock|dev/(?:mem|kmem)"
+    r"|(?:usr/)?(?:s?bin)/(?:sudo|su|bash|sh|dash|login|passwd)|usr/lib/sudo/.*)$"
+)
+_BIN_DIR = re.compile(r"^/(?:usr/(?:local/)?)?s?bin/")
+
+
+def _breaking_mode(mode: str, target: str, cwd: str | None) -> bool:
+    """A non-recursive chmod that breaks or opens the system: a critical file (passwd, shadow,
+    sudoers, the Docker socket, a block device, sudo, the shells) made world-writable or
+    unreadable, or programs in the system's bin directories made non-executable."""
+    path = normalize_path(target, cwd)
+    critical = bool(_CRITICAL_FILE.match(path)) or is_block_device(path)
+    numeric = re.fullmatch(r"[0-7]{1,4}", mode)
+    world_writable = bool(numeric and int(mode[-1]) & 2) or bool(
+        re.search(r"(?:^|,)[ugo]*[oa][ugo]*[+=][rwxXst]*w", mode) or re.fullmatch(r"[+=]?rw?x?w", mode)
+    )
+    locked = bool(numeric and int(mode, 8) & 0o700 == 0) or bool(
+        re.search(r"(?:^|,)[ua]*-[rwxXst]*[rx]|(?:^|,)[ugo]*[ua][ugo]*=(?:,|$)|^=$", mode)
+    )
+    if critical and (world_writable or locked):
+        return True
+    return bool(_BIN_DIR.match(path) and re.search(r"(?:^|,)[ugoa]*-[rwXst]*x|^0+$", mode))
 
 
 # -- system writes that are tools
@@ -313,6 +404,264 @@ def _h_firewall(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
         d.add(ctx, "firewall_flush", cmd.text, f"{name} flushes or disables the firewall.")
 
 
+# -- tools that write through an output operand
+
+
+@handles("sort", "uniq", "xxd", "patch", "touch", "split", "csplit", "mkdir", "mkfifo", "shred-free")
+def _h_output_operand(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Tools whose output is an operand or an option's value: ``sort -o FILE``, ``uniq IN OUT``,
+    ``xxd -r IN OUT``, ``patch FILE``/``patch -d DIR``, ``split IN PREFIX``, ``csplit -f PREFIX``,
+    ``touch FILE`` (``/etc/nologin`` locks users out), ``mkdir`` in a persistence directory."""
+    targets: list[str] = []
+    if name == "sort":
+        p = getopt(args, "okStT", ("--output", "--key", "--field-separator", "--buffer-size",
+                                    "--temporary-directory", "--parallel", "--files0-from", "--sort",
+                                    "--random-source", "--compress-program", "--batch-size"),
+                   ("--output", "--key", "--field-separator", "--buffer-size", "--temporary-directory", "--parallel",
+                    "--files0-from", "--sort", "--random-source", "--compress-program", "--batch-size"))
+        targets = opt_values(p, "-o", "--output")
+    elif name == "uniq":
+        p = getopt(args, "fsw", ("--skip-fields", "--skip-chars", "--check-chars", "--group", "--all-repeated"),
+                   ("--skip-fields", "--skip-chars", "--check-chars"))
+        targets = p[1][1:2]
+    elif name == "xxd":
+        p = getopt(args, "cgloOsn", (), ())
+        if any(o == "-r" for o, _ in p[0]) or "-revert" in args:
+            targets = p[1][1:2]
+    elif name == "patch":
+        p = getopt(args, "pdDioBbFrVYzgx", ("--directory", "--input", "--output", "--strip", "--reject-file"),
+                   ("--directory", "--input", "--output", "--strip", "--reject-file", "--backup-if-mismatch"))
+        targets = p[1][:1] + opt_values(p, "-o", "--output")
+        for v in opt_values(p, "-d", "--directory"):
+            if normalize_path(v, cmd.cwd) == "/":
+                d.add(ctx, "system_write", cmd.text, "patch -d / applies a patch over the filesystem root.")
+            targets.append(v.rstrip("/") + "/x")
+    elif name == "split":
+        p = getopt(args, "abClnt", ("--suffix-length", "--bytes", "--line-bytes", "--lines", "--number",
+                                     "--additional-suffix", "--separator", "--filter"),
+                   ("--suffix-length", "--bytes", "--line-bytes", "--lines", "--number", "--additional-suffix",
+                    "--separator", "--filter"))
+        targets = [t + "aa" for t in p[1][1:2]]
+    elif name == "csplit":
+        p = getopt(args, "bfn", ("--prefix", "--suffix-format", "--digits"), ("--prefix", "--suffix-format", "--digits"))
+        targets = [t + "00" for t in opt_values(p, "-f", "--prefix")]
+    elif name == "touch":
+        p = getopt(args, "dtr", ("--date", "--reference", "--time"), ("--date", "--reference", "--time"))
+        targets = p[1]
+    elif name in ("mkdir", "mkfifo"):
+        p = getopt(args, "mZ", ("--mode", "--parents", "--context"), ("--mode", "--context"))
+        for t in p[1]:
+            if write_class(t.rstrip("/") + "/x", cmd.cwd) == "persist":
+                d.write_target(t.rstrip("/") + "/x", cmd, ctx)
+        return
+    for t in targets:
+        d.write_target(t, cmd, ctx)
+
+
+@also("pip", "pip3", "npm", "pnpm", "yarn", "git")
+def _h_install_prefix(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``pip install --prefix /usr``/``--target``/``--root``, ``npm install -g --prefix /usr``: packages
+    written into a system path; ``git clone URL /etc/x`` writes the clone there."""
+    if name == "git":
+        words = [a for a in args if not a.startswith("-")]
+        if words[:1] == ["clone"] and len(words) >= 3:
+            d.write_target(words[2].rstrip("/") + "/x", cmd, ctx)
+        return
+    if "install" not in args and "i" not in args and "add" not in args:
+        return
+    for i, a in enumerate(args):
+        opt, eq, value = a.partition("=")
+        if opt in ("--prefix", "--target", "--root", "-t", "--global-dir"):
+            v = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+            if v:
+                d.write_target(v.rstrip("/") + "/x", cmd, ctx)
+
+
+# -- network down, accounts, kernel, unmounts
+
+
+_NET_MATCH = frozenset("-s --source -d --destination -p --protocol -i --in-interface -o --out-interface -m --match "
+                       "--dport --sport --dports --sports --src-range --dst-range --state --ctstate --uid-owner".split())
+
+
+@also("iptables", "ip6tables", "iptables-legacy", "ip6tables-legacy", "iptables-nft", "ip6tables-nft")
+def _h_iptables_lockout(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``iptables -P INPUT DROP`` (every packet dropped unless a rule lets it in), and a DROP/REJECT
+    rule with no match on INPUT/OUTPUT (``-A INPUT -j DROP``, ``-I INPUT 1 -j REJECT``): a lockout."""
+    p = getopt(args, "PAIDRNjtsdpiomwWg", ("--policy", "--append", "--insert", "--jump", "--table"),
+               ("--policy", "--append", "--insert", "--jump", "--table", "--delete", "--replace", "--new-chain"))
+    pol = [(o, v) for o, v in p[0] if o in ("-P", "--policy")]
+    if pol and any(v in ("INPUT", "OUTPUT") for _, v in pol) and any(x in ("DROP", "REJECT") for x in p[1]):
+        d.add(ctx, "network_down", cmd.text, f"{name} -P … DROP drops every packet no rule accepts.")
+        return
+    chains = [v for o, v in p[0] if o in ("-A", "--append", "-I", "--insert")]
+    jump = [v for o, v in p[0] if o in ("-j", "--jump")]
+    matched = any(a.split("=")[0] in _NET_MATCH for a in args) or any(o in ("-s", "-d", "-p", "-i", "-o", "-m") for o, _ in p[0])
+    if any(c in ("INPUT", "OUTPUT") for c in chains) and any(j in ("DROP", "REJECT") for j in jump) and not matched:
+        d.add(ctx, "network_down", cmd.text, f"{name} drops every packet on {chains[0]}.")
+
+
+@also("nft", "iptables-restore", "ip6tables-restore", "iptables-legacy-restore", "iptables-nft-restore")
+def _h_nft_lockout(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``nft add rule inet filter input drop`` (no match), a chain with ``policy drop`` on an input or
+    output hook, and ``iptables-restore < /dev/null`` (an empty table set: every rule flushed)."""
+    if name != "nft":
+        if any(op == "<" and t == "/dev/null" for op, t in cmd.redirects) or cmd.stdin_text is not None and not cmd.stdin_text.strip():
+            d.add(ctx, "firewall_flush", cmd.text, f"{name} loads an empty rule set: every rule is flushed.")
+        return
+    low = [a.lower().strip(";{}") for a in args]
+    if "policy" in low and low[low.index("policy") + 1 : low.index("policy") + 2] == ["drop"] and any(
+        w in ("input", "output") for w in low
+    ):
+        d.add(ctx, "network_down", cmd.text, "nft sets a drop policy on an input/output hook.")
+    elif low[:2] in (["add", "rule"], ["insert", "rule"], ["a", "rule"], ["i", "rule"]) and len(low) >= 6 and low[4] in (
+        "input", "output"
+    ) and low[5:] in (["drop"], ["reject"], ["counter", "drop"], ["counter", "reject"]):
+        d.add(ctx, "network_down", cmd.text, f"nft drops every packet on {low[4]}.")
+
+
+@handles("ip", "ifconfig", "ifdown", "nmcli", "route", "iwconfig", "rfkill", "netplan")
+def _h_network_down(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Interfaces, addresses or routes taken away (``ip link set eth0 down``, ``ifconfig eth0 down``,
+    ``ifdown -a``, ``ip addr flush dev eth0``, ``ip route flush``/``del default``, ``nmcli networking off``);
+    the loopback interface is left alone."""
+    ops = [a for a in args if not a.startswith("-")]
+    low = [o.lower() for o in ops]
+    lo = any(w in ("lo", "lo0") for w in low)
+    hit = ""
+    if name == "ip":
+        obj, verb = (low + ["", ""])[:2]
+        if "link".startswith(obj) and obj and "down" in low[2:] and not lo:
+            hit = "sets an interface down"
+        elif obj and ("address".startswith(obj) or "route".startswith(obj)) and verb == "flush" and not lo:
+            hit = "flushes the addresses or routes"
+        elif obj and "route".startswith(obj) and verb in ("del", "delete") and "default" in low[2:]:
+            hit = "deletes the default route"
+    elif name == "ifconfig" and "down" in low and not lo:
+        hit = "sets an interface down"
+    elif name == "ifdown" and not lo:
+        hit = "takes interfaces down"
+    elif name == "nmcli" and (
+        low[:2] in (["networking", "off"], ["n", "off"]) or low[:1] in (["radio"], ["r"]) and "off" in low
+        or low[:2] in (["device", "disconnect"], ["dev", "disconnect"], ["d", "disconnect"])
+    ):
+        hit = "turns networking off"
+    elif name == "route" and low[:2] == ["del", "default"]:
+        hit = "deletes the default route"
+    if hit:
+        d.add(ctx, "network_down", cmd.text, f"{name} {hit}: the machine can lose its network.")
+
+
+_PRIV_GROUPS = frozenset({"sudo", "wheel", "admin", "root", "disk", "shadow"})  # docker: an everyday setup step
+
+
+@handles("passwd", "chpasswd", "gpasswd", "groupadd", "groupmod", "chsh", "pwconv", "vipw", "visudo", "chage")
+def _h_accounts(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Passwords removed or set for root (``passwd -d root``, ``chpasswd``), users added to sudo/wheel
+    (``gpasswd -a u sudo``), gid-0 groups, root's shell changed, sudoers edited."""
+    ops = [a for a in args if not a.startswith("-")]
+    hit = ""
+    if name == "passwd" and any(a in ("-d", "--delete", "-u", "--unlock") or re.fullmatch(r"-[a-zA-Z]*d", a) for a in args):
+        hit = "removes or unlocks a password"
+    elif name == "passwd" and "root" in ops and any(a in ("-l", "--lock", "-e", "--expire") for a in args):
+        hit = "locks or expires root's password"
+    elif name == "chpasswd":
+        hit = "sets account passwords from its input"
+    elif name == "gpasswd" and any(a in ("-a", "--add", "-M", "--members", "-A", "--administrators") for a in args) \
+            and any(g in _PRIV_GROUPS for g in ops):
+        hit = "adds a user to a privileged group"
+    elif name in ("groupadd", "groupmod") and any(
+        re.fullmatch(r"(?:-g|--gid)=?0+", a) or a in ("-g", "--gid") and args[i + 1 : i + 2] == ["0"]
+        for i, a in enumerate(args)
+    ):
+        hit = "creates a second group with gid 0"
+    elif name == "chsh" and "root" in ops:
+        hit = "changes root's login shell"
+    elif name == "visudo" and not any(a in ("-c", "--check") for a in args):
+        hit = "edits the sudoers policy"
+    if hit:
+        d.add(ctx, "account_change", cmd.text, f"{name} {hit}.")
+
+
+@also("usermod", "lusermod")
+def _h_usermod(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``usermod -aG sudo u`` (a privileged group), ``-p ''`` (an empty or given password hash),
+    root's shell or lock changed (``usermod -s /bin/false root``, ``-L root``)."""
+    p = getopt(args, "cdegGlpsu", ("--append", "--groups", "--password", "--shell", "--lock", "--expiredate"),
+               ("--groups", "--password", "--shell", "--home", "--comment", "--gid", "--uid", "--login", "--expiredate"))
+    groups = [g for v in (v for o, v in p[0] if o in ("-G", "--groups", "-g", "--gid") and v) for g in v.split(",")]
+    root = "root" in p[1]
+    if any(g in _PRIV_GROUPS or g == "0" for g in groups):
+        d.add(ctx, "account_change", cmd.text, f"usermod adds {' '.join(p[1][-1:])} to a privileged group.")
+    elif any(o in ("-p", "--password") for o, _ in p[0]):
+        d.add(ctx, "account_change", cmd.text, "usermod sets a password hash directly (an empty one logs in without).")
+    elif root and any(o in ("-s", "--shell", "-L", "--lock", "-e", "--expiredate", "-l", "--login") for o, _ in p[0]):
+        d.add(ctx, "account_change", cmd.text, "usermod changes root's shell, lock or name: root can no longer log in.")
+
+
+@handles("insmod", "rmmod", "modprobe", "kmod", "sysctl")
+def _h_kernel(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Kernel modules loaded or removed (``insmod x.ko``, ``rmmod``, ``modprobe -r``), and kernel
+    parameters written (``sysctl -w kernel.*``/``vm.*``/``net.*``, ``sysctl kernel.panic=1``)."""
+    ops = [a for a in args if not a.startswith("-")]
+    hit = ""
+    if name in ("insmod", "rmmod") and ops or name == "kmod" and ops[:1] in (["insert"], ["remove"]):
+        hit = "loads or removes a kernel module"
+    elif name == "modprobe" and any(a in ("-r", "--remove", "--remove-dependencies") or re.fullmatch(r"-[a-zA-Z]*r[a-zA-Z]*", a) for a in args):
+        hit = "removes a kernel module"
+    elif name == "modprobe" and any(a.endswith(".ko") or "/" in a for a in ops):
+        hit = "loads a kernel module from a file"
+    elif name == "sysctl" and (
+        any(a in ("-w", "--write", "-p", "--load") for a in args) and ops or any("=" in o for o in ops)
+    ) and not any(a in ("-n", "-a", "--all") for a in args if a not in ("-w",)):
+        hit = "changes kernel parameters"
+    elif name == "kexec" and any(a in ("-e", "--exec", "-f", "--force") for a in args):
+        hit = "boots another kernel at once"
+    if hit:
+        d.add(ctx, "kernel_change", cmd.text, f"{name} {hit}.")
+
+
+@handles("umount", "dmsetup", "swapoff", "losetup")
+def _h_unmount(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``umount -l /``, ``umount -a``, ``dmsetup remove_all``, ``losetup -D``, ``zpool export -a``,
+    ``vgchange -an``: filesystems the running system uses go away."""
+    ops = [a for a in args if not a.startswith("-")]
+    hit = ""
+    if name == "umount":
+        if any(a in ("-a", "--all") or re.fullmatch(r"-[a-zA-Z]*a[a-zA-Z]*", a) for a in args) and not any(
+            a in ("-t", "--types", "-O", "--test-opts") for a in args
+        ):
+            hit = "unmounts every filesystem"
+        elif any(normalize_path(o, cmd.cwd) in _SYSTEM_MOUNTS for o in ops):
+            hit = f"unmounts {next(o for o in ops if normalize_path(o, cmd.cwd) in _SYSTEM_MOUNTS)}"
+    elif name == "dmsetup" and ops[:1] and ops[0] in ("remove_all", "wipe_table"):
+        hit = f"{ops[0]} removes every device mapping"
+    elif name == "swapoff" and any(a in ("-a", "--all") for a in args):
+        hit = "turns off all swap"
+    elif name == "losetup" and any(a in ("-D", "--detach-all") for a in args):
+        hit = "detaches every loop device"
+    elif name == "zpool" and ops[:1] in (["export"], ["destroy"]) and ("-a" in args or ops[:1] == ["destroy"]):
+        hit = "exports or destroys pools"
+    elif name == "vgchange" and any(re.fullmatch(r"-a(?:n|\s*n)|--activate=?n", a) for a in args) and not ops:
+        hit = "deactivates every volume group"
+    if hit:
+        d.add(ctx, "unmount_system", cmd.text, f"{name} {hit}.")
+
+
+@also("mount")
+def _h_remount(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """``mount -o remount,ro /`` (the system can no longer write), ``mount --move``/``--bind`` over a system dir."""
+    p = getopt(args, "otTLUBMRNwXc", (), ("--options", "--types", "--target", "--source"))
+    options = ",".join(v for o, v in p[0] if o in ("-o", "--options") and v)
+    targets = [normalize_path(o, cmd.cwd) for o in p[1]] + [normalize_path(v, cmd.cwd) for o, v in p[0] if o == "--target" and v]
+    if "remount" in options.split(",") and "ro" in options.split(",") and any(t in _SYSTEM_MOUNTS for t in targets):
+        d.add(ctx, "unmount_system", cmd.text, "mount remounts a system filesystem read-only.")
+
+
+_SYSTEM_MOUNTS = frozenset({"/", "/usr", "/boot", "/var", "/etc", "/home", "/proc", "/sys", "/dev", "/run", "/boot/efi",
+                            "/var/lib/docker", "/lib", "/bin", "/sbin"})
+
+
 # -- users, security controls, capabilities
 
 
@@ -388,6 +737,29 @@ EXAMPLES: tuple[Examples, ...] = (
         match=("echo hi > /etc/motd", "tee /usr/bin/ls < evil", "sudo mv mytool /usr/local/bin/", "sed -i s/a/b/ /etc/hosts",
                "tar -xf x.tar -C /usr"),
         no_match=("echo hi > /tmp/motd", "cat /etc/hosts", "sed -i s/a/b/ config.txt", "tar -xf x.tar -C build"),
+    ),
+    Examples(
+        "network_down",
+        match=("iptables -P INPUT DROP", "iptables -A INPUT -j DROP", "ip link set eth0 down", "ifconfig eth0 down",
+               "ip route flush all", "ip route del default", "nmcli networking off", "ip addr flush dev eth0"),
+        no_match=("iptables -A INPUT -p tcp --dport 22 -j ACCEPT", "iptables -A INPUT -s 1.2.3.4 -j DROP",
+                  "ip link set lo up", "ip link set eth0 up", "ip addr show", "nmcli device status", "ifconfig"),
+    ),
+    Examples(
+        "account_change",
+        match=("passwd -d root", "usermod -aG sudo agent", "gpasswd -a agent wheel", "usermod -p '' root",
+               "echo root:x | chpasswd", "groupadd -g 0 x", "usermod -s /bin/false root"),
+        no_match=("passwd", "usermod -aG video agent", "groupadd devs", "visudo -c", "passwd -S root"),
+    ),
+    Examples(
+        "kernel_change",
+        match=("insmod evil.ko", "rmmod e1000", "modprobe -r ext4", "sysctl -w kernel.sysrq=1", "sysctl kernel.panic=1"),
+        no_match=("lsmod", "modprobe --show-depends ext4", "sysctl -a", "sysctl kernel.hostname", "modinfo ext4"),
+    ),
+    Examples(
+        "unmount_system",
+        match=("umount -l /", "umount -a", "mount -o remount,ro /", "dmsetup remove_all", "swapoff -a", "losetup -D"),
+        no_match=("umount /mnt/usb", "mount -o remount,rw /", "dmsetup ls", "swapon -a", "losetup -a", "mount"),
     ),
     Examples(
         "boot_write",
