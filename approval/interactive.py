@@ -256,6 +256,10 @@ class _Run:
 
 
 _CODE_FLAGS = frozenset({"-c", "-e", "-E", "-r", "--eval", "-p", "--print", "--command", "-Command", "-command"})
+#: Flags of _CODE_FLAGS that mean something else in some languages (ruby/node ``-r lib`` requires a
+#: library, ruby ``-E`` names an encoding, ``-p`` loops in perl/ruby).
+_NOT_CODE = {"ruby": frozenset({"-r", "-E", "-p"}), "node": frozenset({"-r"}), "perl": frozenset({"-r", "-p"}),
+             "python": frozenset({"-r", "-p", "-E"})}
 
 
 def _repl_flag(lang: str, a: str) -> bool:
@@ -271,10 +275,27 @@ def _repl_flag(lang: str, a: str) -> bool:
 def _code_flag(lang: str, a: str) -> bool:
     """An option whose value is code to run (``-c``, ``-e``, perl's ``-ne``, python's ``-Ic``...)."""
     return bool(
-        a in _CODE_FLAGS
+        (a in _CODE_FLAGS and a not in _NOT_CODE.get(lang, ()))
         or (lang in ("perl", "ruby") and re.fullmatch(r"-[a-zA-Z]*[eE]", a))
         or (lang == "python" and re.fullmatch(r"-[a-zA-Z]*c", a))
     )
+
+
+#: Options whose value is the next word (``python3 -X dev``, ``perl -I /tmp``): that word is not the
+#: script operand. Read as each interpreter reads its own command line.
+_OPTS_WITH_VALUE: dict[str, frozenset[str]] = {
+    "python": frozenset({"-X", "-W", "-Q", "--check-hash-based-pycs"}),
+    "perl": frozenset({"-I", "-x"}),
+    "ruby": frozenset({"-I", "-r", "-C", "-E", "-F", "-x", "--encoding", "--external-encoding",
+                       "--internal-encoding", "--enable", "--disable"}),
+    "node": frozenset({"-r", "--require", "--import", "--loader", "--experimental-loader", "-C", "--conditions",
+                       "--input-type", "--title", "--env-file", "--inspect-port", "--stack-size", "--max-old-space-size",
+                       "--openssl-config", "--icu-data-dir", "--redirect-warnings", "--trace-event-categories",
+                       "--cpu-prof-dir", "--heap-prof-dir", "--diagnostic-dir", "--report-dir", "--secure-heap"}),
+    "php": frozenset({"-d", "-c", "-z", "--define", "--php-ini", "--zend-extension"}),
+    "lua": frozenset({"-l"}),
+    "tcl": frozenset({"-encoding"}),
+}
 
 
 def _interpreter_run(name: str, lang: str, args: list[str]) -> _Run:
@@ -308,7 +329,7 @@ def _interpreter_run(name: str, lang: str, args: list[str]) -> _Run:
             run.codes.append(args[i + 1] if i + 1 < len(args) else "")
             break
         if a.startswith("-") and a != "-":
-            i += 1
+            i += 2 if a in _OPTS_WITH_VALUE.get(lang, ()) else 1
             continue
         run.file_op = a
         break

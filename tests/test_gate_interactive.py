@@ -551,3 +551,18 @@ def test_compose_exec_and_run_attach_stdin_however_spelled(command) -> None:
                                      "podman --log-level debug exec c sh"])
 def test_plain_exec_with_global_options_is_not_attached(command) -> None:
     assert not runs_input(command)
+
+
+@pytest.mark.parametrize("command", [
+    "python3 -X dev", "python3 -X importtime -W ignore", "python3 -W error::DeprecationWarning -u",
+    "perl -I /tmp", "perl -I lib -w", "ruby -I lib -r json", "node -r ./hook.js", "node --import ./x.mjs",
+    "php -d display_errors=1", "lua -l socket",
+])
+def test_an_interpreter_option_that_takes_a_value_does_not_hide_code_on_its_input(command) -> None:
+    """``python3 -X dev`` reads its program from its input: the option's value is not a script."""
+    assert runs_input(command)
+
+
+@pytest.mark.parametrize("command", ["python3 -X dev script.py", "perl -I lib script.pl", "node -r hook.js app.js"])
+def test_a_script_after_valued_options_is_still_the_script(command) -> None:
+    assert not runs_input(command)
