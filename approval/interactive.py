@@ -63,7 +63,7 @@ def _safe(names: str, why: str) -> None:
 _safe(
     "echo printf true false : sleep date pwd ls tty stty test [ [[ basename dirname exit return cd "
     "export unset set shift wait local declare typeset readonly umask id whoami uname hostname uptime "
-    "nproc df du free ps stat mkdir touch seq",
+    "nproc df du free ps stat mkdir touch seq break continue",
     "does not read the terminal at all",
 )
 _safe(

@@ -566,3 +566,8 @@ def test_an_interpreter_option_that_takes_a_value_does_not_hide_code_on_its_inpu
 @pytest.mark.parametrize("command", ["python3 -X dev script.py", "perl -I lib script.pl", "node -r hook.js app.js"])
 def test_a_script_after_valued_options_is_still_the_script(command) -> None:
     assert not runs_input(command)
+
+
+@pytest.mark.parametrize("command", ["break", "continue", "while true; do break; done", "for i in 1 2; do continue; done"])
+def test_loop_control_in_a_terminal_is_not_asked_about(command) -> None:
+    assert interactive_risk(command, terminal=True) is None
