@@ -314,3 +314,27 @@ def test_task_id_with_a_trailing_newline_is_refused(daemon):
         channel.close()
     tasks = daemon.state_dir / "tasks"
     assert not any(n.startswith("nl") for n in (os.listdir(tasks) if tasks.exists() else []))
+
+
+async def test_without_its_place_a_command_is_judged_from_the_root(tmp_path):
+    """Fail closed: should admission ever judge a request whose task has no sandbox (``prepare`` not
+    run), relative paths are taken from ``/``, never as unknown paths that pass."""
+    from executor.admission import ExecParams
+    from executor.config import Config
+    from executor.service import Executor
+
+    config = Config.model_validate({"backend": "local", "backends": {"local": {"kind": "local"}},
+                                    "approval": {"mode": "ask", "timeout_seconds": 1}})
+    core = Executor(config, tmp_path / "state")
+    await core.start()
+    try:
+        req = core.admission.exec_request(ExecParams("nowhere", "rm -rf ../../etc/x"))
+        verdict = core.admission.verdict(req)  # no prepare: no task, no sandbox
+        assert verdict.decision is not Decision.ALLOW, verdict
+        assert req.context is not None and req.context.cwd == "/"
+        # prepared, the same request knows its place (the task's directory)
+        req = core.admission.exec_request(ExecParams("somewhere", "rm -rf ../../etc/x"))
+        await core.admission.prepare(req)
+        assert req.context is not None and req.context.root == str(tmp_path / "state" / "tasks" / "somewhere")
+    finally:
+        await core.shutdown()
