@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 
 import posixpath
+import shlex
 
 from executor.approval import (MAX_SCRIPT_BYTES, Decision, GateContext, ScriptFile, Verdict, interactive_risk,
                                needed_files)
@@ -33,8 +34,8 @@ from executor.backends.base import Backend, PtySize
 from executor.config import Config
 from executor.errors import invalid, not_found, precondition
 from executor.events import ApprovalNeeded, Entry
-from executor.shell import valid_env_name
-from executor.tasks import TaskManager, check_task_id
+from executor.shell import ansi_c_quote, valid_env_name
+from executor.tasks import TaskManager, check_task_id, resolve_workdir
 
 __all__ = ["Admission", "Admitted", "Caller", "Entry", "ExecParams", "PtyOpenParams", "Refused", "Request",
            "StartParams", "pty_size"]
@@ -45,6 +46,152 @@ MAX_DIMENSION = 10000
 MAX_SCRIPT_ROUNDS = 4  # scripts sourcing scripts: levels the core reads for the gate
 MAX_SCRIPTS = 32  # files read for one command
 DEFAULT_SIZE = PtySize(24, 80)
+
+# -- the request's env: names it may not set ---------------------------------------------------
+#
+# A request's ``env`` is exported in the task's shell for the command (``shell_protocol``). The gate
+# judges the command with those values in effect (``Admission._locate``) and approvers see them
+# (``Request.shown``), but a variable that is itself code for bash, the loader or a common tool, or
+# that moves where the command's paths lead, would run or redirect code the gate never reads. Such a
+# name is refused (INVALID_ARGUMENT): set it in the command (``NAME=value cmd``, ``export``), where
+# the gate judges it like any other code.
+
+#: Exact names, each with why.
+CODE_ENV: dict[str, str] = {
+    # bash itself
+    "ENV": "sh and posix-mode bash run the file it names",
+    "PROMPT_COMMAND": "an interactive bash runs it before each prompt",
+    **{f"PS{i}": "bash expands it as code (command substitutions) when it prints the prompt or a trace"
+       for i in range(5)},
+    "SHELLOPTS": "sets bash options for every bash it starts",
+    "IFS": "changes how bash splits every unquoted word the gate reads",
+    "CDPATH": "moves where cd goes, away from the directory the gate judges",
+    "PWD": "the gate takes $PWD for the directory it judges the command at",
+    "OLDPWD": "moves where 'cd -' goes, away from the directory the gate judges",
+    "GLOBIGNORE": "changes what globs match (and turns on dotglob)",
+    "POSIXLY_CORRECT": "puts the task's shell in posix mode (its framing uses it; the gate judges bash's default mode)",
+    "HISTFILE": "an interactive shell writes its history to the file it names",
+    "INPUTRC": "binds keys of an interactive shell to text it types",
+    "MAIL": "an interactive shell expands and reports it",
+    "MAILPATH": "an interactive shell expands and reports it",
+    "SHELL": "programs start it as the shell (script, screen, make's sub-shells, editors' ! commands)",
+    "EXECIGNORE": "hides programs from bash's PATH search",
+    # the dynamic loader and libc
+    "GCONV_PATH": "glibc loads character-set modules (code) from it",
+    "LOCPATH": "glibc loads locale data from it",
+    "HOSTALIASES": "changes what host names resolve to",
+    # interpreters
+    "PYTHONSTARTUP": "python runs the file it names",
+    "PYTHONPATH": "python imports (and runs sitecustomize from) it",
+    "PYTHONHOME": "python loads its standard library (code) from it",
+    "PYTHONUSERBASE": "python runs usercustomize from it",
+    "PYTHONINSPECT": "python reads commands from stdin after the script",
+    "PYTHONBREAKPOINT": "python imports and calls what it names",
+    "PYTHONWARNINGS": "python imports the modules its filters name",
+    "PERL5OPT": "perl takes options (-M: load code) from it",
+    "PERL5LIB": "perl loads modules (code) from it",
+    "PERLLIB": "perl loads modules (code) from it",
+    "PERL5DB": "perl runs it as its debugger",
+    "RUBYOPT": "ruby takes options (-r: load code) from it",
+    "RUBYLIB": "ruby loads code from it",
+    "NODE_OPTIONS": "node takes options (--require: load code) from it",
+    "NODE_PATH": "node loads modules (code) from it",
+    "JAVA_TOOL_OPTIONS": "the JVM takes options (-javaagent: load code) from it",
+    "_JAVA_OPTIONS": "the JVM takes options (-javaagent: load code) from it",
+    "JDK_JAVA_OPTIONS": "the java launcher takes options (-javaagent: load code) from it",
+    "DOTNET_STARTUP_HOOKS": ".NET loads and runs the assemblies it names",
+    "OPENSSL_CONF": "OpenSSL reads its config (engines: load code) from it",
+    # tools that run a command named by a variable
+    "GIT_SSH_COMMAND": "git runs it as a command",
+    "GIT_SSH": "git runs it as a program",
+    "GIT_EXTERNAL_DIFF": "git runs it as a command",
+    "GIT_CONFIG_PARAMETERS": "git takes config (core.pager, aliases, hooks: commands) from it",
+    "GIT_CONFIG_COUNT": "git takes config (core.pager, aliases, hooks: commands) from GIT_CONFIG_KEY_n/VALUE_n",
+    "GIT_CONFIG": "git reads config (commands) from the file it names",
+    "GIT_CONFIG_GLOBAL": "git reads config (commands) from the file it names",
+    "GIT_CONFIG_SYSTEM": "git reads config (commands) from the file it names",
+    "GIT_EDITOR": "git runs it as a command",
+    "GIT_SEQUENCE_EDITOR": "git runs it as a command",
+    "GIT_PAGER": "git runs it as a command",
+    "GIT_ASKPASS": "git runs it as a program",
+    "GIT_PROXY_COMMAND": "git runs it as a command",
+    "GIT_EXEC_PATH": "git runs its sub-commands from it",
+    "GIT_TEMPLATE_DIR": "git copies hooks (code) from it into new repositories",
+    "GIT_ALLOW_PROTOCOL": "can allow git's ext:: transport, which runs commands",
+    "EDITOR": "programs (git, crontab, less, sudoedit) run it as a command",
+    "VISUAL": "programs (git, crontab, less) run it as a command",
+    "PAGER": "programs (git, man, psql) run it as a command",
+    "MANPAGER": "man runs it as a command",
+    "LESSOPEN": "less runs it as a command",
+    "LESSCLOSE": "less runs it as a command",
+    "BROWSER": "programs run it as a command",
+    "SSH_ASKPASS": "ssh runs it as a program",
+    "SUDO_ASKPASS": "sudo runs it as a program",
+    "RSYNC_RSH": "rsync runs it as a command",
+    "RSYNC_CONNECT_PROG": "rsync runs it as a command",
+    "CVS_RSH": "cvs runs it as a program",
+    "TAR_OPTIONS": "tar takes options (--to-command, --checkpoint-action=exec: commands) from it",
+    "MAKEFLAGS": "make takes options and variables (SHELL, --eval: commands) from it",
+    "GNUMAKEFLAGS": "make takes options and variables (SHELL, --eval: commands) from it",
+    "MFLAGS": "make takes options from it",
+    "MAKEFILES": "make reads (and runs) the makefiles it names",
+    "RUSTC_WRAPPER": "cargo runs it as a program",
+    "RUSTC_WORKSPACE_WRAPPER": "cargo runs it as a program",
+}
+
+#: Name prefixes (matched as written, or case-insensitively where the tool reads them so), with why.
+CODE_ENV_PREFIXES: tuple[tuple[str, str, bool], ...] = (
+    ("BASH", "bash's own variables (BASH_ENV runs a file in every bash; BASH_FUNC_ imports functions; "
+             "BASHOPTS sets options)", False),
+    ("LD_", "the dynamic loader's (LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH load code into every program)", False),
+    ("GIT_CONFIG_KEY_", "git takes config (commands) from it", False),
+    ("GIT_CONFIG_VALUE_", "git takes config (commands) from it", False),
+    ("NPM_CONFIG_", "npm takes config (script-shell, node-options: commands) from it", True),
+)
+
+
+#: The prefix of the task shell's own variables (``executor.shell_protocol``): never a request's.
+RESERVED_ENV_PREFIX = "__ex_"
+
+
+def env_refusal(name: str) -> str | None:
+    """Why a request's ``env`` may not set ``name`` (None: it may): the whole message."""
+    if name.startswith(RESERVED_ENV_PREFIX):
+        return (f"env name {name} is reserved: names starting with {RESERVED_ENV_PREFIX} belong to the task shell's "
+                "own framing; use another name")
+    why = _code_env(name)
+    if why is None:
+        return None
+    return (f"env may not set {name}: {why}. Set it in the command instead (`{name}=... command` or `export "
+            f"{name}=...`), where the approval gate judges it")
+
+
+def _code_env(name: str) -> str | None:
+    why = CODE_ENV.get(name)
+    if why is not None:
+        return why
+    for prefix, why, fold in CODE_ENV_PREFIXES:
+        if (name.upper() if fold else name).startswith(prefix):
+            return why
+    return None
+
+
+def _display_quote(value: str) -> str:
+    """A shell word for ``value`` that an approver can read: shlex's quoting, or $'...' when the
+    value holds control or non-ASCII characters (so nothing hides in the display)."""
+    if value.isascii() and value.isprintable():
+        return shlex.quote(value)
+    return ansi_c_quote(value)
+
+
+def _export_lines(env: Mapping[str, str]) -> str:
+    """The request's env as ``export -p`` prints it (``declare -x NAME="value"``), for the gate's
+    ``GateContext.shell_state``: the command is judged with these values in effect."""
+    out = []
+    for name, value in env.items():
+        escaped = "".join("\\" + c if c in '\\"$`' else c for c in value)
+        out.append(f'declare -x {name}="{escaped}"\n')
+    return "".join(out)
 
 
 @dataclass
@@ -130,11 +277,20 @@ class Request:
     #: with the scripts the command runs read from the backend (``Admission.prepare``).
     context: GateContext | None = None
     located: bool = False
+    #: The directory the command runs in when a workdir was requested: resolved by admission
+    #: (``prepare``), judged there by the gate, and run there by the launcher. None: the task's cwd.
+    rundir: str | None = None
 
     @property
     def shown(self) -> str:
-        """The command as approvers and the audit log see it."""
-        return self.judged or "(the task's interactive shell)"
+        """The command as approvers and the audit log see it, with what it runs with: the
+        request's env (exported for it) and its workdir, as lines a shell would run before it."""
+        text = self.judged or "(the task's interactive shell)"
+        head = [f"export {name}={_display_quote(value)}" for name, value in self.env.items()]
+        where = self.rundir if self.rundir is not None else self.workdir
+        if where:
+            head.append(f"cd -- {_display_quote(where)}")
+        return "\n".join([*head, text]) if head else text
 
 
 class Admitted:
@@ -185,13 +341,19 @@ class Admission:
         backend for the gate: it names them (``needed_files``, pure), the sandbox reads them in one
         round trip, and the gate judges their contents as if inline. Scripts that source scripts are
         followed ``MAX_SCRIPT_ROUNDS`` levels; what is left, or cannot be read, is judged unread (asks).
-        A command that runs no script costs one cached lookup."""
+        A command that runs no script costs one cached lookup.
+
+        The task is made and its sandbox opened here when they are not yet (every command needs
+        them to run; the gate needs them to judge the first one), and a requested workdir is
+        resolved here, once: the command is judged where it will run (``Request.rundir``)."""
+        task = self.tasks.get_or_create(req.task_id, req.backend)  # CoreError: another backend, too many
+        sandbox = await self.tasks.open_sandbox(task)
+        if req.workdir:
+            req.rundir = await resolve_workdir(task, req.workdir)
         self._locate(req)
         context = req.context
         if context is None:
             return
-        task = self.tasks.get(req.task_id)
-        sandbox = task.sandbox if task is not None else None
         for _ in range(MAX_SCRIPT_ROUNDS):
             wanted = needed_files(req.judged, context)
             if not wanted:
@@ -199,8 +361,6 @@ class Admission:
             files = [ScriptFile(p, None, "not_read") for p in wanted[MAX_SCRIPTS:]]
             wanted = wanted[:MAX_SCRIPTS]
             try:
-                if sandbox is None:
-                    raise LookupError("the task has no sandbox")
                 read = await sandbox.read_scripts(wanted, MAX_SCRIPT_BYTES)
             except Exception as exc:  # unreadable scripts are asked about, never run unjudged
                 log.info("reading scripts for the gate failed on task %s: %s", req.task_id, exc)
@@ -220,21 +380,32 @@ class Admission:
                 context, files=context.files + tuple(ScriptFile(p, None, "not_read") for p in wanted))
 
     def _locate(self, req: Request) -> None:
-        """Give the gate the task's place: its cwd, its directory, its HOME, and what to protect
-        (the daemon's state dir, and the directory holding every task's directory: the others')."""
+        """Give the gate the task's place: the directory the command runs in (its workdir, else the
+        task's cwd), the task's directory, its HOME, what to protect (the daemon's state dir, and the
+        directory holding every task's directory: the others'), and the shell's state with the
+        request's env exported. Without the task's sandbox (``prepare`` not run, or it failed) the
+        place is unknown and the command is judged from ``/``: a relative path is taken as high up
+        as it can reach (fail closed), never as an unknown path that passes."""
         req.located = True
         task = self.tasks.get(req.task_id)
         if task is None or task.sandbox is None or task.backend_name != req.backend:
+            req.context = GateContext(cwd="/", protected=self.protected, shell_state=_export_lines(req.env))
             return
         # What the task's shell holds (aliases, functions, variables), as it last reported it: kept
         # current by asking for it with the end of every command that may change it (launch).
         state = task.shell.state if task.shell is not None else task.saved_state
-        cwd = task.cwd
+        cwd = req.rundir if req.rundir is not None else task.cwd
+        root = task.root
+        if req.env:  # this request's own variables: a context of its own
+            req.context = GateContext(cwd=cwd or root, root=root, home=task.home,
+                                      protected=(*self.protected, posixpath.dirname(root.rstrip("/"))),
+                                      shell_state=state + ("" if not state or state.endswith("\n") else "\n")
+                                      + _export_lines(req.env))
+            return
         known = self._contexts.get(req.task_id)
-        if known is not None and known[0] == cwd and known[1] is state and known[2].root == task.root:
+        if known is not None and known[0] == cwd and known[1] is state and known[2].root == root:
             req.context = known[2]  # the same place as the last command: no new context to build
             return
-        root = task.root
         protected = (*self.protected, posixpath.dirname(root.rstrip("/")))
         req.context = GateContext(cwd=cwd or root, root=root, home=task.home, protected=protected,
                                   shell_state=state)
@@ -269,6 +440,9 @@ class Admission:
         for name, value in env.items():
             if not valid_env_name(name):
                 raise invalid(f"env name {name[:64]!r} is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)")
+            refusal = env_refusal(name)
+            if refusal is not None:
+                raise invalid(refusal)
             if "\0" in value:
                 raise invalid(f"env {name} contains a NUL byte")
             env_bytes += len(name) + len(value.encode("utf-8", "surrogateescape"))

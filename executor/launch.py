@@ -2,9 +2,10 @@
 
 Each function here takes an :class:`~executor.admission.Admitted` (which only admission can
 make) and the task it runs in; nothing else in the core writes a request's command into a shell
-or spawns it in a sandbox (``tests/test_walls.py`` checks that). The requested ``workdir`` is
-resolved here, inside the backend against its filesystem, so a symlink a command planted in the
-task directory cannot lead the command out of it.
+or spawns it in a sandbox (``tests/test_walls.py`` checks that). The requested ``workdir`` runs
+where admission resolved it (``Request.rundir``, by ``executor.tasks.resolve_workdir``, inside the
+backend against its filesystem, so a symlink a command planted in the task directory cannot lead
+the command out of it): the directory the gate judged the command at.
 """
 
 from __future__ import annotations
@@ -13,12 +14,11 @@ import asyncio
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 
-from executor.admission import Admitted
+from executor.admission import Admitted, Request
 from executor.approval import changes_shell_state
 from executor.backends.base import BackendError, ErrorKind, Process, PtySize
-from executor.errors import CoreError, from_backend
 from executor.shell import CommandResult, CommandSpec, PidHandshake, ShellBase, wrapped_script
-from executor.tasks import Task, TaskManager, resolve_inside
+from executor.tasks import Task, TaskManager, resolve_workdir
 
 __all__ = ["Spawned", "command_spec", "run_in_shell", "spawn", "task_state", "BASH", "PTY_TERM"]
 
@@ -33,28 +33,19 @@ def _admitted(admitted: Admitted) -> Admitted:
     return admitted
 
 
-async def resolve_workdir(task: Task, workdir: str) -> str | None:
-    """The requested workdir as an absolute path inside the task's directory, resolved by the
-    backend on its own filesystem (CoreError INVALID_ARGUMENT when it leads outside)."""
-    if not workdir:
-        return None
-    inside = resolve_inside(task.root, workdir, "workdir")  # a first check on the string
-    if task.sandbox is None:
-        return inside
-    try:
-        return await task.sandbox.resolve_path(workdir, what="workdir")
-    except BackendError as exc:
-        if exc.kind is ErrorKind.INVALID_ARGUMENT:
-            raise CoreError("INVALID_ARGUMENT", exc.message) from exc
-        raise from_backend(task.backend_name, exc) from exc
-
-
 async def command_spec(admitted: Admitted, task: Task) -> CommandSpec:
     """What the task's shell runs for an admitted Exec."""
     req = _admitted(admitted).request
     return CommandSpec(req.command, env=dict(req.env), stdin=req.stdin, merge_stderr=req.merge_stderr,
-                       workdir=await resolve_workdir(task, req.workdir),
-                       want_state=changes_shell_state(req.command))
+                       workdir=await _workdir(req, task), want_state=changes_shell_state(req.command))
+
+
+async def _workdir(req: Request, task: Task) -> str | None:
+    """Where the request runs: the directory admission resolved and the gate judged it at
+    (``Request.rundir``); resolved here only for a request admission did not prepare."""
+    if req.rundir is not None:
+        return req.rundir
+    return await resolve_workdir(task, req.workdir)
 
 
 def run_in_shell(admitted: Admitted, shell: ShellBase, spec: CommandSpec, deadline: float
@@ -99,7 +90,7 @@ async def spawn(admitted: Admitted, task: Task, tasks: TaskManager, *, env: Mapp
     is resolved here. Raises BackendError."""
     req = _admitted(admitted).request
     if workdir is None and req.workdir:
-        workdir = await resolve_workdir(task, req.workdir)
+        workdir = await _workdir(req, task)
     handshake = PidHandshake()
     state, fresh = await task_state(task, lock_held)
     if not fresh and workdir is None:

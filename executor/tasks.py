@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from executor.backends.base import Backend, BackendError, Sandbox
+from executor.backends.base import Backend, BackendError, ErrorKind, Sandbox
 from executor.backends._shared.files import atomic_write
 from executor.errors import CoreError, exhausted, from_backend, invalid, precondition
 from executor.placement import SLOTS, slot_of, slot_table, task_of
@@ -24,13 +24,14 @@ from executor.shell import PersistentShell, ShellBase
 
 log = logging.getLogger("executor.tasks")
 
-TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+#: A task id, matched whole (``fullmatch``: ``$`` would also match before a final newline).
+TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def check_task_id(task_id: str) -> str:
     if not task_id:
         raise invalid("task_id is required")
-    if not TASK_ID.match(task_id):
+    if not TASK_ID.fullmatch(task_id):
         raise invalid(f"task_id {task_id[:140]!r} is invalid: use 1-128 characters from [A-Za-z0-9._-], "
                       "starting with a letter or digit")
     return task_id
@@ -48,6 +49,26 @@ def resolve_inside(root: str, path: str, what: str = "path") -> str:
     if joined != root_n and not joined.startswith(root_n.rstrip("/") + "/"):
         raise invalid(f"{what} {path!r} leaves the task's directory {root_n}")
     return joined
+
+
+async def resolve_workdir(task: "Task", workdir: str) -> str | None:
+    """The requested workdir as an absolute path inside the task's directory, resolved by the
+    backend on its own filesystem (CoreError INVALID_ARGUMENT when it leads outside); None when
+    none was requested (the command runs in the task's cwd). Relative to the task's directory.
+
+    The one resolution of a workdir: admission judges the command there (the gate's cwd) and the
+    launcher runs it there, with the path admission resolved."""
+    if not workdir:
+        return None
+    inside = resolve_inside(task.root, workdir, "workdir")  # a first check on the string
+    if task.sandbox is None:
+        return inside
+    try:
+        return await task.sandbox.resolve_path(workdir, what="workdir")
+    except BackendError as exc:
+        if exc.kind is ErrorKind.INVALID_ARGUMENT:
+            raise CoreError("INVALID_ARGUMENT", exc.message) from exc
+        raise from_backend(task.backend_name, exc) from exc
 
 
 @dataclass
@@ -156,6 +177,18 @@ class TaskManager:
                 pass
         self.tasks[task_id] = task
         return task
+
+    async def open_sandbox(self, task: Task) -> Sandbox:
+        """The task's sandbox, opened (created) if it is not yet: admission needs the task's place
+        (its directory, cwd and HOME) to judge its first command (BackendError -> CoreError)."""
+        if task.sandbox is None:
+            async with task._setup:
+                if task.sandbox is None:
+                    try:
+                        task.sandbox = await task.backend.sandbox(task.id)
+                    except BackendError as exc:
+                        raise from_backend(task.backend_name, exc) from exc
+        return task.sandbox
 
     async def ensure_shell(self, task: Task) -> ShellBase:
         """The task's sandbox and shell, created on first use (BackendError -> CoreError)."""
@@ -401,4 +434,5 @@ async def _within(futures: Sequence[asyncio.Future[None]], seconds: float) -> No
             fut.exception()
 
 
-__all__ = ["Task", "TaskManager", "ShellPool", "check_task_id", "resolve_inside", "TASK_ID", "CoreError"]
+__all__ = ["Task", "TaskManager", "ShellPool", "check_task_id", "resolve_inside", "resolve_workdir", "TASK_ID",
+           "CoreError"]
