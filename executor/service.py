@@ -240,7 +240,7 @@ class Executor:
         run = _ExecRun(req, caller, task, Started(os.urandom(8).hex(), req.backend, req.task_id), t0)
         max_queued = self.config.limits.max_queued_per_task
         task.check_queue(max_queued)
-        if task.lock.locked() and (started := run.take_started()) is not None:
+        if (task.lock.locked() or task.waiting) and (started := run.take_started()) is not None:
             yield started
         q0 = time.monotonic()
         async with task.turn(max_queued):

@@ -136,6 +136,25 @@ async def _events(stream):
     return [e async for e in stream]
 
 
+async def test_the_turn_is_freed_when_an_approval_wait_ends(core):
+    """An approval is waited for in the task's turn; the caller going away (withdrawn) or nobody
+    answering in time (denied) frees it for the task's next command."""
+    ask = "systemctl stop executor-test-nothing"
+    stream = core.exec(ExecParams("free", ask))
+    async for event in stream:
+        if isinstance(event, ApprovalNeeded):
+            break
+    task = core.tasks.get("free")
+    assert task.busy and len(core.approvals.pending("free")) == 1
+    await stream.aclose()  # the caller went away while a human was asked
+    assert not task.busy
+    await until(lambda: core.approvals.pending("free") == [])  # withdrawn as the gate's wait is cancelled
+    assert (await core.run(ExecParams("free", "echo next"))).stdout == b"next\n"
+    assert (await core.run(ExecParams("free", ask))).exit.status == "denied"  # nobody answered
+    assert not task.busy
+    assert (await core.run(ExecParams("free", "echo again"))).stdout == b"again\n"
+
+
 # -- pending approvals are bounded per task ------------------------------------------------------
 
 
