@@ -14,6 +14,8 @@ waits for a human, like a plain Exec.
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 
 import pytest
 
@@ -50,29 +52,42 @@ async def until(predicate, timeout=20.0):
         await asyncio.sleep(0.02)
 
 
-async def hold_after_cd(core, task_id):
-    """Start `cd /` then a read of a fifo in the task; returns (the run, a function releasing it)."""
+async def hold_after_cd(core, task_id, define=""):
+    """Start (``define`` then) `cd /` then a read of a fifo in the task; returns (the run, a function
+    releasing it)."""
     await core.run(ExecParams(task_id, "mkfifo gate"))
     fifo = f"{core.tasks.get(task_id).root}/gate"
-    first = asyncio.ensure_future(core.run(ExecParams(task_id, f"cd / && read line < {fifo}")))
+    first = asyncio.ensure_future(core.run(ExecParams(task_id, f"{define}cd / && read line < {fifo}")))
 
     async def release():
-        def write():
-            with open(fifo, "w") as f:
-                f.write("go\n")
-        await asyncio.to_thread(write)
+        while True:  # until the first command reads the fifo (it cannot have ended without reading it)
+            assert not first.done(), f"the first command ended early: {first.result().exit}"
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as exc:
+                assert exc.errno == errno.ENXIO  # no reader yet
+                await asyncio.sleep(0.02)
+                continue
+            os.write(fd, b"go\n")
+            os.close(fd)
+            break
         done = await first
         assert done.exit.status == "completed" and done.exit.cwd == "/"
 
     return first, release
 
 
-@pytest.mark.parametrize("entry", ["exec", "run", "pty_exec"])
-async def test_a_pipelined_command_is_judged_after_the_command_ahead_of_it(core, entry):
-    """Sent while `cd / && ...` runs: judged at `/` (asks; nobody answers: denied), never run."""
-    first, release = await hold_after_cd(core, "pipe")
+@pytest.mark.parametrize("entry, state", [("exec", "cwd"), ("run", "cwd"), ("pty_exec", "cwd"),
+                                          ("exec", "function"), ("run", "function")])
+async def test_a_pipelined_command_is_judged_after_the_command_ahead_of_it(core, entry, state):
+    """Sent while `cd / && ...` runs: judged at `/` (asks; nobody answers: denied), never run. With
+    ``state=function`` the second command calls a function the first one defines."""
+    define, second = "", SECOND
+    if state == "function":
+        define, second = f"wipe() {{ {SECOND}; }}; ", "wipe"
+    first, release = await hold_after_cd(core, "pipe", define)
     task = core.tasks.get("pipe")
-    params = ExecParams("pipe", SECOND, pty=entry == "pty_exec")
+    params = ExecParams("pipe", second, pty=entry == "pty_exec")
     if entry == "run":
         second = asyncio.ensure_future(core.run(params))
     else:
