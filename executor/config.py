@@ -52,7 +52,7 @@ class Limits(_Model):
     run_output_bytes: int = Field(default=64 << 10, gt=0)  # Run: head + tail kept of each stream
     max_tasks: int = Field(default=1024, gt=0)
     max_concurrent_execs: int = Field(default=256, gt=0)
-    max_queued_per_task: int = Field(default=16, gt=0)  # Execs waiting for a busy task
+    max_queued_per_task: int = Field(default=16, gt=0)  # requests waiting for a task's turn (Task.turn)
     task_idle_seconds: float = Field(default=0.0, ge=0)  # 0 = never reap idle tasks
     max_message_bytes: int = Field(default=32 << 20, gt=1024)
     drain_seconds: float = Field(default=10.0, ge=0)  # SIGTERM: grace for running commands
@@ -80,6 +80,8 @@ class TokenConfig(_Model):
     def _one_source(self) -> "TokenConfig":
         if bool(self.token) == bool(self.token_file):
             raise ValueError("give exactly one of `token` or `token_file`")
+        if self.token:
+            _check_token_length(self.token, "token")
         return self
 
     def secret(self) -> str:
@@ -92,7 +94,23 @@ class TokenConfig(_Model):
             raise ConfigError(f"auth.tokens[{self.name}].token_file: cannot read {self.token_file}: {exc.strerror}") from exc
         if not value:
             raise ConfigError(f"auth.tokens[{self.name}].token_file: {self.token_file} is empty")
+        try:
+            _check_token_length(value, f"the token in {self.token_file}")
+        except ValueError as exc:
+            raise ConfigError(f"auth.tokens[{self.name}].token_file: {exc}") from None
         return value
+
+
+#: The shortest token accepted: every token is masked in command output (executor.redact), which
+#: only masks values long enough not to hit ordinary output, and a short token is guessable.
+MIN_TOKEN_CHARS = 16
+
+
+def _check_token_length(token: str, what: str) -> None:
+    if len(token) < MIN_TOKEN_CHARS:
+        raise ValueError(f"{what} is {len(token)} characters; a token must be at least {MIN_TOKEN_CHARS} "
+                         f"(shorter ones are guessable and would not be redacted from command output): "
+                         f"generate one, e.g. `openssl rand -hex 32`")
 
 
 class AuthConfig(_Model):
@@ -231,6 +249,9 @@ def _explain(exc: ValidationError, prefix: str = "") -> str:
             lines.append(f"{key}: unknown key")
         elif err["type"] == "missing":
             lines.append(f"{key}: required value missing")
+        elif isinstance(err.get("input"), dict | list) or key.endswith(("token", "secret", "password", "key")):
+            # A whole mapping (a model's own check) may hold a token: never echoed, nor a secret's value.
+            lines.append(f"{key}: {err['msg']}")
         else:
             lines.append(f"{key}: {err['msg']} (got {err.get('input')!r})")
     return "invalid configuration: " + "; ".join(lines)

@@ -418,7 +418,7 @@ class ProcessManager:
 
     def __init__(self, admission: Admission, tasks: TaskManager, redactor: Redactor,
                  publish: Callable[..., None], pty: "PtyManager", *, limits: ProcessLimits, grace: float,
-                 max_read_bytes: int, state_dir: Path) -> None:
+                 max_queued: int, max_read_bytes: int, state_dir: Path) -> None:
         self.admission = admission
         self.tasks = tasks
         self.redactor = redactor
@@ -426,6 +426,7 @@ class ProcessManager:
         self.pty = pty
         self.limits = limits
         self.grace = grace
+        self.max_queued = max_queued  # limits.max_queued_per_task: requests waiting for a task's turn
         self.max_read_bytes = max_read_bytes
         self.dir = Path(state_dir) / "processes"
         # Output of a previous daemon's processes is of no use: they were ended at its
@@ -479,32 +480,39 @@ class ProcessManager:
 
     async def start_process(self, params: StartParams, caller: Caller) -> ManagedProcess:
         """Admit (validate, judge, ask a human if the gate says so), then spawn; returns once the
-        process runs in the backend. A refusal is PERMISSION_DENIED with the gate's message."""
+        process runs in the backend. A refusal is PERMISSION_DENIED with the gate's message.
+
+        Judged and started in the task's turn (``Task.turn``): the process starts with the state the
+        gate judged it against, not one a command queued ahead of it changes in between."""
         req = self.admission.start_request(params)
         self._check_caps(req.task_id)
-        outcome: Admitted | Refused | None = None
-        async for item in self.admission.decide(req, caller):
-            if not isinstance(item, ApprovalNeeded):  # approvers see it through WatchApprovals
-                outcome = item
-        if not isinstance(outcome, Admitted):
-            raise CoreError("PERMISSION_DENIED", outcome.message if outcome else "the approval gate refused the command")
-        self._check_caps(req.task_id)
-        self._starting[req.task_id] = self._starting.get(req.task_id, 0) + 1
-        try:
-            return await self._spawn(outcome, caller.name)
-        finally:
-            self._starting[req.task_id] -= 1
-            if not self._starting[req.task_id]:
-                del self._starting[req.task_id]
-
-    async def _spawn(self, admitted: Admitted, caller: str) -> ManagedProcess:
-        req = admitted.request
         task = self.tasks.get_or_create(req.task_id, req.backend)
+        async with task.turn(self.max_queued):
+            if task.closed:
+                raise CoreError("CANCELLED", f"task {req.task_id!r} was closed while the process waited to start")
+            outcome: Admitted | Refused | None = None
+            async for item in self.admission.decide(req, caller):
+                if not isinstance(item, ApprovalNeeded):  # approvers see it through WatchApprovals
+                    outcome = item
+            if not isinstance(outcome, Admitted):
+                raise CoreError("PERMISSION_DENIED", outcome.message if outcome else "the approval gate refused the command")
+            self._check_caps(req.task_id)
+            self._starting[req.task_id] = self._starting.get(req.task_id, 0) + 1
+            try:
+                return await self._spawn(outcome, caller.name, task)
+            finally:
+                self._starting[req.task_id] -= 1
+                if not self._starting[req.task_id]:
+                    del self._starting[req.task_id]
+
+    async def _spawn(self, admitted: Admitted, caller: str, task: Task) -> ManagedProcess:
+        """Start an admitted process (the caller holds the task's turn)."""
+        req = admitted.request
         await self.tasks.ensure_shell(task)
         task.touch()
         mp = ManagedProcess(self, task, admitted, caller)
         try:
-            spawned = await launch.spawn(admitted, task, self.tasks, size=req.terminal, lock_held=False)
+            spawned = await launch.spawn(admitted, task, self.tasks, size=req.terminal, lock_held=True)
         except BackendError as exc:
             raise from_backend(req.backend, exc) from exc
         mp.proc, mp.pid = spawned.proc, spawned.pid

@@ -28,7 +28,7 @@ from typing import Literal
 from executor import launch
 from executor.admission import DEFAULT_SIZE, Admission, Admitted, Caller, PtyOpenParams, Refused, pty_size
 from executor.backends.base import BackendError, Sandbox
-from executor.errors import from_backend
+from executor.errors import CoreError, from_backend
 from executor.events import ApprovalNeeded, Entry, ExecRecord, ExitInfo, ExitStatus, Finished, Output, Timings
 from executor.launch import Spawned
 from executor.output import OutputPipeline
@@ -184,32 +184,37 @@ class PtySession:
         req = manager.admission.pty_request(self.params)
         backend_name = req.backend
 
-        outcome: Admitted | Refused | None = None
-        async for item in manager.admission.decide(req, self.caller):
-            if isinstance(item, ApprovalNeeded):
-                yield item
-            else:
-                outcome = item
-        assert outcome is not None
-        auth = outcome.auth
-        gate = ("approved" if auth.allowed else "denied") if auth.approval_id else ("allow" if auth.allowed else "deny")
-        timings.gate = timings.approval = time.monotonic() - t0
-        if isinstance(outcome, Refused):
-            info = ExitInfo(0, ExitStatus.DENIED, duration=time.monotonic() - t0, message=outcome.message,
-                            rule=auth.verdict.rule, backend=backend_name, timings=timings)
-            manager.publish(ExecRecord(req.task_id, backend_name, info, gate, self.caller.name, Entry.PTY))
-            yield Finished(info)
-            return
-
+        # Judged and started in the task's turn (``Task.turn``): the terminal starts with the state
+        # the gate judged, not one a command queued ahead of it changes in between.
         task = manager.tasks.get_or_create(req.task_id, backend_name)
-        await manager.tasks.ensure_shell(task)
-        task.touch()
-        self.task = task
-        s0 = time.monotonic()
-        try:
-            spawned = await launch.spawn(outcome, task, manager.tasks, size=req.terminal, lock_held=False)
-        except BackendError as exc:
-            raise from_backend(backend_name, exc) from exc
+        async with task.turn(manager.max_queued):
+            if task.closed:
+                raise CoreError("CANCELLED", f"task {req.task_id!r} was closed while the terminal waited to open")
+            outcome: Admitted | Refused | None = None
+            async for item in manager.admission.decide(req, self.caller):
+                if isinstance(item, ApprovalNeeded):
+                    yield item
+                else:
+                    outcome = item
+            assert outcome is not None
+            auth = outcome.auth
+            gate = (("approved" if auth.allowed else "denied") if auth.approval_id
+                    else ("allow" if auth.allowed else "deny"))
+            timings.gate = timings.approval = time.monotonic() - t0
+            if isinstance(outcome, Refused):
+                info = ExitInfo(0, ExitStatus.DENIED, duration=time.monotonic() - t0, message=outcome.message,
+                                rule=auth.verdict.rule, backend=backend_name, timings=timings)
+                manager.publish(ExecRecord(req.task_id, backend_name, info, gate, self.caller.name, Entry.PTY))
+                yield Finished(info)
+                return
+            await manager.tasks.ensure_shell(task)
+            task.touch()
+            self.task = task
+            s0 = time.monotonic()
+            try:
+                spawned = await launch.spawn(outcome, task, manager.tasks, size=req.terminal, lock_held=True)
+            except BackendError as exc:
+                raise from_backend(backend_name, exc) from exc
         timings.spawn = time.monotonic() - s0
         term = self.term = Terminal(task.open_sandbox, spawned, manager.grace)
         manager._register(self)
@@ -288,8 +293,9 @@ class PtyManager:
     """Terminals of the daemon (``core.pty``), built by the core with the parts it uses."""
 
     def __init__(self, admission: Admission, tasks: TaskManager, redactor: Redactor,
-                 publish: Callable[[ExecRecord], None], *, grace: float) -> None:
+                 publish: Callable[[ExecRecord], None], *, grace: float, max_queued: int) -> None:
         self.admission = admission
+        self.max_queued = max_queued  # limits.max_queued_per_task: requests waiting for a task's turn
         self.tasks = tasks
         self.redactor = redactor
         self.publish = publish

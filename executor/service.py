@@ -24,7 +24,7 @@ from executor.approval import Decision, Verdict
 from executor.backends import backend_class
 from executor.backends.base import Backend, BackendError, Health
 from executor.config import Config
-from executor.errors import CoreError, exhausted, from_backend, invalid, not_found, precondition
+from executor.errors import CoreError, from_backend, invalid, not_found, precondition
 from executor.events import ApprovalNeeded, Event, ExecRecord, ExitInfo, Finished, Output, Started, Timings
 from executor.headtail import HeadTail
 from executor.output import OutputPipeline
@@ -66,6 +66,28 @@ class _ExecRun:
 
     def auth_rule(self) -> str:
         return self.outcome.auth.verdict.rule if self.outcome is not None else ""
+
+
+class _Collector:
+    """A command's events gathered into a RunOutcome: head and tail of each stream, exact byte counts."""
+
+    def __init__(self, limit: int) -> None:
+        self.out, self.err = HeadTail(limit), HeadTail(limit)
+        self.exit: ExitInfo | None = None
+
+    def add(self, event: Event) -> None:
+        if isinstance(event, Output):
+            (self.out if event.stream == "stdout" else self.err).add(event.data)
+        elif isinstance(event, Finished):
+            self.exit = event.exit
+
+    def outcome(self) -> RunOutcome:
+        exit_info, out, err = self.exit, self.out, self.err
+        assert exit_info is not None
+        exit_info.truncated = exit_info.truncated or out.truncated or err.truncated
+        exit_info.stdout_bytes = out.total
+        exit_info.stderr_bytes = err.total
+        return RunOutcome(out.value(), err.value(), exit_info)
 
 
 @dataclass
@@ -114,9 +136,10 @@ class Executor:
         self.listeners: list[Callable[[ExecRecord], object]] = []  # metrics, structured logs
         # The managers are the core's own parts: they get what they need, not the core.
         self.pty = PtyManager(self.admission, self.tasks, self.redactor, self.publish,
-                              grace=config.limits.kill_grace_seconds)
+                              grace=config.limits.kill_grace_seconds, max_queued=config.limits.max_queued_per_task)
         self.processes = ProcessManager(self.admission, self.tasks, self.redactor, self.publish, self.pty,
                                         limits=config.processes, grace=config.limits.kill_grace_seconds,
+                                        max_queued=config.limits.max_queued_per_task,
                                         max_read_bytes=config.limits.max_message_bytes - (64 << 10),
                                         state_dir=self.state_dir)
 
@@ -204,57 +227,52 @@ class Executor:
 
     async def _exec(self, req: Request, caller: Caller, deadline: float | None) -> AsyncGenerator[Event, None]:
         """``started`` goes out as soon as the command is in the shell, so sending it overlaps the
-        command's run; before that only if something may wait (an approval, the task's queue, a
+        command's run; before that only if something may wait (the task's queue, an approval, a
         shell to start), so a client always hears of its call before it waits.
 
-        The steps: the gate (``_admit``), the task's queue (one command at a time per task), an exec
+        The steps: the task's queue (one command at a time per task, ``Task.turn``), then, in the
+        task's turn, the gate (``_admit``: judged against the state the command will run in, after
+        the commands queued ahead of it ran; a human's approval is waited for in the turn), an exec
         slot, then the run (``_run_admitted``)."""
         t0 = time.monotonic()
         task = self.tasks.get_or_create(req.task_id, req.backend)
         task.touch()
         run = _ExecRun(req, caller, task, Started(os.urandom(8).hex(), req.backend, req.task_id), t0)
-
-        # Admission: every command passes the gate before it reaches a backend.
-        async with aclosing(self._admit(run)) as gate_events:
-            async for event in gate_events:
-                yield event
-        outcome = run.outcome
-        assert outcome is not None  # _admit settles it or raises
-        if isinstance(outcome, Refused):
-            info = self._refused(run, outcome)
-            if (started := run.take_started()) is not None:
-                yield started
-            yield Finished(info)
-            return
-
-        # The task's queue: one command at a time per task.
-        if task.waiting >= self.config.limits.max_queued_per_task:
-            raise exhausted(f"task {req.task_id!r} already has {task.waiting} commands waiting; "
-                            f"wait for them (limits.max_queued_per_task)")
-        if run.started is not None and (task.lock.locked() or self._exec_slots.locked()
-                                        or task.shell is None or not task.shell.alive):
-            yield run.started
-            run.started = None
+        max_queued = self.config.limits.max_queued_per_task
+        task.check_queue(max_queued)
+        if (task.lock.locked() or task.waiting) and (started := run.take_started()) is not None:
+            yield started
         q0 = time.monotonic()
-        task.waiting += 1
-        try:
-            await task.lock.acquire()
-        finally:
-            task.waiting -= 1
-        try:
+        async with task.turn(max_queued):
+            queued = time.monotonic() - q0
             if task.closed:
                 if (started := run.take_started()) is not None:
                     yield started
                 yield Finished(ExitInfo(0, "cancelled", message="the task was closed while the command waited",
                                         backend=req.backend, timings=run.timings))
                 return
+            # Admission, in the task's turn: every command passes the gate before it reaches a backend.
+            async with aclosing(self._admit(run)) as gate_events:
+                async for event in gate_events:
+                    yield event
+            outcome = run.outcome
+            assert outcome is not None  # _admit settles it or raises
+            if isinstance(outcome, Refused):
+                info = self._refused(run, outcome)
+                if (started := run.take_started()) is not None:
+                    yield started
+                yield Finished(info)
+                return
+            if run.started is not None and (self._exec_slots.locked() or task.shell is None
+                                            or not task.shell.alive):
+                yield run.started
+                run.started = None
+            s0 = time.monotonic()
             async with self._exec_slots:
-                run.timings.queue = time.monotonic() - q0
+                run.timings.queue = queued + time.monotonic() - s0
                 async with aclosing(self._run_admitted(run, outcome, deadline)) as run_events:
                     async for event in run_events:
                         yield event
-        finally:
-            task.lock.release()
 
     async def _admit(self, run: _ExecRun) -> AsyncGenerator[Event, None]:
         """The gate's part of an Exec: settles ``run.outcome`` (Admitted or Refused) and ``run.gate``.
@@ -364,16 +382,26 @@ class Executor:
 
     async def _idempotent_exec(self, req: Request, idempotency_key: str, caller: Caller, deadline: float | None
                                ) -> AsyncGenerator[Event, None]:
-        """A retried call with the same key gets the first call's result (bounded output)."""
+        """A retried call with the same key gets the first call's result (bounded output). The first
+        call's stream says what it waits for as it happens (``started``, then ``approval_required``
+        while a human is asked), like a plain Exec; its output comes with the result."""
         key = (req.task_id, idempotency_key)
         fut = self._idempotent.get(key)
+        started = False
         if fut is None:
             fut = asyncio.get_running_loop().create_future()
             self._idempotent[key] = fut
             while len(self._idempotent) > 1024:
                 self._idempotent.popitem(last=False)
+            collector = _Collector(self.config.limits.run_output_bytes)
             try:
-                outcome = await self._collect(self._exec(req, caller, deadline))
+                async with aclosing(self._exec(req, caller, deadline)) as events:
+                    async for event in events:
+                        collector.add(event)
+                        if isinstance(event, Started | ApprovalNeeded):
+                            started = True
+                            yield event
+                outcome = collector.outcome()
             except BaseException as exc:
                 self._idempotent.pop(key, None)
                 if not fut.done():
@@ -382,7 +410,8 @@ class Executor:
                 raise
             fut.set_result(outcome)
         outcome = await asyncio.shield(fut)
-        yield Started("replay", req.backend, req.task_id)
+        if not started:
+            yield Started("replay", req.backend, req.task_id)
         if outcome.stdout:
             yield Output("stdout", outcome.stdout)
         if outcome.stderr:
@@ -396,19 +425,10 @@ class Executor:
         return await self._collect(self.exec(p, caller=caller, deadline=deadline))
 
     async def _collect(self, events: AsyncIterator[Event]) -> RunOutcome:
-        limit = self.config.limits.run_output_bytes
-        out, err = HeadTail(limit), HeadTail(limit)
-        exit_info = None
+        collector = _Collector(self.config.limits.run_output_bytes)
         async for event in events:
-            if isinstance(event, Output):
-                (out if event.stream == "stdout" else err).add(event.data)
-            elif isinstance(event, Finished):
-                exit_info = event.exit
-        assert exit_info is not None
-        exit_info.truncated = exit_info.truncated or out.truncated or err.truncated
-        exit_info.stdout_bytes = out.total
-        exit_info.stderr_bytes = err.total
-        return RunOutcome(out.value(), err.value(), exit_info)
+            collector.add(event)
+        return collector.outcome()
 
     # -- tasks -------------------------------------------------------------------------
 
@@ -425,6 +445,8 @@ class Executor:
                 await sandbox.release(True)
             except BackendError as exc:
                 raise from_backend(backend.name, exc) from exc
+        # A request waiting for a human holds the task's turn: deny it first, so closing does not wait.
+        self.approvals.forget_task(task_id)
         closed = await self.tasks.close(task_id, remove_files)
         self.approvals.forget_task(task_id)
         return closed is not None, ended

@@ -12,7 +12,8 @@ import logging
 import posixpath
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -91,6 +92,31 @@ class Task:
     @property
     def busy(self) -> bool:
         return self.lock.locked()
+
+    def check_queue(self, max_queued: int) -> None:
+        """RESOURCE_EXHAUSTED when ``max_queued`` requests already wait for the task's turn."""
+        if self.waiting >= max_queued:
+            raise exhausted(f"task {self.id!r} already has {self.waiting} requests waiting for their turn (a "
+                            f"command or process start waiting for a human's approval holds the turn); wait "
+                            f"for them or have the approval decided (limits.max_queued_per_task = {max_queued})")
+
+    @asynccontextmanager
+    async def turn(self, max_queued: int) -> AsyncIterator[None]:
+        """The task's turn (its FIFO lock), taken by every request that runs in the task's shell or
+        with its state (Exec, Run, StartProcess, Pty) *before* the gate judges it: the verdict, an
+        approval included, is made against the state the command will run in, not the one before
+        the commands queued ahead of it ran. At most ``max_queued`` requests wait (else
+        RESOURCE_EXHAUSTED), so a task has at most one pending approval at a time."""
+        self.check_queue(max_queued)
+        self.waiting += 1
+        try:
+            await self.lock.acquire()
+        finally:
+            self.waiting -= 1
+        try:
+            yield
+        finally:
+            self.lock.release()
 
     @property
     def root(self) -> str:

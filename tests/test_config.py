@@ -78,3 +78,30 @@ def test_readme_config_example_loads(tmp_path):
     start = readme.index("```yaml\n") + len("```yaml\n")
     example = readme[start:readme.index("```", start)]
     load_config(write(tmp_path, example))
+
+
+@pytest.mark.parametrize("token", ["Hx7q-2k", "fifteen-chars!!"])
+def test_a_short_token_is_refused(tmp_path, token):
+    """Every token must be long enough to be redacted from command output (and not guessable)."""
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, f"auth:\n  tokens:\n    - name: human\n      token: {token!r}\n"
+                                    "      roles: [approve]\n"))
+    assert "auth.tokens.0" in str(info.value) and "at least 16" in str(info.value)
+    assert token not in str(info.value)
+
+
+def test_a_short_token_in_a_token_file_is_refused(tmp_path):
+    (tmp_path / "t").write_text("Hx7q-2k\n")
+    config = load_config(write(tmp_path, f"auth:\n  tokens:\n    - name: human\n      token_file: {tmp_path / 't'}\n"))
+    with pytest.raises(ConfigError) as info:
+        config.auth.tokens[0].secret()
+    assert "auth.tokens[human].token_file" in str(info.value) and "at least 16" in str(info.value)
+    assert "Hx7q-2k" not in str(info.value)
+
+
+def test_a_sixteen_character_token_is_accepted_and_redacted(tmp_path):
+    from executor.redact import Redactor
+
+    config = load_config(write(tmp_path, "auth:\n  tokens:\n    - name: a\n      token: 'sixteen-chars-ok'\n"))
+    secret = config.auth.tokens[0].secret()
+    assert Redactor([secret]).scrub(f"x {secret} y".encode()) == b"x [REDACTED] y"
