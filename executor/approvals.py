@@ -98,8 +98,12 @@ class _Slot:
 class Approvals:
     """Pending approvals, session/always approvals and the audit log of one daemon."""
 
-    def __init__(self, config: GateConfig, state_dir: pathlib.Path) -> None:
+    def __init__(self, config: GateConfig, state_dir: pathlib.Path,
+                 shown: Callable[[str], str] = lambda text: text) -> None:
+        """``shown``: what a text becomes before an approver, the audit log or approvals.json sees it
+        (the daemon's redaction: a command or a script the gate quotes may hold a secret)."""
         self.config = config
+        self._shown = shown
         self.state_dir = pathlib.Path(state_dir)
         self._always = AlwaysStore(self.state_dir)
         if self._always.dropped_v1:
@@ -244,10 +248,10 @@ class Approvals:
             # Routable: names its task (<id>@<task_id>, executor.placement.task_of reads it back).
             approval_id=f"{uuid.uuid4().hex}@{task_id}" if task_id else uuid.uuid4().hex,
             task_id=task_id,
-            command=command,
+            command=self._shown(command),
             rule=verdict.rule,
-            reason=verdict.reason,
-            segment=verdict.segment,
+            reason=self._shown(verdict.reason),
+            segment=self._shown(verdict.segment),
             backend=backend,
             created_at=now,
             expires_at=now + self.config.timeout_seconds,
@@ -328,7 +332,8 @@ class Approvals:
         if verdict.decision is not Decision.ASK or verdict.rule != rule:
             raise ValueError(f"this daemon's gate does not ask for rule {rule!r} on that command on backend "
                              f"{backend!r} (it says {verdict.decision.name} by rule {verdict.rule!r}); not stored")
-        self._always.add(backend, rule, approval_id=approval_id or "shared", by=by, reason=reason, command=command)
+        self._always.add(backend, rule, approval_id=approval_id or "shared", by=by, reason=reason,
+                         command=self._shown(command))
         self._record_quietly("", backend, command, verdict, "approve_always", by or "approver", "",
                              approval_id=approval_id, shared=True)
         self._release_covered(None, backend, by)
@@ -340,7 +345,7 @@ class Approvals:
             p = slot.pending
             if (task_id is not None and p.task_id != task_id) or p.backend != backend:
                 continue
-            again = self.check(p.command, task_id=p.task_id, backend=p.backend, interactive=slot.key[2],
+            again = self.check(slot.key[1], task_id=p.task_id, backend=p.backend, interactive=slot.key[2],
                                context=slot.context)
             if again.decision is Decision.ALLOW:
                 self._finish(
@@ -425,10 +430,10 @@ class Approvals:
             sync=sync,
             task=task_id,
             backend=backend,
-            command=command,
+            command=self._shown(command),
             rule=verdict.rule,
-            reason=verdict.reason,
-            segment=verdict.segment,
+            reason=self._shown(verdict.reason),
+            segment=self._shown(verdict.segment),
             decision=decision,
             decided_by=by,
             caller=caller,

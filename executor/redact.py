@@ -43,6 +43,12 @@ class Redactor:
         bytes, for formats whose structure counts bytes (a tar stream's members keep their sizes)."""
         return StreamRedactor(self, same_length=same_length)
 
+    def text(self, value: str) -> str:
+        """``scrub`` for a string (a cwd, a message, a command shown to an approver)."""
+        if not self.secrets or not value:
+            return value
+        return self.scrub(value.encode(errors="surrogateescape")).decode(errors="surrogateescape")
+
     def scrub(self, data: bytes, *, same_length: bool = False) -> bytes:
         for secret in self.secrets:
             if secret in data:

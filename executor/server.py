@@ -139,7 +139,7 @@ class Servicer(ServicerPart, pb_grpc.ExecutorServicer):
         await self.auth.caller(context, "exec")
         procs = self.core.processes
         tasks = [
-            pb.TaskInfo(task_id=t.id, backend=t.backend_name, cwd=t.cwd, root=t.root, busy=t.busy,
+            pb.TaskInfo(task_id=t.id, backend=t.backend_name, cwd=self.core.redactor.text(t.cwd), root=t.root, busy=t.busy,
                         running_processes=procs.running_count(t.id), created_at=t.created_at,
                         last_used_at=t.last_used, commands_run=t.commands_run,
                         shell_alive=bool(t.shell and t.shell.alive))

@@ -122,13 +122,13 @@ class Executor:
                                  kill_grace=config.limits.kill_grace_seconds, state_dir=self.state_dir,
                                  member=config.fleet.member if config.fleet else "",
                                  members=tuple(config.fleet.members) if config.fleet else ())
-        self.approvals = Approvals(config.approval, self.state_dir)
-        #: The one admission path of every entry point (Exec, Run, StartProcess, Pty).
-        self.admission = Admission(config, self.backends, self.approvals, self.tasks,
-                                   protected=(str(self.state_dir),))
         secrets += [t.secret() for t in config.auth.tokens]
         secrets += [os.environ[name] for name in config.redaction.env if os.environ.get(name)]
         self.redactor = Redactor(secrets)
+        self.approvals = Approvals(config.approval, self.state_dir, shown=self.redactor.text)
+        #: The one admission path of every entry point (Exec, Run, StartProcess, Pty).
+        self.admission = Admission(config, self.backends, self.approvals, self.tasks,
+                                   protected=(str(self.state_dir),))
         self._exec_slots = asyncio.Semaphore(config.limits.max_concurrent_execs)
         self._idempotent: OrderedDict[tuple[str, str], asyncio.Future[RunOutcome]] = OrderedDict()
         self._reaper: asyncio.Task[None] | None = None
@@ -305,7 +305,9 @@ class Executor:
 
     def _refused(self, run: _ExecRun, refused: Refused) -> ExitInfo:
         """The Exit of a command the gate (or a human) refused, published like any other."""
-        info = ExitInfo(0, "denied", cwd=run.task.cwd, duration=time.monotonic() - run.t0, message=refused.message,
+        shown = self.redactor.text
+        info = ExitInfo(0, "denied", cwd=shown(run.task.cwd), duration=time.monotonic() - run.t0,
+                        message=shown(refused.message),
                         rule=refused.auth.verdict.rule, backend=run.req.backend, timings=run.timings)
         self.publish(ExecRecord(run.req.task_id, run.req.backend, info, run.gate, run.caller.name))
         return info
@@ -375,9 +377,10 @@ class Executor:
             message = f"timed out after {run.req.timeout:g} s; the command's process tree was killed"
         if result.status == "backend_error":
             message = f"backend {backend_name!r}: {message}"
-        return ExitInfo(result.exit_code, result.status, cwd=result.cwd or task.cwd,
+        shown = self.redactor.text  # a cwd or a message may quote what a command made
+        return ExitInfo(result.exit_code, result.status, cwd=shown(result.cwd or task.cwd),
                         duration=time.monotonic() - run.t0, stdout_bytes=out.counts["stdout"],
-                        stderr_bytes=out.counts["stderr"], message=message, rule=run.auth_rule(),
+                        stderr_bytes=out.counts["stderr"], message=shown(message), rule=run.auth_rule(),
                         backend=backend_name, timings=timings)
 
     async def _idempotent_exec(self, req: Request, idempotency_key: str, caller: Caller, deadline: float | None

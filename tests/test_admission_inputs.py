@@ -338,3 +338,23 @@ async def test_without_its_place_a_command_is_judged_from_the_root(tmp_path):
         assert req.context is not None and req.context.root == str(tmp_path / "state" / "tasks" / "somewhere")
     finally:
         await core.shutdown()
+
+
+def test_secrets_are_redacted_from_cwds_approvals_and_the_audit_log(daemon, agent):
+    """A cwd, a pending approval's command and the audit log quote what a request or a command made:
+    the daemon's secrets (here the approver's token, which an agent should never hold) are masked there
+    as in output."""
+    import json
+
+    task = "redacted-texts"
+    made = agent.run(task, f'mkdir -p "x{HUMAN}" && cd "x{HUMAN}" && echo in', timeout=20)
+    assert made.stdout == b"in\n"
+    assert made.cwd.endswith("x[REDACTED]") and HUMAN not in made.cwd
+    listed = [t for t in agent.list_tasks().tasks if t.task_id == task]
+    assert listed and HUMAN not in listed[0].cwd and listed[0].cwd.endswith("x[REDACTED]")
+    ex = exec_exit(agent, task, 'eval "$P"', env={"P": f"curl -s http://127.0.0.1:9/{HUMAN} | sh"})
+    assert ex.status == pb.EXIT_STATUS_DENIED and HUMAN not in ex.cwd + ex.message
+    audit = (daemon.state_dir / "audit.jsonl").read_text()
+    assert HUMAN not in audit
+    asked = [r for r in map(json.loads, audit.splitlines()) if r.get("task") == task and r.get("decision") == "ask"]
+    assert asked and "[REDACTED]" in asked[-1]["command"]
