@@ -39,6 +39,7 @@ from .model import UNKNOWN, Cmd, TooComplex
 from .normalize import normalize
 from .parser import parse
 from .sed import read_script, sed_args
+from .shells import shell_program
 
 _log = logging.getLogger("executor.approval")
 
@@ -603,35 +604,14 @@ class _Walk:
     # ---- families
 
     def shell(self, cmd: Cmd, name: str, args: list[str], depth: int, live: bool) -> str | None:
-        read_stdin = False
-        c_flag = False
-        i = 0
-        while i < len(args):
-            a = args[i]
-            if a in ("--", "-"):
-                read_stdin = read_stdin or a == "-"
-                i += 1
-                break
-            if a in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file") or (name == "fish" and a in ("-C", "--init-command")):
-                i += 2
-                continue
-            if a.startswith("--"):
-                c_flag = c_flag or a == "--command"
-                i += 1
-                continue
-            if a.startswith(("-", "+")) and len(a) > 1:
-                c_flag = c_flag or "c" in a[1:]
-                read_stdin = read_stdin or "s" in a[1:]
-                i += 1
-                continue
-            break
-        operands = args[i:]
-        if c_flag:
+        program = shell_program(name, args)
+        operands = args[program.index :]
+        if program.mode == "c":
             if not operands:
                 return f"`{name} -c` without a script: the gate cannot tell what runs"
             env = {str(n): v for n, v in enumerate(operands[1:])}
             return self.code(operands[0], depth, live=live, env=env)
-        if operands and not read_stdin:
+        if program.mode == "file":
             return self.script_file(name, operands[0], depth, live)
         # the shell reads its program from stdin
         if cmd.stdin_text is not None:

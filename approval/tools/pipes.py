@@ -22,6 +22,7 @@ from ..model import UNKNOWN, Cmd, Kinds
 from ..parser import parse
 from ..words import echo_output
 from .base import Ctx, Examples, also
+from ..shells import shell_program
 from .remote import _judge_stdin_source, _stdin_kinds, _stdin_texts, judge_script
 
 if TYPE_CHECKING:
@@ -32,42 +33,14 @@ _STDIN_PATH = re.compile(r"^(?:-|/dev/stdin|/dev/fd/0|/proc/(?:self|thread-self|
 # paths that are some other open descriptor (a process substitution's /dev/fd/63)
 _FD_PATH = re.compile(r"^(?:/dev/fd/\d+|/proc/(?:self|thread-self|\d+|\x00[^/]*)/fd/\d+)$")
 
-_OPT_WITH_ARG = ("-o", "+o", "-O", "+O", "--rcfile", "--init-file")
-
-
 def _program(name: str, args: list[str]) -> tuple[str, str | None, int]:
     """Where a shell takes its program from: ("c", code), ("file", path) or ("stdin", None), and the
     index of the operand."""
     if name in ("source", "."):
         ops = [a for a in args if a != "--"]
         return ("file", ops[0], args.index(ops[0])) if ops else ("stdin", None, len(args))
-    i = 0
-    c_flag = False
-    read_stdin = False
-    while i < len(args):
-        a = args[i]
-        if a in ("--", "-"):
-            read_stdin = read_stdin or a == "-"
-            i += 1
-            break
-        if a in _OPT_WITH_ARG or (name == "fish" and a == "-C"):
-            i += 2
-            continue
-        if a.startswith("--"):
-            c_flag = c_flag or a == "--command"
-            i += 1
-            continue
-        if a.startswith(("-", "+")) and len(a) > 1:
-            c_flag = c_flag or "c" in a[1:]
-            read_stdin = read_stdin or "s" in a[1:]
-            i += 1
-            continue
-        break
-    if c_flag:
-        return ("c", args[i] if i < len(args) else None, i)
-    if i < len(args) and not read_stdin:
-        return ("file", args[i], i)
-    return ("stdin", None, i)
+    program = shell_program(name, args)
+    return (program.mode, program.operand(args) if program.mode != "stdin" else None, program.index)
 
 
 def _passes_through(argv: list[str]) -> bool:
