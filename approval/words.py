@@ -1,7 +1,8 @@
 """Word-level shell semantics that need no syntax tree.
 
 Escapes (``$'...'``, ``echo -e``, double quotes), brace expansion, ``$((...))`` arithmetic,
-``${v%pat}`` trimming and what a plain ``echo``/``printf`` prints.  The tree walk (parser.py)
+``${v%pat}`` trimming, ``${v/pat/rep}`` replacement, ``${v^^}``-style case changes, what a plain
+``echo``/``printf`` prints and what ``pwd``/``dirname``/``basename``/``realpath``/``ls -d`` print.  The tree walk (parser.py)
 and the error-tolerant lexer (lexer.py) both resolve words with these.
 """
 
