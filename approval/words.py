@@ -2,8 +2,8 @@
 
 Escapes (``$'...'``, ``echo -e``, double quotes), brace expansion, ``$((...))`` arithmetic,
 ``${v%pat}`` trimming, ``${v/pat/rep}`` replacement, ``${v^^}``-style case changes, what a plain
-``echo``/``printf`` prints and what ``pwd``/``dirname``/``basename``/``realpath``/``ls -d`` print.  The tree walk (parser.py)
-and the error-tolerant lexer (lexer.py) both resolve words with these.
+``echo``/``printf`` prints and what ``pwd``/``dirname``/``basename``/``realpath``/``ls -d`` print.
+The tree walk (parser.py) and the error-tolerant lexer (lexer.py) both resolve words with these.
 """
 
 from __future__ import annotations
