@@ -45,6 +45,9 @@ from .model import (
     TooComplex,
 )
 from .words import (
+    case_convert,
+    path_output,
+    pattern_replace,
     pipe_output,
     arithmetic,
     brace_expand,
@@ -297,67 +300,17 @@ class _Walker:
         stdin: str | None,
         extra: list[str] | None = None,
     ) -> None:
-        argv: list[str] = []
+        """One simple command: its words read, the code it hands to callbacks walked, the command
+        recorded, what it changes in the shell (cwd, variables) applied, then its heredocs' code."""
         saved_extra, self.extra_args = self.extra_args, []
-        prev_end = -1
-        prev_count = 0
-        prev_arg: int | None = None
-        kinds: list[Kinds] = []
         redirects = list(redirects)
         after: list[Node] = []
-        for c in node.children:
-            t = c.type
-            if t == "variable_assignment":
-                self.assign(c, depth + 1)
-            elif t == "command_name":
-                fields = self.word(c.children[0] if c.child_count else c, depth + 1)
-                for w, k in fields:
-                    argv.append(w)
-                    kinds.append(k)
-                prev_count = len(fields)
-                prev_end = c.end_byte
-                prev_arg = c.start_byte
-            elif t in _REDIRECTS:
-                stdin = self.redirect(c, depth + 1, redirects, after) or stdin
-            elif t == "comment" or not c.is_named:
-                continue
-            else:
-                if argv and prev_arg is not None and self.joined(prev_end, c.start_byte):
-                    # tree-sitter split one shell word in two (``$IFS-rf$IFS/``): re-read it whole
-                    del argv[len(argv) - prev_count :]
-                    del kinds[len(kinds) - prev_count :]
-                    run = self.src[prev_arg : c.end_byte].decode("utf-8", "replace").replace("\\\n", "")
-                    words = [w for fc in fallback_commands(run, self.env) for w in fc.argv]
-                    for w in words:
-                        argv.append(w)
-                        kinds.append(NOKINDS)
-                    prev_end = c.end_byte
-                    prev_count = len(words)
-                    continue
-                prev_arg = c.start_byte
-                fields = self.word(c, depth + 1)
-                for w, k in fields:
-                    argv.append(w)
-                    kinds.append(k)
-                prev_count = len(fields)
-            prev_end = c.end_byte
+        argv, kinds, stdin = self.command_words(node, depth, redirects, after, stdin)
         for x in self.extra_args + (extra or []):
             argv.append(x)
             kinds.append(NOKINDS)
         self.extra_args = saved_extra
-        while argv[:1] == ["{"] and len(argv) > 1:  # ``f(){ rm …`` misread: ``{`` opens a group
-            del argv[0]
-            del kinds[0]
-        if argv[:1] == ["coproc"]:
-            # ``coproc cmd``, ``coproc NAME { …; }``, ``coproc { …; }``: tree-sitter reads coproc as a
-            # command; bash runs what follows it
-            drop = 1
-            if len(argv) > 2 and argv[2] in ("{", "(", "((") and argv[1] not in ("{", "("):
-                drop = 2
-            if len(argv) > drop and argv[drop] in ("{", "("):
-                drop += 1
-            del argv[:drop]
-            del kinds[:drop]
+        _drop_prefix(argv, kinds)
         if argv[:1] == ["let"]:
             self.arith_code(" ".join(argv[1:]), depth)
         elif argv[:1] and argv[0] in ("mapfile", "readarray"):
@@ -379,6 +332,68 @@ class _Walker:
         self.stdin_kinds = NOKINDS
         self.redirect_kinds = NOKINDS
         self.cmds.append(cmd)
+        self.apply_effects(argv, stdin)
+        for c in after:
+            self.stmt(c, depth + 1)
+
+    def command_words(
+        self, node: Node, depth: int, redirects: list[tuple[str, str]], after: list[Node], stdin: str | None
+    ) -> tuple[list[str], list[Kinds], str | None]:
+        """A simple command's fields (program and arguments) with their kinds, and its stdin; the
+        assignments before it are made, its redirects added to ``redirects`` and the heredoc
+        bodies to walk after it to ``after``."""
+        argv: list[str] = []
+        kinds: list[Kinds] = []
+        prev_end = -1
+        prev_count = 0
+        prev_arg: int | None = None
+        for c in node.children:
+            t = c.type
+            if t == "variable_assignment":
+                self.assign(c, depth + 1)
+            elif t == "command_name":
+                fields = self.word(c.children[0] if c.child_count else c, depth + 1)
+                for w, k in fields:
+                    argv.append(w)
+                    kinds.append(k)
+                prev_count = len(fields)
+                prev_end = c.end_byte
+                prev_arg = c.start_byte
+            elif t in _REDIRECTS:
+                stdin = self.redirect(c, depth + 1, redirects, after) or stdin
+            elif t == "comment" or not c.is_named:
+                continue
+            else:
+                if argv and prev_arg is not None and self.joined(prev_end, c.start_byte):
+                    prev_count = self.rejoin(argv, kinds, prev_count, prev_arg, c)
+                    prev_end = c.end_byte
+                    continue
+                prev_arg = c.start_byte
+                fields = self.word(c, depth + 1)
+                for w, k in fields:
+                    argv.append(w)
+                    kinds.append(k)
+                prev_count = len(fields)
+            prev_end = c.end_byte
+        return argv, kinds, stdin
+
+    def rejoin(self, argv: list[str], kinds: list[Kinds], count: int, start: int, node: Node) -> int:
+        """tree-sitter split one shell word in two (``$IFS-rf$IFS/``): the last ``count`` fields are
+        replaced by the whole word, from byte ``start`` to the end of ``node``, re-read by the
+        lexer; how many fields it gave."""
+        del argv[len(argv) - count :]
+        del kinds[len(kinds) - count :]
+        run = self.src[start : node.end_byte].decode("utf-8", "replace").replace("\\\n", "")
+        words = [w for fc in fallback_commands(run, self.env) for w in fc.argv]
+        for w in words:
+            argv.append(w)
+            kinds.append(NOKINDS)
+        return len(words)
+
+    def apply_effects(self, argv: list[str], stdin: str | None) -> None:
+        """What a command changes in the shell the next commands see: the directory (``cd``,
+        ``pushd``), variables (``printf -v``, ``read``) and positional parameters (``set --``,
+        ``shift``)."""
         if argv and argv[0] in ("cd", "pushd"):
             self.change_dir(argv[1:])
         elif argv[:2] == ["printf", "-v"] and len(argv) >= 4:
@@ -398,8 +413,6 @@ class _Walker:
             self.env["@"] = ARGSEP.join(words)
             self.env["*"] = " ".join(words)
             self.env["#"] = str(len(words))
-        for c in after:
-            self.stmt(c, depth + 1)
 
     def joined(self, end: int, start: int) -> bool:
         """Two tree-sitter words are one shell word: nothing between them, or only line
@@ -662,7 +675,7 @@ class _Walker:
             elif _LOOKUP.fullmatch(" ".join(inner[0].argv)):  # ``$(which python3)``: that program's path
                 value = "/usr/bin/" + inner[0].argv[-1]
             else:
-                value = _path_output(inner[0].argv, inner_cwd)
+                value = path_output(inner[0].argv, inner_cwd)
         elif len(inner) >= 2 and inner[-1].argv == ["pwd"] and all(c.argv[:1] in (["cd"], ["pushd"]) for c in inner[:-1]):
             value = inner_cwd if inner_cwd is not None and UNKNOWN not in inner_cwd else UNKNOWN
         elif inner and all(c.upstream or i == 0 for i, c in enumerate(inner)):
@@ -863,7 +876,7 @@ class _Walker:
             else:
                 value = UNKNOWN
         elif op in (",,", "^^", ",", "^", "~~", "~") and known and value is not None:
-            value = _case(value, op, arg)
+            value = case_convert(value, op, arg)
         elif op == "@" and known and value is not None:
             flag = arg.strip()
             if flag == "P" and _CODE_IN_VALUE.search(value):  # prompt expansion runs $( ) and backticks
@@ -871,7 +884,7 @@ class _Walker:
                 value = UNKNOWN
                 kinds = kinds | OPAQUE
             elif flag in ("U", "u", "L"):
-                value = _case(value, {"U": "^^", "u": "^", "L": ",,"}[flag], "")
+                value = case_convert(value, {"U": "^^", "u": "^", "L": ",,"}[flag], "")
             elif flag == "E":
                 value = decode_escapes(value)
             elif flag in ("Q", "P", "A", "K", "k", "a"):
@@ -916,81 +929,24 @@ class _Walker:
             return opaque
         out = value
         if rx is not None:
-            out = _replace(value, rx, op, replacement)
+            out = pattern_replace(value, rx, op, replacement)
         return _Piece(out, split=not quoted, kinds=kinds)
 
 
-def _path_output(argv: list[str], cwd: str | None) -> str:
-    """What ``pwd``, ``dirname P``, ``basename P``, ``realpath P``/``readlink -f P`` and ``ls -d P…``
-    print (``rm -rf $(dirname $HOME)``), or UNKNOWN."""
-    if not argv or any(UNKNOWN in a for a in argv):
-        return UNKNOWN
-    name, args = argv[0], argv[1:]
-    if name == "pwd" and not args:
-        return cwd if cwd is not None else UNKNOWN
-    if name == "dirname" and len(args) == 1:
-        p = args[0].rstrip("/") or "/"
-        if p == "~":
-            return "/home"  # the home's parent: /home (or / for root's)
-        return posixpath.dirname(p) or "."
-    if name == "basename" and len(args) == 1:
-        return posixpath.basename(args[0].rstrip("/")) or "/"
-    if (name == "realpath" and len(args) == 1) or (name == "readlink" and len(args) == 2 and args[0] in ("-f", "-e", "-m")):
-        p = args[-1]
-        return posixpath.normpath(p) if p.startswith(("/", "~")) else UNKNOWN
-    if name == "ls" and args and args[0] == "-d" and all(not a.startswith("-") for a in args[1:]):
-        return " ".join(args[1:])
-    return UNKNOWN
-
-
-def _case(value: str, op: str, pattern: str) -> str:
-    rx = glob_regex(pattern) if pattern else None
-
-    def conv(ch: str) -> str:
-        if pattern and (rx is None or not rx.fullmatch(ch)):
-            return ch
-        if op.startswith("^"):
-            return ch.upper()
-        if op.startswith(","):
-            return ch.lower()
-        return ch.swapcase()
-
-    if len(op) == 2:
-        return "".join(conv(c) for c in value)
-    return conv(value[:1]) + value[1:] if value else value
-
-
-def _replace(value: str, rx: re.Pattern[str], op: str, rep: str) -> str:
-    n = len(value)
-    if op == "/#":
-        for j in range(n, -1, -1):
-            if rx.fullmatch(value[:j]):
-                return rep + value[j:]
-        return value
-    if op == "/%":
-        for i in range(0, n + 1):
-            if rx.fullmatch(value[i:]):
-                return value[:i] + rep
-        return value
-    out: list[str] = []
-    i = 0
-    while i <= n:
-        hit = -1
-        for j in range(n, i - 1, -1):
-            if rx.fullmatch(value[i:j]):
-                hit = j
-                break
-        if hit < 0 or hit == i:
-            if i < n:
-                out.append(value[i])
-            i += 1
-            continue
-        out.append(rep)
-        i = hit
-        if op == "/":
-            out.append(value[i:])
-            return "".join(out)
-    return "".join(out)
+def _drop_prefix(argv: list[str], kinds: list[Kinds]) -> None:
+    """Drop what tree-sitter misread as the program: the ``{`` of ``f(){ rm …`` (a group) and
+    ``coproc`` (``coproc cmd``, ``coproc NAME { …; }``, ``coproc { …; }``: bash runs what follows)."""
+    while argv[:1] == ["{"] and len(argv) > 1:
+        del argv[0]
+        del kinds[0]
+    if argv[:1] == ["coproc"]:
+        drop = 1
+        if len(argv) > 2 and argv[2] in ("{", "(", "((") and argv[1] not in ("{", "("):
+            drop = 2
+        if len(argv) > drop and argv[drop] in ("{", "("):
+            drop += 1
+        del argv[:drop]
+        del kinds[:drop]
 
 
 # -- entry point -----------------------------------------------------------------------------

@@ -1,13 +1,15 @@
 """Word-level shell semantics that need no syntax tree.
 
 Escapes (``$'...'``, ``echo -e``, double quotes), brace expansion, ``$((...))`` arithmetic,
-``${v%pat}`` trimming and what a plain ``echo``/``printf`` prints.  The tree walk (parser.py)
-and the error-tolerant lexer (lexer.py) both resolve words with these.
+``${v%pat}`` trimming, ``${v/pat/rep}`` replacement, ``${v^^}``-style case changes, what a plain
+``echo``/``printf`` prints and what ``pwd``/``dirname``/``basename``/``realpath``/``ls -d`` print.
+The tree walk (parser.py) and the error-tolerant lexer (lexer.py) both resolve words with these.
 """
 
 from __future__ import annotations
 
 import ast
+import posixpath
 import re
 
 from .globs import glob_regex
@@ -360,3 +362,80 @@ def _filter(name: str, args: list[str], text: str) -> str | None:
         keep = lines[:n] if name == "head" else lines[len(lines) - n :] if n else []
         return "\n".join(keep) + "\n"
     return None
+
+
+def path_output(argv: list[str], cwd: str | None) -> str:
+    """What ``pwd``, ``dirname P``, ``basename P``, ``realpath P``/``readlink -f P`` and ``ls -d P…``
+    print (``rm -rf $(dirname $HOME)``), or UNKNOWN."""
+    if not argv or any(UNKNOWN in a for a in argv):
+        return UNKNOWN
+    name, args = argv[0], argv[1:]
+    if name == "pwd" and not args:
+        return cwd if cwd is not None else UNKNOWN
+    if name == "dirname" and len(args) == 1:
+        p = args[0].rstrip("/") or "/"
+        if p == "~":
+            return "/home"  # the home's parent: /home (or / for root's)
+        return posixpath.dirname(p) or "."
+    if name == "basename" and len(args) == 1:
+        return posixpath.basename(args[0].rstrip("/")) or "/"
+    if (name == "realpath" and len(args) == 1) or (name == "readlink" and len(args) == 2 and args[0] in ("-f", "-e", "-m")):
+        p = args[-1]
+        return posixpath.normpath(p) if p.startswith(("/", "~")) else UNKNOWN
+    if name == "ls" and args and args[0] == "-d" and all(not a.startswith("-") for a in args[1:]):
+        return " ".join(args[1:])
+    return UNKNOWN
+
+
+def case_convert(value: str, op: str, pattern: str) -> str:
+    """``${v^^pat}``, ``${v^pat}``, ``${v,,pat}``, ``${v,pat}``, ``${v~~pat}``, ``${v~pat}``: the case of
+    every character (or the first) matching ``pattern`` (any when empty) changed."""
+    rx = glob_regex(pattern) if pattern else None
+
+    def conv(ch: str) -> str:
+        if pattern and (rx is None or not rx.fullmatch(ch)):
+            return ch
+        if op.startswith("^"):
+            return ch.upper()
+        if op.startswith(","):
+            return ch.lower()
+        return ch.swapcase()
+
+    if len(op) == 2:
+        return "".join(conv(c) for c in value)
+    return conv(value[:1]) + value[1:] if value else value
+
+
+def pattern_replace(value: str, rx: re.Pattern[str], op: str, rep: str) -> str:
+    """``${v/pat/rep}`` (first match), ``${v//pat/rep}`` (every match), ``${v/#pat/rep}`` (at the
+    start), ``${v/%pat/rep}`` (at the end): the longest matches of ``rx`` replaced by ``rep``."""
+    n = len(value)
+    if op == "/#":
+        for j in range(n, -1, -1):
+            if rx.fullmatch(value[:j]):
+                return rep + value[j:]
+        return value
+    if op == "/%":
+        for i in range(0, n + 1):
+            if rx.fullmatch(value[i:]):
+                return value[:i] + rep
+        return value
+    out: list[str] = []
+    i = 0
+    while i <= n:
+        hit = -1
+        for j in range(n, i - 1, -1):
+            if rx.fullmatch(value[i:j]):
+                hit = j
+                break
+        if hit < 0 or hit == i:
+            if i < n:
+                out.append(value[i])
+            i += 1
+            continue
+        out.append(rep)
+        i = hit
+        if op == "/":
+            out.append(value[i:])
+            return "".join(out)
+    return "".join(out)
