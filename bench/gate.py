@@ -25,7 +25,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from executor.approval import Decision, analyze  # noqa: E402
-from executor.approval.detect import _scan  # noqa: E402
+from executor.approval.detect import clear_cache  # noqa: E402
 
 OWN = ROOT / "tests" / "data" / "gate_corpus.tsv"
 SHARED = ROOT.parent / "shared" / "corpus" / "everyday-commands.tsv"
@@ -61,7 +61,7 @@ def measure(name: str, rows: list[tuple[str, str]], repeat: int) -> list[dict]:
     total = {"allow": 0, "block": 0}
     for i in range(repeat):
         for expect, command in rows:
-            _scan.cache_clear()
+            clear_cache()
             start = time.perf_counter()
             verdict = analyze(command)
             times.append((time.perf_counter() - start) * 1000)
