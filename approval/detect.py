@@ -270,12 +270,7 @@ class Detector:
         # not further: the body was already judged, and a walker over a tree must not ask
         calls = sum(1 for k in self.expanding if k[:2] == ("function", name))
         if body is not None and key not in self.expanding and calls < MAX_RECURSION:
-            env = {str(i): "" for i in range(1, 10)}
-            env.update({str(i): a for i, a in enumerate(args, 1)})
-            env["@"] = ARGSEP.join(args)
-            env["*"] = " ".join(args)
-            env["#"] = str(len(args))
-            self.expand(cmd, ctx, key, body, env, f"{name} is a function defined earlier in this task")
+            self.expand(cmd, ctx, key, body, _call_env(args), f"{name} is a function defined earlier in this task")
 
     def startup_file(self, cmd: Cmd, ctx: Ctx) -> None:
         """``export BASH_ENV=f`` (or ``ENV``) by an earlier command: every shell started now sources f."""
@@ -320,12 +315,7 @@ class Detector:
         key = ("function", name, *args)
         calls = sum(1 for k in self.expanding if k[:2] == ("function", name))
         if body is not None and args and key not in self.expanding and calls < MAX_RECURSION:
-            env = {str(i): "" for i in range(1, 10)}
-            env.update({str(i): a for i, a in enumerate(args, 1)})
-            env["@"] = ARGSEP.join(args)
-            env["*"] = " ".join(args)
-            env["#"] = str(len(args))
-            self.expand(cmd, ctx, key, body, env, f"{name} is a function defined on this line")
+            self.expand(cmd, ctx, key, body, _call_env(args), f"{name} is a function defined on this line")
 
     def unknown_program(self, cmd: Cmd, argv: list[str], kinds: Kinds, ctx: Ctx) -> None:
         """The program's name holds text the gate cannot know.  Computed on the line by an expansion
@@ -505,16 +495,20 @@ class Detector:
 # entry points
 
 
-def _positional(args: list[str]) -> dict[str, str] | None:
-    """``$1…`` of a script run with ``args``."""
-    if not args:
-        return None
+def _call_env(args: list[str]) -> dict[str, str]:
+    """The positional parameters of a function or script called with ``args`` (``$1``…``$9`` empty
+    past them, ``$@``, ``$*``, ``$#``)."""
     env = {str(i): "" for i in range(1, 10)}
     env.update({str(i): a for i, a in enumerate(args, 1)})
     env["@"] = ARGSEP.join(args)
     env["*"] = " ".join(args)
     env["#"] = str(len(args))
     return env
+
+
+def _positional(args: list[str]) -> dict[str, str] | None:
+    """``$1…`` of a script run with ``args`` (None without arguments: nothing to bind)."""
+    return _call_env(args) if args else None
 
 
 def _quote(word: str) -> str:
