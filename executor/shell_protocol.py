@@ -103,11 +103,11 @@ __ex_fatal() {{
   trap - 0  # exit without the EXIT trap, which would call a function named builtin
   {fatal}
 }}
-__ex_end_state() {{  # __ex_end, and the shell's state in the marker (a snapshot)
-  __ex_s=$(__ex_state)
+__ex_end_state() {{  # __ex_end, and the shell's state in the marker (a snapshot; none if the capture was killed)
+  __ex_s=$(__ex_state) && __ex_s="$__ex_s
+" || __ex_s=
   \\__ex_end "$1"
-  __ex_st="$__ex_s
-" __ex_s=
+  __ex_st=$__ex_s __ex_s=
   __ex_ls=${{#__ex_st}}
   case $PWD$__ex_st in *[![:ascii:]]*) __ex_bytes ;; esac
 }}
@@ -128,10 +128,11 @@ __ex_post() {{
   case $__ex_x in 1) set -x ;; esac
   case $__ex_px in '') unset POSIXLY_CORRECT; builtin shopt -s expand_aliases ;; esac
 }}
-__ex_exit() {{
+__ex_exit() {{  # a TERM now (a kill pass reaching the shell, or the subshell, again) would lose the state
   local __ex_rc=$1 __ex_st
-  __ex_st=$(__ex_state); __ex_st="$__ex_st
-"
+  builtin trap '' TERM HUP INT
+  if __ex_st=$(__ex_state); then __ex_st="$__ex_st
+"; else __ex_st=; fi  # no state (length 0): the daemon keeps the one it has
   case "$PWD$__ex_st" in *[![:ascii:]]*) local LC_ALL=C ;; esac  # lengths in bytes, not characters
   builtin printf '\\036\\037EXX:%d:%d:%d:%s%s\\036' "$__ex_rc" "${{#PWD}}" "${{#__ex_st}}" "$PWD" "$__ex_st"
   builtin printf '\\036\\037EXX\\036' >&2

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import threading
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from executor.shell import Done, MarkerScanner, ansi_c_quote, command_line, CommandSpec
+from executor.shell_protocol import prelude
 
 
 @given(st.binary(max_size=200).filter(lambda b: b"\0" not in b))
@@ -140,3 +144,54 @@ async def test_a_shell_that_dies_before_reading_its_setup_says_why(tmp_path):
                                      exited_before_setup=True)
     assert "exited while starting" in err.message
     assert "exit code 7" in err.message and "Can not mount /x" in err.message
+
+
+def _session_members(sid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == sid:
+                found.append(int(entry))
+    return found
+
+
+@pytest.mark.parametrize("round_", range(5))
+def test_the_exit_report_survives_more_terms(round_):
+    """A kill pass can reach the shell again, or the subshell its EXIT trap forks to capture the state:
+    the report still carries the state (it was lost when the capture died: the next shell came back
+    without what the timed-out command's shell had set)."""
+    shell = subprocess.Popen(["bash"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    assert shell.stdin is not None and shell.stdout is not None
+    shell.stdin.write((prelude("ab") + "export MARK=kept\nsleep 30\n").encode())
+    shell.stdin.flush()
+    out = b""
+    while b"EXR:" not in out:  # the traps are set: from here on a TERM is the shell's to report
+        chunk = os.read(shell.stdout.fileno(), 4096)
+        assert chunk, "the shell ended before it was ready"
+        out += chunk
+
+    def hammer() -> None:  # TERM every process of the session, again and again, until the shell is gone
+        while shell.poll() is None:
+            for pid in _session_members(shell.pid):
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except OSError:
+                    pass
+
+    thread = threading.Thread(target=hammer)
+    thread.start()
+    try:
+        out += shell.stdout.read()
+    finally:
+        shell.kill()
+        shell.wait()
+        thread.join()
+    done = [item for item in MarkerScanner("ab").feed(out) if isinstance(item, Done)]
+    assert len(done) == 1 and done[0].exit and done[0].rc == 143, out[-300:]
+    assert done[0].state is not None and "MARK=\"kept\"" in done[0].state

@@ -61,10 +61,11 @@ def test_state_survives_exit_and_timeout(client, task):
     collect(client, task, "exit 5")
     out, _, _, _ = collect(client, task, 'echo "$KEEP" "$(basename "$PWD")"')
     assert out == b"1 keep\n"
+    # what the timed-out command itself set reaches the next shell only through the EXIT trap's report
     _, _, exit_, _ = collect(client, task, "export AFTER=2; sleep 30", timeout=1)
     assert exit_.status == pb.EXIT_STATUS_TIMED_OUT
-    out, _, _, _ = collect(client, task, 'echo "$KEEP" "$(basename "$PWD")"')
-    assert out == b"1 keep\n"
+    out, _, _, _ = collect(client, task, 'echo "$KEEP" "$AFTER" "$(basename "$PWD")"')
+    assert out == b"1 2 keep\n"
 
 
 def test_binary_output_is_byte_exact(client, task):
