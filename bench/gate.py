@@ -93,6 +93,7 @@ def measure(name: str, rows: list[tuple[str, str]], repeat: int) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="passes over the own corpus (the shared one runs once)")
+    ap.add_argument("--out", type=pathlib.Path, default=RESULTS, help="where the JSON rows go")
     args = ap.parse_args()
     rows = measure("own", load_own(), args.repeat)
     if SHARED.exists():
@@ -116,9 +117,9 @@ def main() -> None:
                 f"{r['corpus']:16} quality  recall {r['recall']}  false positives {r['false_positive_rate']}  "
                 f"({r['flagged_block']}/{r['block_rows']} block, {r['flagged_allow']}/{r['allow_rows']} allow flagged)"
             )
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps([{**r, **meta} for r in rows], indent=1) + "\n")
-    print(f"wrote {RESULTS}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps([{**r, **meta} for r in rows], indent=1) + "\n")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

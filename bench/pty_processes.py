@@ -131,6 +131,7 @@ def main() -> None:
     parser.add_argument("--rtt-samples", type=int, default=500)
     parser.add_argument("--processes", type=int, default=1000)
     parser.add_argument("--per-task", type=int, default=100)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where the JSON rows go")
     args = parser.parse_args()
     config = {
         "backend": "local", "backends": {"local": {"kind": "local"}},
@@ -159,9 +160,9 @@ def main() -> None:
         daemon.stop(timeout=120)
     meta = {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
             "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps([{**r, **meta} for r in rows], indent=1) + "\n")
-    print(f"wrote {RESULTS}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps([{**r, **meta} for r in rows], indent=1) + "\n")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
