@@ -123,6 +123,7 @@ def getopt(
     long_with_arg: Iterable[str] = (),
     permute: bool = True,
     single_dash_long: bool = False,
+    short_optional_arg: str = "",
 ) -> Parsed:
     """Parse ``args`` the way getopt_long (and git's parse-options) does.
 
@@ -130,7 +131,8 @@ def getopt(
     ``-C/``); a long option may be any unique prefix of a known one (``--ha`` is ``--hard``,
     ``--force-w`` ``--force-with-lease``) and takes ``=value`` or, if it needs one, the next word;
     ``--`` ends the options; with ``permute`` options after operands still count (``rm / -rf``).
-    ``short_with_arg`` lists the letters whose option takes a value.  With ``single_dash_long``
+    ``short_with_arg`` lists the letters whose option takes a value, ``short_optional_arg`` those
+    whose value can only be attached (``xargs -i{}``, ``-e``: the rest of the word, or none).  With ``single_dash_long``
     (Go's flag package, terraform) ``-destroy`` is ``--destroy``.  Names come back canonical:
     ``-f``, ``--force-with-lease``; an unknown or ambiguous long option as written.
     """
@@ -164,6 +166,9 @@ def getopt(
             continue
         if a.startswith("-") and len(a) > 1:
             for j, ch in enumerate(a[1:], 1):
+                if ch in short_optional_arg:
+                    opts.append(("-" + ch, a[j + 1 :] or None))
+                    break
                 if ch in short_with_arg:
                     if j + 1 < len(a):
                         opts.append(("-" + ch, a[j + 1 :]))

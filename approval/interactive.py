@@ -40,6 +40,7 @@ from .normalize import normalize
 from .parser import parse
 from .sed import read_script, sed_args
 from .shells import shell_program
+from .xargs import parse_xargs
 
 _log = logging.getLogger("executor.approval")
 
@@ -662,30 +663,11 @@ class _Walk:
         return None
 
     def xargs(self, cmd: Cmd, args: list[str], depth: int, live: bool) -> str | None:
-        with_arg = {"-d", "-E", "-I", "-L", "-n", "-P", "-s", "-a", "-e", "-l"}
-        i = command_start(
-            args,
-            with_arg,
-            {"--delimiter", "--eof", "--replace", "--max-lines", "--max-args", "--max-procs", "--max-chars",
-             "--arg-file", "--process-slot-var"},
-        )
-        opts = args[:i]
-        replace = None
-        for k, a in enumerate(opts):
-            if a == "-I" and k + 1 < len(opts):
-                replace = opts[k + 1]
-            elif a.startswith("-I") and len(a) > 2:
-                replace = a[2:]
-            elif a.startswith("--replace="):
-                replace = a.split("=", 1)[1] or "{}"
-            elif a == "-i" or a == "--replace":
-                replace = "{}"
-            elif a.startswith("-i") and len(a) > 2:
-                replace = a[2:]
-        sub = args[i:] or ["echo"]
+        call = parse_xargs(args)
+        sub = call.command or ["echo"]
+        replace = call.replace
         argv = [s.replace(replace, UNKNOWN) for s in sub] if replace else [*sub, UNKNOWN]
-        opened_tty = any(a in ("-o", "--open-tty") for a in opts)
-        r = self.sub(cmd, argv, depth, live and opened_tty)
+        r = self.sub(cmd, argv, depth, live and call.open_tty)
         return f"{r} (with words from its input, run by `xargs`)" if r else None
 
     def parallel(self, cmd: Cmd, args: list[str], depth: int, live: bool) -> str | None:

@@ -21,6 +21,7 @@ from ..commands import SHELLS, base_name, classify, unwrap
 from ..model import UNKNOWN, Cmd, Kinds
 from ..parser import parse
 from ..words import echo_output
+from ..xargs import parse_xargs
 from .base import Ctx, Examples, also
 from ..shells import shell_program
 from .remote import _judge_stdin_source, _stdin_kinds, _stdin_texts, judge_script
@@ -206,41 +207,6 @@ def _h_shell_input(d: Detector, name: str, args: list[str], kinds: list[Kinds], 
 # -- xargs / parallel: shell code assembled from the words they read
 
 
-def _xargs_options(args: list[str]) -> tuple[int, str | None, bool, str | None]:
-    """(index of the command, replace string, -0, --arg-file)."""
-    i = 0
-    replace: str | None = None
-    null = False
-    arg_file: str | None = None
-    with_arg = {"-d", "-E", "-I", "-L", "-n", "-P", "-s", "-a", "-e"}
-    while i < len(args):
-        a = args[i]
-        if a == "--":
-            i += 1
-            break
-        if not a.startswith("-") or a == "-":
-            break
-        if a in ("-0", "--null"):
-            null = True
-        elif a == "-I" and i + 1 < len(args):
-            replace = args[i + 1]
-        elif a.startswith("-I"):
-            replace = a[2:]
-        elif a.startswith("--replace"):
-            replace = a.split("=", 1)[1] if "=" in a else "{}"
-        elif a.startswith("-i"):
-            replace = a[2:] or "{}"
-        elif a == "-a" and i + 1 < len(args):
-            arg_file = args[i + 1]
-        elif a.startswith("--arg-file="):
-            arg_file = a.split("=", 1)[1]
-        if a in with_arg or a in ("--arg-file", "--delimiter", "--max-args", "--max-procs", "--max-lines"):
-            i += 2
-            continue
-        i += 1
-    return i, replace, null, arg_file
-
-
 def _items(text: str) -> list[str]:
     """Candidate units of input: the whole text and each non-empty line (over-approximates how xargs
     cuts its input; the gate judges every candidate)."""
@@ -253,8 +219,9 @@ def _items(text: str) -> list[str]:
 def _h_xargs_code(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``xargs sh -c`` whose code is the input it reads (no code operand, or code that is the replace
     string): the input is judged as that code when the gate can read it, else the command asks."""
-    i, replace, _null, arg_file = _xargs_options(args)
-    sub = unwrap(args[i:])[0] if args[i:] else []
+    call = parse_xargs(args)
+    replace = call.replace
+    sub = unwrap(call.command)[0] if call.command else []
     if not sub:
         return
     prog = base_name(sub[0])
@@ -273,7 +240,7 @@ def _h_xargs_code(d: Detector, name: str, args: list[str], kinds: list[Kinds], c
         if not (replace and template.strip() == replace):
             return  # the code is written on the command line (judged by the xargs handler)
     text: str | None = None
-    if arg_file is None:
+    if call.reads_input:
         texts = _stdin_texts(cmd)
         text = texts[-1] if texts else (_piped_text(d, cmd, ctx) if cmd.upstream else None)
     if text is None:

@@ -15,7 +15,6 @@ from ..commands import (
     SHELLS,
     base_name,
     classify,
-    command_start,
     interpreter_lang,
     option_value,
     split_options,
@@ -26,6 +25,7 @@ from ..makefiles import makefile_recipes
 from ..model import UNKNOWN, Cmd, Kinds
 from ..paths import delete_class
 from ..words import echo_output
+from ..xargs import parse_xargs
 from .base import HANDLERS, Ctx, Examples, also, handles
 from .clusters import _fed_by_listing
 from .deletes import FIND_FILTERS, RM_NAMES, _rm_recursive
@@ -330,50 +330,34 @@ def _endless_source(argv: list[str]) -> bool:
 def _h_xargs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``xargs``: the command it runs, with the words it reads standing for unknown text; ``xargs rm -r`` on
     paths produced by another program asks."""
-    i = command_start(
-        args,
-        {"-d", "-E", "-I", "-L", "-n", "-P", "-s", "-a", "-e"},
-        {
-            "--delimiter",
-            "--eof",
-            "--replace",
-            "--max-lines",
-            "--max-args",
-            "--max-procs",
-            "--max-chars",
-            "--arg-file",
-            "--process-slot-var",
-        },
-    )
-    sub = args[i:] or ["echo"]
-    opts = args[:i]
-    replace = option_value(opts, ("-I", "--replace"))
-    if replace is None:
-        replace = next((o[2:] for o in opts if o.startswith("-I") and len(o) > 2), None)
-    # with -0, -d or -I an item is a whole line (or the whole input), not a word
-    whole = replace is not None or any(o in ("-0", "--null", "-d", "--delimiter") or o.startswith(("-d", "--delimiter=")) for o in opts)
+    call = parse_xargs(args)
+    sub = call.command or ["echo"]
+    replace = call.replace
+    whole = call.whole_lines  # with -0, -d or -I an item is a whole line (or the whole input), not a word
     item: str = UNKNOWN
     empty = False
     texts = [cmd.stdin_text] if cmd.stdin_text is not None else []
-    for g in cmd.upstream[-1:]:
+    # with -a the items come from that file, and what is piped in is the command's stdin instead
+    upstream = cmd.upstream[-1:] if call.reads_input else []
+    if not call.reads_input:
+        texts = []
+    for g in upstream:
         for m in g:
             a = unwrap(m.argv)[0]
             literal = echo_output(a) if a else None
             if literal is not None:
                 texts.append(literal)
-            if a and _endless_source(a) and any(
-                o in ("-P0", "--max-procs=0") or o == "-P" and opts[j + 1 : j + 2] == ["0"] for j, o in enumerate(opts)
-            ):
+            if a and _endless_source(a) and call.max_procs == "0":
                 d.add(ctx, "fork_bomb", cmd.text, f"xargs -P0 starts a process for every line {a[0]} makes, all at once.")
     for text in texts[-1:]:
         stripped = text.strip("\n\0 ") if whole else text
         if whole and stripped:
-            item = stripped.split("\0")[0].split("\n")[0] if replace is not None or "-0" not in opts else stripped
+            item = stripped.split("\0")[0].split("\n")[0] if replace is not None or not call.null else stripped
         elif not whole and text.split():
             item = text.split()[0]
         else:
             empty = True  # empty input: xargs still runs the command once, without arguments (GNU, no -r)
-    for g in cmd.upstream[-1:]:
+    for g in upstream:
         for m in g:
             a = unwrap(m.argv)[0]
             if a and base_name(a[0]) == "find":
@@ -386,8 +370,7 @@ def _h_xargs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
             d.add(ctx, "rm_unresolved_path", cmd.text,
                   "Recursively deletes whatever paths its input lists; the gate cannot see them.")
     mass = frozenset({"mass"}) if _fed_by_listing(cmd) or _fed_by_ps(cmd) else frozenset()
-    no_run_if_empty = any(o in ("-r", "--no-run-if-empty") for o in opts)
-    if (empty or item == UNKNOWN) and not replace and not no_run_if_empty:
+    if (empty or item == UNKNOWN) and not replace and not call.no_run_if_empty:
         d.command(Cmd(list(sub), [mass] * len(sub), cmd.text, upstream=cmd.upstream, cwd=cmd.cwd), ctx)
     if not empty:
         argv = [s.replace(replace, item) for s in sub] if replace else sub + [item]
