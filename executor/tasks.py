@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from executor.backends.base import Backend, BackendError, ErrorKind, Sandbox
+from executor.backends._shared.background import detach
 from executor.backends._shared.files import atomic_write
 from executor.errors import CoreError, exhausted, from_backend, invalid, precondition
 from executor.placement import SLOTS, slot_of, slot_table, task_of
@@ -386,14 +387,7 @@ class ShellPool:
     def discard(self, shell: PersistentShell) -> None:
         """End a shell no task will use (dead in the pool, or its handoff failed), in the background;
         ``close`` waits for it."""
-        ending = asyncio.ensure_future(shell.terminate())
-        self._ending.add(ending)
-        ending.add_done_callback(self._ended)
-
-    def _ended(self, ending: asyncio.Task[None]) -> None:
-        self._ending.discard(ending)
-        if not ending.cancelled() and (exc := ending.exception()) is not None:
-            log.warning("backend %s: ending a pre-started shell failed: %s", self.backend.name, exc)
+        detach(shell.terminate(), f"backend {self.backend.name}: ending a pre-started shell", into=self._ending)
 
     def refill(self) -> None:
         if not self.closed and (self._filling is None or self._filling.done()):

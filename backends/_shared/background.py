@@ -18,13 +18,20 @@ log = logging.getLogger("executor.backends")
 _RUNNING: set[asyncio.Task[Any]] = set()
 
 
-def detach(work: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
-    """Run ``work`` on the running loop without awaiting it; ``what`` names it in a failure's log line."""
+def detach(work: Coroutine[Any, Any, Any], what: str, *, into: set[asyncio.Task[Any]] | None = None
+           ) -> asyncio.Task[Any]:
+    """Run ``work`` on the running loop without awaiting it; ``what`` names it in a failure's log line.
+    ``into``: a set of its owner's that holds it too until it ends (an owner that awaits its
+    background work when it closes)."""
     task = asyncio.ensure_future(work)
     _RUNNING.add(task)
+    if into is not None:
+        into.add(task)
 
     def ended(done: asyncio.Task[Any]) -> None:
         _RUNNING.discard(done)
+        if into is not None:
+            into.discard(done)
         if not done.cancelled() and (exc := done.exception()) is not None:
             log.error("%s failed: %s", what, exc, exc_info=exc)
 
