@@ -780,7 +780,7 @@ def _h_firmware_boot(d: Detector, name: str, args: list[str], kinds: list[Kinds]
     if name == "nvram":
         if any(re.fullmatch(r"-[a-z]*c[a-z]*", a) for a in args):
             hit = "clears every firmware variable"
-        elif any(re.match(r"(?:[0-9A-F-]{36}:)?(?:boot-|efi-boot|auto-boot|SystemAudio-no)[^=]*(?:=|$)", a) and "=" in a
+        elif any(re.match(r"(?:[0-9A-F-]{36}:)?(?:boot-|efi-boot|auto-boot)[^=]*(?:=|$)", a) and "=" in a
                  or a.startswith("boot-") and "-d" in args for a in args):
             hit = "changes how the machine boots"
     elif name == "bless":
