@@ -125,6 +125,15 @@ _KILL_CALL = {
     "powershell": re.compile(r"(?i)\bStop-Process\b|\bkill\b"),
     "applescript": re.compile(r"$^"),
 }
+# Power through a language's own API rather than a shell string: AppleScript asking System Events,
+# Finder or loginwindow to shut down or restart (also the raw Apple events), PowerShell's cmdlets.
+_POWER_CALL = {
+    "applescript": re.compile(
+        r"(?i)\btell\s+(?:app(?:lication)?\s+)?(?:\"|\')?(?:System Events|Finder|loginwindow)(?:\"|\')?\s+to\s+"
+        r"(?:shut\s*down|restart)\b|\baevt(?:rsdn|rrst)\b"
+    ),
+    "powershell": re.compile(r"(?i)\b(?:Stop|Restart)-Computer\b"),
+}
 _SOCKET = re.compile(
     r"(?i)\bsocket\b|fsockopen|TCPSocket|net\.(?:Socket|connect|createConnection)|IO::Socket|\bSocket\b|TCPClient"
 )
@@ -297,6 +306,9 @@ def code_findings(lang: str, code: str, _depth: int = 0) -> list[CodeFinding]:
     delete = _DELETE_CALL.get(lang)
     if delete is not None and (dm := delete.search(bare)):
         out.append(CodeFinding("inline_code_delete", dm.group(0), shell=None))
+    power = _POWER_CALL.get(lang)
+    if power is not None and (pm := power.search(code)):
+        out.append(CodeFinding("power", f"asks the system to {pm.group(0).split()[-1].lower()}"))
     kill = _KILL_CALL.get(lang)
     if kill is not None and (km := kill.search(bare)):
         out.append(CodeFinding("inline_code_kill", km.group(0)))

@@ -45,6 +45,16 @@ SYSTEM_TOP = frozenset(
         "Users",
         "private",
         "Volumes",
+        # FreeBSD's static tools and loader, Solaris' kernel and platform files, Android's system,
+        # vendor and shared-storage partitions
+        "rescue",
+        "stand",
+        "kernel",
+        "platform",
+        "system",
+        "vendor",
+        "sdcard",
+        "storage",
     }
 )
 # Second-level directories deleting which (recursively) is as bad as deleting the top.
@@ -154,13 +164,18 @@ _PERSIST_HOME_NAMES = {
 BLOCK_DEVICE = re.compile(
     r"^/dev/(sd[a-z]+\d*|hd[a-z]+\d*|vd[a-z]+\d*|xvd[a-z]+\d*|nvme\d+(n\d+)?(p\d+)?|mmcblk\d+(p\d+)?|md\d+|md/.+"
     r"|dm-\d+|loop\d+|mapper/.+|disk/.+|fd\d+|mtdblock\d+|mtd\d+|nbd\d+|rbd\d+|zd\d+|r?disk\d+(s\d+)?"
-    r"|mem|kmem|port|ubi.*|bcache\d+|zram\d+|[a-z]+vg/.+|root|block/.+|xvd[a-z]+\d*|mmcblk\d+boot\d+|sg\d+)$"
+    r"|mem|kmem|port|ubi.*|bcache\d+|zram\d+|[a-z]+vg/.+|root|block/.+|xvd[a-z]+\d*|mmcblk\d+boot\d+|sg\d+|r?disk\d+s\d+s\d+"
+    # the BSDs and Solaris: FreeBSD ada0p2/da0s1a/nvd0/nda0/vtbd0/mmcsd0, NetBSD ld0/xbd0/raid0, OpenBSD and
+    # NetBSD wd0c/sd0a and their raw twins rwd0c/rsd0c, GEOM labels and providers, Solaris /dev/[r]dsk/c0t0d0s2
+    r"|(?:ada|da|ad|nvd|nda|vtbd|mmcsd|xbd|ld|raid)\d+(?:p\d+|s\d+[a-h]?)?(?:\.eli)?|r?(?:wd|sd|vnd)\d+[a-p]?"
+    r"|(?:gpt|gptid|label|ufs|diskid|mirror|stripe|raid3|zvol|eli)/.+|r?dsk/.+)$"
 )
 # /proc/<pid>/root is the process's view of /: /proc/self/root/dev/sda is /dev/sda
 _PROC_ROOT = re.compile(r"^/proc/(?:self|thread-self|\d+)/root(?=/)")
 # names a /dev glob is tried against (``of=/dev/sd?``, ``/dev/nvme*``)
 _DEV_SAMPLES = ("sda", "sda1", "sdb", "hda", "vda", "vda1", "xvda", "nvme0n1", "nvme0n1p1", "mmcblk0", "mmcblk0p1",
-                "md0", "dm-0", "loop0", "root", "nbd0")
+                "md0", "dm-0", "loop0", "root", "nbd0", "disk0", "disk2s1", "rdisk2", "ada0", "ada0p2", "da0",
+                "sd0c", "wd0a", "nvd0")
 
 
 def normalize_path(p: str, cwd: str | None = None) -> str:
@@ -286,7 +301,7 @@ def _delete_class_norm(p: str) -> str:
         if base.startswith(SCRATCH) and any(base == s or base.startswith(s + "/") for s in SCRATCH):
             return "other"
         top = rel.split("/", 1)[0]
-        if top in SYSTEM_TOP and top not in ("home", "Users", "mnt", "media", "Volumes"):
+        if top in SYSTEM_TOP and top not in ("home", "Users", "mnt", "media", "Volumes", "sdcard", "storage"):
             return "system"
         return "other"
     if base.startswith("~/"):

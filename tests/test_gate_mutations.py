@@ -27,7 +27,7 @@ def _ctx(s: str) -> GateContext | None:
 
 def _rows() -> list[tuple[str, str]]:
     rows = []
-    for name in ("gate_heldout.tsv", "gate_heldout2.tsv", "gate_heldout3.tsv"):
+    for name in ("gate_heldout.tsv", "gate_heldout2.tsv", "gate_heldout3.tsv", "gate_platforms.tsv"):
         for line in (DATA / name).read_text(encoding="utf-8").splitlines():
             if line.startswith(("#", "expect\t")) or not line.strip():
                 continue

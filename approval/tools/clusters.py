@@ -446,6 +446,20 @@ def _h_cloud(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
         d.add(ctx, "cloud_delete", cmd.text, f"{name} {' '.join(ops[:4])} deletes cloud resources.")
 
 
+@handles("zoneadm", "zonecfg", "machinectl")
+def _h_guests(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Solaris zones and systemd-nspawn machines are guests: ``zoneadm -z z uninstall`` deletes the
+    zone's files and ``zonecfg -z z delete`` its configuration (like ``qm destroy``); ``zoneadm -z z
+    halt|reboot`` and ``machinectl poweroff|reboot NAME`` stop or restart the guest, not this
+    machine, so they are not the power floor."""
+    p = getopt(args, "zRuf", (), ())
+    ops = p[1]
+    if name == "zoneadm" and ops[:1] == ["uninstall"] or name == "zonecfg" and ops[:1] == ["delete"]:
+        d.add(ctx, "vm_destroy", cmd.text, f"{name} {ops[0]} deletes a zone.")
+    elif name == "machinectl" and ops[:1] == ["remove"]:
+        d.add(ctx, "vm_destroy", cmd.text, "machinectl remove deletes a machine image.")
+
+
 @also("aws", "az", "gcloud")
 def _h_cloud_run_command(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """Commands run on remote machines by cloud run-command services are judged as themselves:
@@ -738,7 +752,8 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "vm_destroy",
-        match=("qm destroy 100", "pct destroy 101", "virsh undefine vm --remove-all-storage", "vagrant destroy -f"),
-        no_match=("qm list", "virsh list --all", "vagrant status"),
+        match=("qm destroy 100", "pct destroy 101", "virsh undefine vm --remove-all-storage", "vagrant destroy -f",
+               "zoneadm -z web01 uninstall -F", "zonecfg -z web01 delete -F"),
+        no_match=("qm list", "virsh list --all", "vagrant status", "zoneadm -z web01 halt", "zonecfg -z web01 info"),
     ),
 )

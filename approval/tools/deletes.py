@@ -326,14 +326,16 @@ def _h_copy(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
         d.write_target(ops[-1], cmd, ctx)
 
 
-@handles("userdel", "deluser", "homectl", "dscl", "sysadminctl", "luser-del")
+@handles("userdel", "deluser", "homectl", "dscl", "sysadminctl", "luser-del", "rmuser")
 def _h_userdel(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
-    """Deleting a user together with its home (``userdel -r``, ``deluser --remove-home``, ``homectl remove``)."""
+    """Deleting a user together with its home (``userdel -r``, ``deluser --remove-home``, ``homectl remove``,
+    FreeBSD ``rmuser`` (which removes the home and mail spool), macOS ``sysadminctl -deleteUser``)."""
     hit = name == "userdel" and any(a in ("-r", "--remove") or re.fullmatch(r"-[a-zA-Z]*r[a-zA-Z]*", a) for a in args)
     hit = hit or (name == "deluser" and any(a in ("--remove-home", "--remove-all-files") for a in args))
     hit = hit or (name == "homectl" and any(a in ("remove", "rm") for a in args[:2]))
     hit = hit or (name == "dscl" and "-delete" in args and any(a.startswith("/Users/") for a in args))
     hit = hit or (name == "sysadminctl" and "-deleteUser" in args and "-keepHome" not in args)
+    hit = hit or (name == "rmuser" and any(not a.startswith("-") for a in args))
     if hit:
         d.add(ctx, "user_home_delete", cmd.text)
 
@@ -373,7 +375,8 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "user_home_delete",
-        match=("sudo userdel -r alice", "deluser --remove-home bob", "userdel -fr carol"),
-        no_match=("userdel alice", "id alice", "deluser bob"),
+        match=("sudo userdel -r alice", "deluser --remove-home bob", "userdel -fr carol", "pw userdel dave -r",
+               "rmuser -y erin", "user del -r frank"),
+        no_match=("userdel alice", "id alice", "deluser bob", "pw userdel dave", "pw usershow dave", "rmuser"),
     ),
 )

@@ -328,9 +328,98 @@ def _h_diskutil(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
     ):
         d.add(ctx, "disk_format", cmd.text, f"diskutil {verb} erases or repartitions a disk.")
     elif verb in ("apfs", "cs", "appleraid", "ar") and any(
-        a.lower() in ("deletecontainer", "deletevolume", "erasevolume", "delete", "deletevolumegroup") for a in args
+        a.lower() in ("deletecontainer", "deletevolume", "erasevolume", "delete", "deletevolumegroup", "deletesnapshot",
+                      "deletelvg", "deletelv", "deletepv")
+        for a in args
     ):
         d.add(ctx, "volume_destroy", cmd.text)
+
+
+# -- the BSDs, Solaris and macOS
+
+
+# gpart verbs that only read (FreeBSD GEOM partitioning)
+_GPART_READ = frozenset({"show", "list", "status", "help", "backup"})
+
+
+@handles("gpart")
+def _h_gpart(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """FreeBSD ``gpart``: ``destroy`` erases a partition table (with ``-F`` even one still in use),
+    ``create``/``add``/``delete``/``resize``/``bootcode``/``restore``… edit it; ``show``/``list``/``status`` read."""
+    verb = next((a for a in args if not a.startswith("-")), "")
+    if not verb or verb in _GPART_READ:
+        return
+    if verb == "destroy":
+        d.add(ctx, "disk_format", cmd.text, "gpart destroy erases a disk's partition table.")
+    else:
+        d.add(ctx, "disk_partition", cmd.text, f"gpart {verb} edits a disk's partition table.")
+
+
+@handles("disklabel", "bsdlabel", "fmthard")
+def _h_disklabel(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """BSD ``disklabel``/``bsdlabel`` write a label with ``-w``/``-e``/``-E``/``-R``/``-B`` (printing it
+    is the default); Solaris ``fmthard`` writes a VTOC onto a disk."""
+    flags = "".join(a[1:] for a in args if re.fullmatch(r"-[A-Za-z]+", a))
+    if name == "fmthard" or any(f in flags for f in "weERBA"):
+        d.add(ctx, "disk_partition", cmd.text, f"{name} writes a disk label or partition table.")
+
+
+# GEOM classes (FreeBSD): verbs that drop a provider's metadata or the provider itself, and verbs
+# that write new metadata over the disks they are given.
+_GEOM_CLASSES = ("gmirror", "graid", "graid3", "gstripe", "gconcat", "gvinum", "gjournal", "gshsec", "gvirstor",
+                 "glabel", "gmultipath", "gcache", "gbde", "geli", "gnop", "gsched", "gmountver")
+
+
+@handles(*_GEOM_CLASSES)
+def _h_geom(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """FreeBSD GEOM classes: ``geli init``/``onetime``/``kill`` and ``gbde init``/``destroy`` (a new
+    key or none: the old contents are gone), ``gmirror label``/``gstripe label`` (metadata written
+    over disks, like ``mdadm --create``), ``destroy``/``clear``/``delete``/``remove`` (volume and
+    metadata dropped); ``list``/``status``/``dump`` read."""
+    verb = next((a for a in args if not a.startswith("-")), "").lower()
+    if name in ("geli", "gbde") and verb in ("init", "onetime", "kill", "destroy", "nuke"):
+        d.add(ctx, "disk_format", cmd.text, f"{name} {verb} replaces or destroys the encryption keys of a device.")
+    elif verb in ("label", "create") and name not in ("glabel", "gnop", "gsched", "gcache", "gmountver"):
+        d.add(ctx, "disk_format", cmd.text, f"{name} {verb} writes new metadata over the disks it is given.")
+    elif verb in ("destroy", "clear", "delete", "remove", "forget", "rm") or verb == "stop" and name == "gvinum":
+        d.add(ctx, "volume_destroy", cmd.text, f"{name} {verb} drops a volume or its metadata.")
+
+
+@handles("bioctl")
+def _h_bioctl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """OpenBSD ``bioctl -c LEVEL -l chunks softraid0`` builds a RAID or crypto volume over the chunks
+    (their contents are lost); ``-C force`` overwrites existing metadata."""
+    if any(re.fullmatch(r"-[A-Za-z]*c[A-Za-z0-9]*", a) for a in args) and any(
+        re.fullmatch(r"-[A-Za-z]*l", a) or a.startswith("-l") for a in args
+    ):
+        d.add(ctx, "disk_format", cmd.text, "bioctl creates a softraid volume over the chunks it is given.")
+
+
+@handles("metaclear", "metadb")
+def _h_svm(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Solaris Volume Manager: ``metaclear`` removes metadevices, ``metadb -d`` deletes state
+    database replicas."""
+    if name == "metaclear" or name == "metadb" and any(re.fullmatch(r"-[a-z]*d[a-z]*", a) for a in args):
+        d.add(ctx, "volume_destroy", cmd.text, f"{name} removes metadevices or their state databases.")
+
+
+@handles("tmutil")
+def _h_tmutil(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """macOS Time Machine: ``delete``, ``deletelocalsnapshots``, ``thinlocalsnapshots``,
+    ``deleteinprogress`` discard backups or snapshots (the machine's history); the rest reads or
+    schedules."""
+    verb = next((a for a in args if not a.startswith("-")), "").lower()
+    if verb in ("delete", "deletelocalsnapshots", "thinlocalsnapshots", "deleteinprogress"):
+        d.add(ctx, "volume_destroy", cmd.text, f"tmutil {verb} deletes Time Machine backups or snapshots.")
+
+
+@handles("asr")
+def _h_asr(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """macOS Apple Software Restore: ``asr restore`` (also the old ``asr -source … -target …``) writes
+    an image or a whole volume over the target volume, ``--erase`` first erasing it."""
+    verb = next((a for a in args if not a.startswith("-")), "")
+    if verb in ("restore", "restoreexact") or any(a.lstrip("-") in ("target", "erase") for a in args) and verb != "imagescan":
+        d.add(ctx, "disk_image_write", cmd.text, "asr restores an image over a whole volume.")
 
 
 # The rules of this family, by what they must and must not catch (checked at load: approval.examples).
@@ -338,28 +427,34 @@ EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "disk_format",
         match=("mkfs.ext4 /dev/sdb1", "mkfs.xfs /dev/vdb", "mkswap /dev/sda2", "wipefs -a /dev/sdb", "cryptsetup luksFormat /dev/sdc",
-               "sgdisk --zap-all /dev/sdb"),
-        no_match=("mkfs.ext4 --help", "wipefs /dev/sdb", "mkdir fs", "cryptsetup status root"),
+               "sgdisk --zap-all /dev/sdb", "newfs -U /dev/ada1p1", "gpart destroy -F da1", "geli init -s 4096 ada2",
+               "diskutil eraseDisk APFS Blank disk4", "gmirror label -v gm1 ada1 ada2"),
+        no_match=("mkfs.ext4 --help", "wipefs /dev/sdb", "mkdir fs", "cryptsetup status root", "gpart show ada0",
+                  "geli status", "diskutil list", "gmirror status"),
     ),
     Examples(
         "disk_write",
-        match=("dd if=/dev/zero of=/dev/sda", "> /dev/sda", "cp disk.img /dev/sdb", "echo hi > /dev/nvme0n1", "tee /dev/sda < x"),
+        match=("dd if=/dev/zero of=/dev/sda", "> /dev/sda", "cp disk.img /dev/sdb", "echo hi > /dev/nvme0n1", "tee /dev/sda < x",
+               "dd if=x.img of=/dev/rdisk4 bs=4m", "dd if=/dev/zero of=/dev/ada1", "dd if=/dev/zero of=/dev/rsd1c",
+               "dd if=/dev/zero of=/dev/rdsk/c1t0d0s2"),
         no_match=("dd if=/dev/sda of=disk.img", "echo hi > /dev/null", "cat /dev/sda | head -c 512 > mbr.bin"),
     ),
     Examples(
         "disk_partition",
-        match=("fdisk /dev/sda", "gdisk /dev/sda", "parted /dev/sdb rm 1", "sfdisk /dev/sdb < layout"),
-        no_match=("fdisk -l", "parted -l", "parted /dev/sda print", "lsblk"),
+        match=("fdisk /dev/sda", "gdisk /dev/sda", "parted /dev/sdb rm 1", "sfdisk /dev/sdb < layout",
+               "gpart add -t freebsd-zfs ada1", "disklabel -E wd1", "fmthard -s vtoc /dev/rdsk/c0t1d0s2"),
+        no_match=("fdisk -l", "parted -l", "parted /dev/sda print", "lsblk", "gpart list", "disklabel sd0"),
     ),
     Examples(
         "volume_destroy",
-        match=("zpool destroy tank", "lvremove -f vg0/root", "zfs destroy -r tank/data", "pvcreate /dev/sdc", "lvreduce -L 1G vg/lv"),
-        no_match=("zpool status", "zfs list", "lvs", "lvextend -L +1G vg/lv"),
+        match=("zpool destroy tank", "lvremove -f vg0/root", "zfs destroy -r tank/data", "pvcreate /dev/sdc", "lvreduce -L 1G vg/lv",
+               "tmutil deletelocalsnapshots /", "gstripe destroy st1", "metaclear d10"),
+        no_match=("zpool status", "zfs list", "lvs", "lvextend -L +1G vg/lv", "tmutil listbackups", "gstripe list"),
     ),
     Examples(
         "disk_image_write",
-        match=("bmaptool copy image.wic /dev/sdb",),
-        no_match=("bmaptool create image.wic",),
+        match=("bmaptool copy image.wic /dev/sdb", "asr restore --source os.dmg --target /Volumes/Spare --erase"),
+        no_match=("bmaptool create image.wic", "asr imagescan --source os.dmg"),
     ),
     Examples(
         "device_write",

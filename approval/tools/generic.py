@@ -16,7 +16,7 @@ from ..model import UNKNOWN, Cmd
 from ..paths import is_block_device
 from ..rules import reason_for
 from .base import HANDLERS, Ctx, Examples
-from .services import _h_daemon_stop, _h_service
+from .services import _h_daemon_stop, _h_service, rc_verb
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -551,10 +551,10 @@ def _service_stop(d: Detector, t: _Tool) -> None:
         return
     if re.search(r"(?:^|[-_])stop(?:[-_.]|$)", name) and name not in _NOT_DAEMONS and not name.startswith("stopwatch"):
         d.add(ctx, "service_stop", cmd.text, f"{name} stops a service.")
-    elif low[:1] and low[0] in ("stop", "shutdown") and name not in _NOT_DAEMONS:
+    elif low[:1] and rc_verb(low[0]) in ("stop", "shutdown") and name not in _NOT_DAEMONS:
         d.add(ctx, "service_stop", cmd.text, f"{name} {low[0]} stops a service.")
-    elif any(w in _STOP_WORDS for w in low[:3]) and name not in _NOT_DAEMONS:
-        if "firewall" in name:
+    elif any(w in _STOP_WORDS or rc_verb(w) in _STOP_WORDS for w in low[:3]) and name not in _NOT_DAEMONS:
+        if "firewall" in name or "firewall" in low[:2]:
             d.add(ctx, "firewall_flush", cmd.text, f"{name} stops the firewall.")
         elif _DAEMONISH.search(name) or any(w in _SERVICE_NOUNS for w in low[:3]) or "--service" in t.args:
             d.add(ctx, "service_stop", cmd.text, f"{name} {' '.join(t.ops[:3])} stops a service.")
@@ -585,10 +585,15 @@ def _db_drop(d: Detector, t: _Tool) -> None:
         d.add(t.ctx, "db_drop", t.cmd.text, f"{t.name} {' '.join(t.ops[:3])} drops a database or its tables.")
 
 
+# Factory resets spelled as an intent or an option: Android's ``am broadcast -a android.intent.action.MASTER_CLEAR``,
+# ``…FACTORY_RESET``, recovery's ``--wipe_data``.
+_FACTORY_RESET = re.compile(r"(?:^|[._])(?:MASTER_CLEAR|FACTORY_RESET)$|^--wipe[_-](?:data|all)$")
+
+
 def _destroy(d: Detector, t: _Tool) -> None:
     """Factory resets, destroy verbs, and deleting clusters or namespaces."""
     low = t.low
-    if any(w in ("factory-reset", "factory_reset", "factoryreset") for w in low):
+    if any(w in ("factory-reset", "factory_reset", "factoryreset") for w in low) or any(_FACTORY_RESET.search(a) for a in t.args):
         d.add(t.ctx, "system_restore", t.cmd.text, f"{t.name} factory-resets a device or system.")
     elif any(w == "destroy" or w.startswith("destroy-") for w in low[:2]):
         d.add(t.ctx, "infra_destroy", t.cmd.text, f"{t.name} {' '.join(t.ops[:3])} destroys resources.")

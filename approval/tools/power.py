@@ -87,7 +87,9 @@ EXAMPLES: tuple[Examples, ...] = (
         "power",
         match=("reboot", "shutdown -h now", "init 0", "init 6", "systemctl poweroff", "echo b > /proc/sysrq-trigger",
                "loginctl reboot", "dbus-send --system --dest=org.freedesktop.login1 /org/freedesktop/login1 "
-               "org.freedesktop.login1.Manager.Reboot boolean:true"),
-        no_match=("shutdown -c", "systemctl status", "echo reboot", "uptime", "loginctl list-sessions"),
+               "org.freedesktop.login1.Manager.Reboot boolean:true", "shutdown -p now", "halt -p",
+               "osascript -e 'tell app \"System Events\" to shut down'", "svc power shutdown"),
+        no_match=("shutdown -c", "systemctl status", "echo reboot", "uptime", "loginctl list-sessions",
+                  "zoneadm -z web01 reboot", "machinectl reboot c1", "osascript -e 'display dialog \"restart?\"'"),
     ),
 )

@@ -4,6 +4,7 @@ and daemon-control tools.  A developer's own stack (compose, task runners) is no
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from ..commands import split_options
@@ -15,6 +16,16 @@ if TYPE_CHECKING:
 
 
 _UNIT_DIRS = ("/etc/systemd/", "/usr/lib/systemd/", "/lib/systemd/", "/run/systemd/")
+# rc.subr (FreeBSD, NetBSD, DragonFly) prefixes a verb with one/fast/force/quiet: ``service sshd onestop``,
+# ``/etc/rc.d/pf forcestop``, ``quietstop``; the verb underneath is what happens.
+_RC_PREFIX = re.compile(r"^(?:one|fast|force|quiet)+(?=[a-z])")
+
+
+def rc_verb(word: str) -> str:
+    """``onestop`` -> ``stop``, ``forcestop`` -> ``stop``, ``onedisable`` -> ``disable``; other words unchanged."""
+    base = _RC_PREFIX.sub("", word)
+    return base if base in ("stop", "disable", "restart", "start", "status", "enable", "delete", "rcvar", "poll",
+                            "describe", "extracommands", "reload", "shutdown", "kill") else word
 
 
 @handles("systemctl")
@@ -88,6 +99,10 @@ def _h_systemctl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cm
     "supervisorctl",
     "brew",
     "snap",
+    "sysrc",
+    "port",
+    "svc",
+    "setprop",
 )
 def _h_service(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """Service managers other than systemd (``service X stop``, ``rc-service``, ``update-rc.d … remove``,
@@ -129,7 +144,36 @@ def _h_service(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
         return
     if name in ("service", "rc-service") and "--status-all" in args:
         return
-    if any(w in stop_words for w in ops[:3]):
+    if name == "sysrc":
+        # FreeBSD rc.conf: ``sysrc sshd_enable=NO`` (or ``-x sshd_enable``) keeps a service from starting
+        if any(re.fullmatch(r"[\w]+_enable[+-]?=\"?(?:no|false|off|0)\"?", a, re.I) for a in ops) or (
+            "-x" in args and any(a.endswith("_enable") for a in ops)
+        ):
+            d.add(ctx, "service_stop", cmd.text, "sysrc disables a service in rc.conf.")
+        return
+    if name == "port":
+        # MacPorts: ``port unload nginx`` stops the daemon a port installed
+        if ops[:1] == ["unload"]:
+            d.add(ctx, "service_stop", cmd.text, "port unload stops a daemon started by MacPorts.")
+        return
+    if name == "svc":
+        # daemontools ``svc -d|-k|-x /service/x``; Android's ``svc power shutdown|reboot``
+        if ops[:2] == ["power", "shutdown"] or ops[:2] == ["power", "reboot"]:
+            d.add(ctx, "power", cmd.text, f"svc power {ops[1]} takes the device down.")
+        elif any(re.fullmatch(r"-[a-z]*[dkx][a-z]*", a) for a in args) and ops:
+            d.add(ctx, "service_stop", cmd.text, "svc takes a supervised service down.")
+        return
+    if name == "setprop":
+        # Android init: ``setprop ctl.stop X`` stops a service, ``setprop sys.powerctl reboot|shutdown`` the device
+        if ops[:1] == ["ctl.stop"] and len(ops) > 1:
+            d.add(ctx, "service_stop", cmd.text, f"setprop ctl.stop stops the service {ops[1]}.")
+        elif ops[:1] == ["sys.powerctl"] and ops[1:2] and ops[1].split(",")[0] in ("reboot", "shutdown"):
+            d.add(ctx, "power", cmd.text, "setprop sys.powerctl takes the device down.")
+        return
+    if name == "rcctl" and ops[:1] == ["set"] and ops[2:4] == ["status", "off"]:
+        d.add(ctx, "service_stop", cmd.text, "rcctl set … status off disables a service.")
+        return
+    if any(w in stop_words or rc_verb(w) in stop_words for w in ops[:3]):
         d.add(ctx, "service_stop", cmd.text, f"{name} {' '.join(ops[:2])} stops or disables a service.")
 
 
@@ -202,7 +246,7 @@ def _h_daemon_stop(d: Detector, name: str, args: list[str], kinds: list[Kinds], 
         return
     ops = [a for a in args if not a.startswith("-")]
     if (
-        any(w in ("stop", "graceful-stop", "shutdown", "kill", "stop_app") for w in ops[:3])
+        any(rc_verb(w) in ("stop", "graceful-stop", "shutdown", "kill", "stop_app") for w in ops[:3])
         or any(a in ("-k",) for a in args)
         and "stop" in args
     ):
@@ -214,7 +258,11 @@ EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "service_stop",
         match=("systemctl stop nginx", "systemctl mask sshd", "service apache2 stop", "sv down nginx", "nginx -s stop",
-               "pg_ctl stop -D /var/lib/pgsql"),
-        no_match=("systemctl status nginx", "service nginx status", "nginx -t", "docker compose stop", "npm stop"),
+               "pg_ctl stop -D /var/lib/pgsql", "service ntpd onestop", "sysrc ntpd_enable=NO", "/etc/rc.d/ntpd faststop",
+               "launchctl bootout gui/501/com.example.agent", "svcadm disable svc:/network/smtp:sendmail",
+               "rcctl disable smtpd", "svc -d /service/qmail"),
+        no_match=("systemctl status nginx", "service nginx status", "nginx -t", "docker compose stop", "npm stop",
+                  "service ntpd onestatus", "sysrc ntpd_enable=YES", "sysrc -a", "launchctl list", "svcs -xv",
+                  "rcctl ls started", "port installed"),
     ),
 )

@@ -18,7 +18,7 @@ from ..commands import (
 )
 from ..model import UNKNOWN, Cmd, Kinds
 from ..paths import delete_class, is_block_device, normalize_path, write_class
-from .base import Ctx, Examples, _opt_value, also, handles
+from .base import Ctx, Examples, _inner, _opt_value, also, handles
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -334,6 +334,7 @@ def _h_restore(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
         name == "timeshift"
         and "--restore" in args
         or name.startswith(("steamos-factory-reset", "factory-reset"))
+        or name == "recovery" and any(a.startswith(("--wipe_data", "--wipe-data", "--wipe_all")) for a in args)
         or (name in ("snapper", "rpm-ostree", "ostree") and "rollback" in args)
         or ("snapper" in name and "restore" in name)
     ):
@@ -365,6 +366,9 @@ def _h_restore(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
     "ipfw",
     "iptables-restore",
     "setenforce",
+    "ipf",
+    "npfctl",
+    "socketfilterfw",
 )
 def _h_firewall(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """Flushing or disabling the firewall (``iptables -F``, ``nft flush ruleset``, ``ufw disable``): every
@@ -391,7 +395,22 @@ def _h_firewall(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
     elif name == "firewall-cmd":
         flush = "--panic-on" in args
     elif name == "pfctl":
-        flush = "-d" in args or ("-F" in args and any(a in ("all", "rules") for a in args))
+        # -d disables pf; -F all|rules|nat (any unique prefix, also attached: -Fa, -Fr) flushes rules
+        p = getopt(args, "aDFfiKkLOopsStTxV", (), ())
+        flags = "".join(o[1:] for o, _ in p[0] if not o.startswith("--"))
+        flushed = [v.lower() for o, v in p[0] if o == "-F" and v]
+        flush = "n" not in flags and "d" in flags or "n" not in flags and any(v and ("all".startswith(v) or "rules".startswith(v) or "nat".startswith(v))
+                                    for v in flushed)
+    elif name == "ipf":
+        # IPFilter (the BSDs, Solaris): -D disables it, -F a|i|o flushes the rule lists
+        p = getopt(args, "FfIlPTV", (), ())
+        flags = "".join(o[1:] for o, _ in p[0])
+        flush = "D" in flags or any(o == "-F" and (v or "") in ("a", "i", "o", "s", "S") for o, v in p[0])
+    elif name == "npfctl":
+        flush = any(a in ("stop", "flush") for a in args[:1])
+    elif name == "socketfilterfw":
+        value = option_value(args, ("--setglobalstate",))
+        flush = (value or "").lower() == "off"
     elif name == "netsh":
         flush = "advfirewall" in args and "off" in [a.lower() for a in args]
     elif name == "csf":
@@ -399,7 +418,7 @@ def _h_firewall(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
     elif name == "shorewall":
         flush = any(a in ("clear", "stop") for a in args)
     elif name == "ipfw":
-        flush = "flush" in args
+        flush = "flush" in args or ("disable" in args and "firewall" in args)
     if flush:
         d.add(ctx, "firewall_flush", cmd.text, f"{name} flushes or disables the firewall.")
 
@@ -719,6 +738,135 @@ def _h_security_off(d: Detector, name: str, args: list[str], kinds: list[Kinds],
         d.add(ctx, "security_disable", cmd.text, f"{name} switches AppArmor protection off.")
 
 
+# -- macOS and BSD security controls, firmware and boot settings, kernel modules
+
+
+@handles("csrutil", "spctl")
+def _h_macos_security(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """macOS System Integrity Protection off (``csrutil disable``, also ``csrutil authenticated-root
+    disable``) and Gatekeeper off for every program (``spctl --master-disable``/``--global-disable``):
+    the counterparts of ``setenforce 0``."""
+    if name == "csrutil" and "disable" in args or name == "spctl" and any(
+        a in ("--master-disable", "--global-disable") for a in args
+    ):
+        d.add(ctx, "security_disable", cmd.text, f"{name} turns a macOS security control off for the whole system.")
+
+
+# BSD file flags that make files immutable or append-only, or lift that
+_CHFLAGS = re.compile(r"^(?:no)?(?:schg|schange|simmutable|uchg|uchange|uimmutable|sappnd|sappend|uappnd|uappend|sunlnk|sunlink|uunlnk|uunlink)"
+                      r"(?:,(?:no)?[a-z]+)*$")
+
+
+@handles("chflags")
+def _h_chflags(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """BSD/macOS ``chflags [no]schg|uchg|sappnd …`` on a system path: the counterpart of ``chattr ±i``
+    (locks files against updates, or unlocks them for tampering); a project's files pass."""
+    _, ops = split_options(args)
+    if not ops or not _CHFLAGS.match(ops[0].lower()):
+        return
+    for t in ops[1:]:
+        if write_class(t, cmd.cwd) in ("system", "persist") or delete_class(t, cmd.cwd) in ("root", "sysdir", "system"):
+            d.add(ctx, "security_disable", cmd.text, f"chflags {ops[0]} changes protection flags of {normalize_path(t, cmd.cwd)}.")
+            return
+
+
+@handles("nvram", "bless", "eeprom")
+def _h_firmware_boot(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Firmware and boot settings: macOS ``nvram -c`` (clears every firmware variable) or a boot
+    variable set (``boot-args``, ``boot-volume``…), ``bless`` writing boot files or choosing the
+    startup volume (``--bootefi``, ``--setBoot``, ``--netboot``…), Solaris ``eeprom boot-…=``.  Reading
+    (``nvram -p``, ``bless --info``, ``eeprom``) passes."""
+    hit = ""
+    if name == "nvram":
+        if any(re.fullmatch(r"-[a-z]*c[a-z]*", a) for a in args):
+            hit = "clears every firmware variable"
+        elif any(re.match(r"(?:[0-9A-F-]{36}:)?(?:boot-|efi-boot|auto-boot)[^=]*(?:=|$)", a) and "=" in a
+                 or a.startswith("boot-") and "-d" in args for a in args):
+            hit = "changes how the machine boots"
+    elif name == "bless":
+        if any(a in ("--setBoot", "--bootefi", "--bootinfo", "--bootblockfile", "--startupfile", "--netboot",
+                     "--unbless", "--create-snapshot", "--firmware", "--legacy", "--nextonly") for a in args):
+            hit = "writes boot files or chooses the startup volume"
+    elif name == "eeprom" and any(a.startswith(("boot-", "auto-boot", "diag-")) and "=" in a for a in args):
+        hit = "changes how the machine boots"
+    if hit:
+        d.add(ctx, "boot_write", cmd.text, f"{name} {hit}.")
+
+
+@handles("kldload", "kldunload", "kextload", "kextunload", "modload", "modunload")
+def _h_bsd_kernel(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Kernel modules loaded or unloaded on the BSDs and macOS (``kldload``, ``kldunload pf``,
+    ``kextunload``, ``modload``): the counterparts of ``insmod``/``rmmod``."""
+    if any(not a.startswith("-") for a in args):
+        d.add(ctx, "kernel_change", cmd.text, f"{name} loads or removes a kernel module.")
+
+
+@also("kmutil")
+def _h_kmutil(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """macOS ``kmutil load``/``unload`` (kernel extensions), like ``insmod``/``rmmod``."""
+    if args[:1] in (["load"], ["unload"]):
+        d.add(ctx, "kernel_change", cmd.text, f"kmutil {args[0]} loads or removes a kernel extension.")
+
+
+# -- the BSDs' and macOS' account tools, spelled as the Linux ones they mirror
+
+
+_PW_VERBS = {"useradd": "useradd", "userdel": "userdel", "usermod": "usermod", "add": "useradd", "del": "userdel",
+             "mod": "usermod"}
+
+
+@handles("pw", "user")
+def _h_pw(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """FreeBSD ``pw useradd|userdel|usermod …`` and NetBSD ``user add|del|mod …`` take the Linux tools'
+    options: they are judged as ``useradd``/``userdel``/``usermod`` (``pw userdel alice -r`` deletes
+    the home, ``pw useradd -o -u 0 x`` is a second root); ``pw groupmod wheel -m alice`` and ``pw
+    lock root`` change who can become or log in as root."""
+    verb = next((a for a in args if not a.startswith("-")), "")
+    rest = args[:]
+    if verb:
+        rest.remove(verb)
+    if name == "user" and verb not in ("add", "del", "mod"):
+        return
+    ops = [a for a in rest if not a.startswith("-")]
+    if verb in _PW_VERBS:
+        _inner(d, [_PW_VERBS[verb], *rest], cmd, ctx)
+    elif verb in ("groupadd", "groupmod") and any(a in ("-m", "-M") for a in rest) and any(g in _PRIV_GROUPS for g in ops):
+        d.add(ctx, "account_change", cmd.text, f"pw {verb} adds users to a privileged group.")
+    elif verb in ("groupadd", "groupmod") and any(a == "-g" and rest[i + 1 : i + 2] == ["0"] for i, a in enumerate(rest)):
+        d.add(ctx, "account_change", cmd.text, "pw gives a second group gid 0.")
+    elif verb in ("lock", "unlock") and "root" in ops:
+        d.add(ctx, "account_change", cmd.text, f"pw {verb} changes whether root can log in.")
+
+
+_ADMIN_GROUP = re.compile(r"^/Groups/(?:admin|wheel|staff-admin|_lpadmin-no)$")
+
+
+@also("dscl", "dseditgroup", "sysadminctl")
+def _h_macos_accounts(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """macOS directory services: ``dscl . -create /Users/x UniqueID 0`` (a second root), members
+    added to ``/Groups/admin`` or ``wheel`` (``dscl . -append …``, ``dseditgroup -o edit -a u admin``),
+    root's password or shell set, ``sysadminctl -addUser … -admin``."""
+    if name == "dscl":
+        writes = any(a in ("-create", "-append", "-merge", "-passwd", "-change") for a in args)
+        if not writes:
+            return
+        rec = next((a for a in args if a.startswith(("/Users/", "/Groups/"))), "")
+        i = args.index(rec) if rec else len(args)
+        attrs = args[i + 1 :]
+        if rec.startswith("/Users/") and attrs[:1] in (["UniqueID"], ["PrimaryGroupID"]) and attrs[1:2] == ["0"]:
+            d.add(ctx, "uid0_user", cmd.text, f"dscl gives {rec} uid or gid 0: a second root.")
+        elif _ADMIN_GROUP.match(rec) and attrs[:1] in (["GroupMembership"], ["GroupMembers"], ["users"]):
+            d.add(ctx, "account_change", cmd.text, f"dscl adds a member to {rec}.")
+        elif rec == "/Users/root" and ("-passwd" in args or attrs[:1] in (["UserShell"], ["AuthenticationAuthority"])):
+            d.add(ctx, "account_change", cmd.text, "dscl changes root's password or shell.")
+    elif name == "dseditgroup":
+        ops = [a for a in args if not a.startswith("-")]
+        if "-a" in args and any(g in ("admin", "wheel") for g in ops[-1:]) and "edit" in args:
+            d.add(ctx, "account_change", cmd.text, f"dseditgroup adds a member to {ops[-1]}.")
+    elif name == "sysadminctl" and "-addUser" in args and "-admin" in args:
+        d.add(ctx, "account_change", cmd.text, "sysadminctl creates an administrator account.")
+
+
 @also("nsenter")
 def _h_nsenter(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``nsenter -t 1 -m`` (or ``-a``) enters the namespaces of pid 1: the host, from a container.
@@ -748,13 +896,17 @@ EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "account_change",
         match=("passwd -d root", "usermod -aG sudo agent", "gpasswd -a agent wheel", "usermod -p '' root",
-               "echo root:x | chpasswd", "groupadd -g 0 x", "usermod -s /bin/false root"),
-        no_match=("passwd", "usermod -aG video agent", "groupadd devs", "visudo -c", "passwd -S root"),
+               "echo root:x | chpasswd", "groupadd -g 0 x", "usermod -s /bin/false root", "pw groupmod wheel -m agent",
+               "dscl . -append /Groups/admin GroupMembership agent", "dseditgroup -o edit -a agent -t user admin"),
+        no_match=("passwd", "usermod -aG video agent", "groupadd devs", "visudo -c", "passwd -S root", "pw groupshow wheel",
+                  "dscl . -read /Groups/admin", "dseditgroup -o read admin"),
     ),
     Examples(
         "kernel_change",
-        match=("insmod evil.ko", "rmmod e1000", "modprobe -r ext4", "sysctl -w kernel.sysrq=1", "sysctl kernel.panic=1"),
-        no_match=("lsmod", "modprobe --show-depends ext4", "sysctl -a", "sysctl kernel.hostname", "modinfo ext4"),
+        match=("insmod evil.ko", "rmmod e1000", "modprobe -r ext4", "sysctl -w kernel.sysrq=1", "sysctl kernel.panic=1",
+               "kldunload pf", "kldload vmm", "kextunload /Library/Extensions/x.kext"),
+        no_match=("lsmod", "modprobe --show-depends ext4", "sysctl -a", "sysctl kernel.hostname", "modinfo ext4", "kldstat",
+                  "kmutil showloaded"),
     ),
     Examples(
         "unmount_system",
@@ -763,8 +915,9 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "boot_write",
-        match=("update-grub", "mkinitcpio -P", "grub-install /dev/sda", "efibootmgr -b 0001 -B"),
-        no_match=("efibootmgr", "grub-mkconfig", "ls /boot"),
+        match=("update-grub", "mkinitcpio -P", "grub-install /dev/sda", "efibootmgr -b 0001 -B", "nvram -c",
+               "bless --mount /Volumes/Backup --setBoot", "nvram boot-args=-v"),
+        no_match=("efibootmgr", "grub-mkconfig", "ls /boot", "nvram -p", "bless --info /Volumes/Backup", "nvram -x -p"),
     ),
     Examples(
         "chmod_recursive_system",
@@ -778,23 +931,29 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "system_restore",
-        match=("timeshift --restore", "snapper rollback 42", "rpm-ostree rollback"),
-        no_match=("timeshift --list", "snapper list", "rpm-ostree status"),
+        match=("timeshift --restore", "snapper rollback 42", "rpm-ostree rollback", "recovery --wipe_data",
+               "am broadcast -a android.intent.action.MASTER_CLEAR"),
+        no_match=("timeshift --list", "snapper list", "rpm-ostree status", "am broadcast -a android.intent.action.BOOT_COMPLETED"),
     ),
     Examples(
         "firewall_flush",
-        match=("iptables -F", "ufw disable", "ufw reset", "nft flush ruleset", "iptables -X"),
-        no_match=("ufw status", "ufw allow 22", "iptables -L -n", "nft list ruleset"),
+        match=("iptables -F", "ufw disable", "ufw reset", "nft flush ruleset", "iptables -X", "pfctl -Fr", "ipf -D",
+               "npfctl flush", "socketfilterfw --setglobalstate off"),
+        no_match=("ufw status", "ufw allow 22", "iptables -L -n", "nft list ruleset", "pfctl -sr", "pfctl -e",
+                  "ipf -f /etc/ipf.rules", "socketfilterfw --setglobalstate on"),
     ),
     Examples(
         "uid0_user",
-        match=("useradd -o -u 0 backdoor", "usermod -u 0 bob", "useradd -ou 0 x"),
-        no_match=("useradd -m alice", "usermod -aG docker bob", "useradd -u 1001 svc"),
+        match=("useradd -o -u 0 backdoor", "usermod -u 0 bob", "useradd -ou 0 x", "pw useradd -n x -o -u 0",
+               "dscl . -create /Users/x UniqueID 0"),
+        no_match=("useradd -m alice", "usermod -aG docker bob", "useradd -u 1001 svc", "dscl . -create /Users/x UniqueID 501"),
     ),
     Examples(
         "security_disable",
-        match=("setenforce 0", "setenforce Permissive", "aa-teardown", "chattr +i /etc/passwd"),
-        no_match=("getenforce", "setenforce 1", "aa-status", "chattr +i ./notes.txt", "lsattr /etc/passwd"),
+        match=("setenforce 0", "setenforce Permissive", "aa-teardown", "chattr +i /etc/passwd", "csrutil disable",
+               "spctl --master-disable", "chflags noschg /sbin/init"),
+        no_match=("getenforce", "setenforce 1", "aa-status", "chattr +i ./notes.txt", "lsattr /etc/passwd", "csrutil status",
+                  "spctl --status", "chflags hidden notes.txt", "chflags schg ./notes.txt"),
     ),
     Examples(
         "privilege_grant",
