@@ -168,10 +168,10 @@ def test_the_exit_report_survives_more_terms(round_):
     shell = subprocess.Popen(["bash"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                              start_new_session=True)
     assert shell.stdin is not None and shell.stdout is not None
-    shell.stdin.write((prelude("ab") + "export MARK=kept\nsleep 30\n").encode())
+    shell.stdin.write((prelude("ab") + "export MARK=kept; echo SET; sleep 30\n").encode())
     shell.stdin.flush()
     out = b""
-    while b"EXR:" not in out:  # the traps are set: from here on a TERM is the shell's to report
+    while b"SET\n" not in out:  # the traps are set and MARK exported: from here on a TERM is the shell's to report
         chunk = os.read(shell.stdout.fileno(), 4096)
         assert chunk, "the shell ended before it was ready"
         out += chunk
