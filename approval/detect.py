@@ -69,6 +69,7 @@ class Detector:
         self.line_functions: dict[str, str] = {}  # functions defined on the line: name -> body
         self.line_aliases: dict[str, str] = {}  # aliases and ``hash -p`` names defined on the line
         self.path_set = False  # the line assigns PATH: a file written on it may be what a name runs
+        self.line_env: dict[str, str] = {}  # variables set on the line when the command being judged runs
         if context is not None and context.shell_state:
             self.state = read_state(context.shell_state)
             self.state_env = state_env(self.state, context.home)
@@ -153,6 +154,8 @@ class Detector:
             while rest and not rest[-1]:
                 rest.pop()
             env = {**env, "@": ARGSEP.join(rest), "*": " ".join(rest), "#": str(len(rest))}
+        if self.line_env:
+            env = {**self.line_env, **(env or {})}
         # unknown text where a program name goes stays an unknown program (``eval $(…) -rf /``)
         code = _UNKNOWN_HEAD.sub(lambda m: m.group(1) + "$__gate_unknown__", code)
         for f in self.script(code.replace(UNKNOWN, " "), ctx.depth + 1, env):
@@ -183,6 +186,17 @@ class Detector:
     # ---- per command
 
     def command(self, cmd: Cmd, ctx: Ctx) -> None:
+        """Judge one simple command; code it hands on (``eval``, ``sh -c``, functions) sees the
+        variables the line had set when it ran (``c=aws; eval '$c s3 rb …'``)."""
+        saved = self.line_env
+        if cmd.env is not None:
+            self.line_env = cmd.env
+        try:
+            self._command(cmd, ctx)
+        finally:
+            self.line_env = saved
+
+    def _command(self, cmd: Cmd, ctx: Ctx) -> None:
         if self.context is not None:
             self.cur_cwd = cmd.cwd
         self.redirects(cmd, ctx)

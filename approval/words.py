@@ -243,17 +243,27 @@ def echo_output(argv: list[str]) -> str | None:
 
 
 def printf_output(fmt: str, args: list[str]) -> str:
+    """What ``printf FMT ARGS`` prints; the format is reused while arguments are left
+    (``printf '%s\\n' a b`` prints two lines)."""
     out: list[str] = []
-    it = iter(args)
+    pending = list(args)
+    used = [0]
 
     def conv(m: re.Match[str]) -> str:
         spec = m.group(1)
         if spec == "%":
             return "%"
-        v = next(it, "")
+        used[0] += 1
+        v = pending.pop(0) if pending else ""
         return decode_escapes(v) if spec == "b" else v
 
-    out.append(re.sub(r"%[-+ #0]*\d*(?:\.\d+)?([sbdiouxXfeEgGc%])", conv, decode_escapes(fmt)))
+    rx = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?([sbdiouxXfeEgGc%])")
+    text = decode_escapes(fmt)
+    for _ in range(4096):
+        used[0] = 0
+        out.append(rx.sub(conv, text))
+        if not pending or not used[0]:
+            break
     return "".join(out)
 
 
