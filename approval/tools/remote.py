@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import shlex
 from typing import TYPE_CHECKING
 
 from .. import inline
@@ -365,12 +366,21 @@ def _h_xargs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
                 o in ("-P0", "--max-procs=0") or o == "-P" and opts[j + 1 : j + 2] == ["0"] for j, o in enumerate(opts)
             ):
                 d.add(ctx, "fork_bomb", cmd.text, f"xargs -P0 starts a process for every line {a[0]} makes, all at once.")
+    batches: list[list[str]] = []
     for text in texts[-1:]:
         stripped = text.strip("\n\0 ") if whole else text
         if whole and stripped:
             item = stripped.split("\0")[0].split("\n")[0] if replace is not None or "-0" not in opts else stripped
+            if replace is None and ("-0" in opts or "--null" in opts):  # ``printf '%s\0' a b | xargs -0 cmd``
+                items = [x for x in stripped.split("\0") if x]
+                batches = [items[k : k + _xargs_max(opts)] for k in range(0, len(items), _xargs_max(opts))][:8]
         elif not whole and text.split():
             item = text.split()[0]
+            # every word of the input is an argument (``echo delete ns prod | xargs kubectl``), as many
+            # per run as -n allows
+            items = _xargs_words(text)
+            n = _xargs_max(opts)
+            batches = [items[k : k + n] for k in range(0, len(items), n)][:8]
         else:
             empty = True  # empty input: xargs still runs the command once, without arguments (GNU, no -r)
     for g in cmd.upstream[-1:]:
@@ -392,6 +402,28 @@ def _h_xargs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     if not empty:
         argv = [s.replace(replace, item) for s in sub] if replace else sub + [item]
         d.command(Cmd(argv, [mass] * len(argv), cmd.text, upstream=cmd.upstream, cwd=cmd.cwd), ctx)
+        for batch in batches if not replace else []:
+            if batch != [item]:
+                argv = sub + batch
+                d.command(Cmd(argv, [mass] * len(argv), cmd.text, upstream=cmd.upstream, cwd=cmd.cwd), ctx)
+
+
+def _xargs_max(opts: list[str]) -> int:
+    """How many input items xargs gives one run of the command (``-n N``, ``-L N``; else all)."""
+    for j, o in enumerate(opts):
+        for flag in ("-n", "-L", "--max-args", "--max-lines"):
+            v = opts[j + 1] if o == flag and j + 1 < len(opts) else o[len(flag) + (1 if flag.startswith("--") else 0):] if o.startswith(flag) and o != flag else None
+            if v is not None and v.isdigit() and int(v) > 0:
+                return int(v) if flag in ("-n", "--max-args") else 1 << 16
+    return 1 << 16
+
+
+def _xargs_words(text: str) -> list[str]:
+    """xargs' default reading: blank-separated words, with quotes and backslashes honoured."""
+    try:
+        return shlex.split(text)[:4096]
+    except ValueError:
+        return text.split()[:4096]
 
 
 @also("gdb", "cgdb", "gdb-multiarch", "lldb", "rr")
