@@ -8,6 +8,7 @@ downloaded or decoded text (which must not be fed to a shell unseen).
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Collection, Iterable
 
 from . import inline
@@ -497,7 +498,8 @@ def _peel_sudo(name: str, argv: list[str]) -> Peeled | None:
         for a in args[:i]
     ):
         rest = args[i:]
-        return (["bash", "-c", " ".join(rest)], True) if rest else (["bash", "-i"], True)
+        # sudo quotes each argument for the shell it runs (``sudo -i sqlite3 db 'DROP TABLE t'``)
+        return (["bash", "-c", " ".join(shlex.quote(a) for a in rest)], True) if rest else (["bash", "-i"], True)
     if name in ("sudo", "doas") and args[:1] in (["-e"], ["--edit"]):
         return ["sudoedit", *args[1:]], True
     return None
@@ -529,13 +531,18 @@ def _peel_env(name: str, argv: list[str]) -> Peeled | None:
 def _peel_su(name: str, argv: list[str]) -> Peeled:
     """``su -c 'cmd'`` runs a shell string; ``runuser -u user cmd`` runs the rest; else a login shell."""
     args = argv[1:]
-    payload = option_value(args, ("-c", "--command", "--session-command"))
+    i = command_start(
+        args,
+        {"-u", "-g", "-G", "-w", "-c", "-s"},
+        {"--user", "--group", "--supp-group", "--whitelist-environment", "--command", "--session-command", "--shell"},
+    )
+    # su's/runuser's own -c, not an option of the command runuser runs (``runuser -u root -- badblocks -c 5``)
+    payload = option_value(args[:i] if "--" not in args[:i] else args[: args.index("--")], ("-c", "--command", "--session-command"))
+    if payload is None and name == "su":
+        payload = option_value(args[i:], ("-c", "--command", "--session-command"))  # ``su - root -c 'cmd'``
     if payload is not None:
         return ["sh", "-c", payload], True
     if name == "runuser":
-        i = command_start(
-            args, {"-u", "-g", "-G", "-w"}, {"--user", "--group", "--supp-group", "--whitelist-environment"}
-        )
         if "-u" in args or any(a.startswith("--user") for a in args):
             return args[i:], False
     return ["bash", "-i"], True
@@ -645,10 +652,12 @@ def _peel_hyperfine(name: str, argv: list[str]) -> Peeled:
 def _peel_flock(name: str, argv: list[str]) -> Peeled:
     """``flock file -c 'cmd'`` runs a shell string; ``flock file cmd args`` the command after the file."""
     args = argv[1:]
-    payload = option_value(args, ("-c", "--command"))
+    i = command_start(args, {"-w", "-E", "-c"}, {"--timeout", "--conflict-exit-code", "--command"}, skip_operands=1)
+    # flock's own -c (before or right after the lock file), not one of the command's (``flock l badblocks -c 5``)
+    own = args[:i] + args[i : i + 2] if args[i : i + 1] in (["-c"], ["--command"]) else args[:i]
+    payload = option_value(own, ("-c", "--command"))
     if payload is not None:
         return ["sh", "-c", payload], True
-    i = command_start(args, {"-w", "-E"}, {"--timeout", "--conflict-exit-code"}, skip_operands=1)
     return args[i:], False
 
 

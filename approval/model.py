@@ -72,3 +72,5 @@ class Script:
 
 
 Classifier = Callable[[Cmd], Kinds]
+Reader = Callable[[str, "str | None"], "str | None"]
+"""The text of a task's file (path, working directory), as the core read it; None when unknown."""

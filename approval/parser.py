@@ -38,6 +38,7 @@ from .model import (
     NOKINDS,
     UNKNOWN,
     Classifier,
+    Reader,
     ARGSEP,
     Cmd,
     Kinds,
@@ -109,9 +110,15 @@ _ARITH_TEST = re.compile(r"\s-(?:eq|ne|lt|le|gt|ge)\s")
 
 class _Walker:
     def __init__(
-        self, src: bytes, env: dict[str, str] | None, classify: Classifier | None, cwd: str | None = None
+        self,
+        src: bytes,
+        env: dict[str, str] | None,
+        classify: Classifier | None,
+        cwd: str | None = None,
+        read: Reader | None = None,
     ) -> None:
         self.src = src
+        self.read = read  # the text of a file of the task (read by the core), or None
         self.env: dict[str, str] = dict(DEFAULT_ENV)
         if env:
             self.env.update(env)
@@ -297,9 +304,10 @@ class _Walker:
             self.stdin_kinds = frozenset().union(*herestring_kinds) if herestring_kinds else NOKINDS
             return " ".join(targets) + "\n"
         out.append((op, targets[0] if targets else ""))
-        if op == "<" and targets and targets[0] in self.files:  # ``xargs kubectl < args`` of a file written on the line
+        text = self.file_text(targets[0]) if op == "<" and targets else None
+        if text is not None:  # ``xargs kubectl < args``: a file written on the line or read from the task
             self.extra_args.extend(x for x in targets[1:] if not x.isdigit())
-            return self.files[targets[0]]
+            return text
         # tree-sitter folds the words after a redirect target into the redirect; bash passes
         # them to the command as arguments (``cmd < in arg``)
         self.extra_args.extend(x for x in targets[1:] if not x.isdigit())
@@ -430,6 +438,15 @@ class _Walker:
             self.env["@"] = ARGSEP.join(words)
             self.env["*"] = " ".join(words)
             self.env["#"] = str(len(words))
+
+    def file_text(self, path: str) -> str | None:
+        """What file ``path`` holds: written on the line from literal text, or read by the core from
+        the task (then the core is asked for it first)."""
+        if path in self.files:
+            return self.files[path]
+        if self.read is None or UNKNOWN in path or not path:
+            return None
+        return self.read(path, self.cwd)
 
     def remember_file(self, argv: list[str], redirects: list[tuple[str, str]], stdin: str | None) -> None:
         """``echo 'delete ns prod' > args`` (or ``cat > f <<EOF``): what the file holds, for a later
@@ -681,7 +698,7 @@ class _Walker:
         ``${x@P}`` of a value holding ``$( )``, an array subscript in arithmetic) as part of the line."""
         self.tick(depth)
         src = code.encode("utf-8", "replace")
-        w = _Walker(src, None, self.classify, self.cwd)
+        w = _Walker(src, None, self.classify, self.cwd, self.read)
         w.env, w.env_kinds, w.arrays, w.namerefs, w.bodies = self.env, self.env_kinds, self.arrays, self.namerefs, self.bodies
         w.keyed, w.files = self.keyed, self.files
         w.nodes, w.func, w.forever, w.loop, w.loop_seq = self.nodes, self.func, self.forever, self.loop, self.loop_seq
@@ -747,8 +764,9 @@ class _Walker:
         if not inner and len(named) == 1 and named[0].type == "file_redirect" and self.text(named[0]).lstrip().startswith("<"):
             target = "".join(f for c in named[0].children if c.is_named for f, _ in self.word(c, depth + 1))
             read = target if target else None
-        if read is not None and read in self.files:  # ``$(cat f)`` / ``$(< f)`` of a file written on the line
-            value = self.files[read].rstrip("\n")
+        text = self.file_text(read) if read is not None else None
+        if text is not None:  # ``$(cat f)`` / ``$(< f)`` of a file written on the line or read from the task
+            value = text.rstrip("\n")
         elif len(inner) == 1 and inner[0].argv == ["cat"] and inner[0].stdin_text is not None:
             value = inner[0].stdin_text.rstrip("\n")  # ``$(cat <<EOF … EOF)``
         elif len(inner) == 1:
@@ -1080,7 +1098,12 @@ def _drop_prefix(argv: list[str], kinds: list[Kinds]) -> None:
 
 
 def parse(
-    text: str, *, env: dict[str, str] | None = None, classify: Classifier | None = None, cwd: str | None = None
+    text: str,
+    *,
+    env: dict[str, str] | None = None,
+    classify: Classifier | None = None,
+    cwd: str | None = None,
+    read: Reader | None = None,
 ) -> Script:
     """Parse normalised bash text into the simple commands that would run."""
     if not text.isascii():
@@ -1094,7 +1117,7 @@ def parse(
     src = text.encode("utf-8")
     tree = _PARSER.parse(src)
     root = tree.root_node
-    w = _Walker(src, env, classify, cwd)
+    w = _Walker(src, env, classify, cwd, read)
     w.stmt(root, 0)
     cmds = w.cmds
     if root.has_error:

@@ -9,6 +9,7 @@ The tree walk (parser.py) and the error-tolerant lexer (lexer.py) both resolve w
 from __future__ import annotations
 
 import ast
+import base64
 import posixpath
 import re
 
@@ -302,6 +303,13 @@ def _filter(name: str, args: list[str], text: str) -> str | None:
     if UNKNOWN in text or any(UNKNOWN in a for a in args):
         return None
     lines = _lines(text)
+    if name in ("base64", "base32") and args and all(a in ("-d", "--decode", "-i", "--ignore-garbage", "-di") for a in args):
+        try:  # ``$(echo ZGVsZXRl | base64 -d)``: the decoded word
+            packed = "".join(text.split())
+            raw = base64.b64decode(packed) if name == "base64" else base64.b32decode(packed)
+            return raw.decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            return None
     if name == "rev" and not args:
         return "\n".join(line[::-1] for line in lines) + "\n"
     if name == "cut":

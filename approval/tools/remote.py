@@ -356,7 +356,11 @@ def _h_xargs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     item: str = UNKNOWN
     empty = False
     texts = [cmd.stdin_text] if cmd.stdin_text is not None else []
-    for g in cmd.upstream[-1:]:
+    arg_file = option_value(opts, ("-a", "--arg-file")) or next((o[2:] for o in opts if o.startswith("-a") and len(o) > 2), None)
+    if arg_file is not None:  # ``xargs -a args kubectl``: the items come from that file (written on the line or read)
+        known = ctx.written.get(base_name(arg_file)) if base_name(arg_file) in ctx.written else d.read_data(arg_file, cmd.cwd)
+        texts = [known] if known is not None and UNKNOWN not in known else []
+    for g in cmd.upstream[-1:] if arg_file is None else []:
         for m in g:
             a = unwrap(m.argv)[0]
             literal = echo_output(a) if a else None
@@ -453,7 +457,11 @@ def _h_parallel(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
             d.add(ctx, "fork_bomb", cmd.text, "parallel -j0 starts a process for every line of endless input, all at once.")
     if ":::" in args:
         j = args.index(":::")
-        template = [a for a in args[:j] if not a.startswith("-")]
+        # parallel's own options, then the command template with its options (``parallel badblocks -w ::: /dev/sdb``)
+        k = command_start(args[:j], {"-j", "-S", "-P", "-n", "-N", "-L", "-l", "-I", "-E", "-d", "-a", "-X", "-C"},
+                          {"--jobs", "--sshlogin", "--max-args", "--max-lines", "--delimiter", "--arg-file", "--colsep",
+                           "--joblog", "--results", "--tmpdir", "--workdir", "--timeout", "--retries", "--tagstring"})
+        template = args[k:j] or [a for a in args[:j] if not a.startswith("-")]
         for v in args[j + 1 : j + 5]:
             argv = [t.replace("{}", v) for t in template] if any("{}" in t for t in template) else template + [v]
             d.command(Cmd(argv, [frozenset()] * len(argv), cmd.text, cwd=cmd.cwd), ctx)
