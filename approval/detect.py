@@ -93,7 +93,14 @@ class Detector:
         cwd = self.cur_cwd
         if cwd is not None and "PWD" not in env:
             env["PWD"] = cwd
-        sc = parse(text, env=env, classify=classify, cwd=cwd, read=self.read_data if self.context is not None else None)
+        sc = parse(
+            text,
+            env=env,
+            classify=classify,
+            cwd=cwd,
+            read=self.read_data if self.context is not None else None,
+            arrays=self.state.arrays if self.state is not None else None,
+        )
         self.line_functions.update(sc.bodies)
         if "command_not_found_handle" in sc.bodies:
             self.add(

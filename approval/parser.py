@@ -76,6 +76,9 @@ __all__ = [
     "parse",
 ]
 
+# ``time f(){ …; }`` / ``! function f { …; }``: bash allows the reserved words before a function
+# definition (they apply to it); tree-sitter does not, so they are read without them
+_TIMED_DEF = re.compile(r"(^|[;&|(){}\n]\s*)(?:time(?:\s+-p)?|!)(?=\s+(?:function\s+[^\s(){}]+|[^\s(){};&|]+\s*\(\s*\)))")
 _COPROC = re.compile(r"(^|[;&|(){}\n]\s*|\b(?:then|do|else|time)\s+)coproc(?:\s+[A-Za-z_]\w*)?(?=\s*[{(])")
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 _LANGUAGE = Language(tree_sitter_bash.language())
@@ -1104,6 +1107,7 @@ def parse(
     classify: Classifier | None = None,
     cwd: str | None = None,
     read: Reader | None = None,
+    arrays: dict[str, list[str]] | None = None,
 ) -> Script:
     """Parse normalised bash text into the simple commands that would run."""
     if not text.isascii():
@@ -1114,10 +1118,14 @@ def parse(
         # ``coproc [NAME] { …; }`` / ``coproc [NAME] ( … )``: tree-sitter-bash does not know the keyword
         # and misreads the compound command; bash runs it (in the background), so read it without it
         text = _COPROC.sub(lambda m: m.group(1) + " " * (len(m.group(0)) - len(m.group(1))), text)
+    if "time" in text or "!" in text:
+        text = _TIMED_DEF.sub(lambda m: m.group(1) + " " * (len(m.group(0)) - len(m.group(1))), text)
     src = text.encode("utf-8")
     tree = _PARSER.parse(src)
     root = tree.root_node
     w = _Walker(src, env, classify, cwd, read)
+    if arrays:  # arrays of the task's shell state (``"${A[@]}"`` one word per element)
+        w.arrays.update({k: list(v) for k, v in arrays.items()})
     w.stmt(root, 0)
     cmds = w.cmds
     if root.has_error:
