@@ -309,11 +309,12 @@ class _Walker:
         out.append((op, targets[0] if targets else ""))
         text = self.file_text(targets[0]) if op == "<" and targets else None
         if text is not None:  # ``xargs kubectl < args``: a file written on the line or read from the task
-            self.extra_args.extend(x for x in targets[1:] if not x.isdigit())
+            self.extra_args.extend(targets[1:])
             return text
         # tree-sitter folds the words after a redirect target into the redirect; bash passes
-        # them to the command as arguments (``cmd < in arg``)
-        self.extra_args.extend(x for x in targets[1:] if not x.isdigit())
+        # them to the command as arguments (``cmd < in arg``, numbers too: ``kill -9 2>/dev/null 1``; a
+        # descriptor of a next redirect is its own node)
+        self.extra_args.extend(targets[1:])
         return None
 
     def command(
@@ -764,9 +765,13 @@ class _Walker:
         value = UNKNOWN
         named = [c for c in node.children if c.is_named]
         read = _file_read(inner[0]) if len(inner) == 1 else None
-        if not inner and len(named) == 1 and named[0].type == "file_redirect" and self.text(named[0]).lstrip().startswith("<"):
-            target = "".join(f for c in named[0].children if c.is_named for f, _ in self.word(c, depth + 1))
-            read = target if target else None
+        if not inner and len(named) == 1 and named[0].type == "file_redirect":
+            target = "".join(f for c in named[0].children if c.is_named and c.type != "file_descriptor" for f, _ in self.word(c, depth + 1))
+            if self.text(named[0]).lstrip().startswith("<"):
+                read = target if target else None
+            elif target:  # ``x=$(> /dev/sda)``: the redirect alone still opens (truncates) its target
+                op = "".join(self.text(c) for c in named[0].children if not c.is_named)
+                self.cmds.append(Cmd([], [], self.text(node), [(op, target)], cwd=self.cwd, function=self.func))
         text = self.file_text(read) if read is not None else None
         if text is not None:  # ``$(cat f)`` / ``$(< f)`` of a file written on the line or read from the task
             value = text.rstrip("\n")

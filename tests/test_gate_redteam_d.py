@@ -226,3 +226,62 @@ def test_wrapper_option_scope(command: str) -> None:
 )
 def test_everyday_lookalikes(command: str) -> None:
     assert _decision(command) == Decision.ALLOW, command
+
+
+# -- 5. words after a redirect, redirect-only substitutions, reserved words before a definition ---
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "kill -9 2>/dev/null 1",  # the number after the redirect is kill's argument
+        "timeout -s 2>/dev/null KILL 5 shutdown -h now",
+        "systemctl kill 2>/dev/null -s 9 sshd.service",
+        "y=$(> /dev/nvme0n1)",
+        "f() { local y=$(>/dev/sdb); }; f",
+        "time g(){ g|g& }; g",
+        "! function g { g | g & }; g",
+        "dd if=disk.img of=/dev/nvme[0-1]n1",
+        "python3$X -c 'import os; os.system(\"reboot\")'",
+    ],
+)
+def test_bash_reading_details(command: str) -> None:
+    assert _blocked(command), command
+
+
+# -- 6. option spellings the tools accept (SQL clients, compose, pkill) ----------------------------
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "psql -qXc 'DROP SCHEMA public CASCADE'",
+        "psql --comm='TRUNCATE audit_log'",
+        "mariadb --exec 'DROP DATABASE shop'",
+        "sqlite3 data.db '/* cleanup */ DROP TABLE events'",
+        "psql -c '-- reset\nTRUNCATE payments'",
+        "docker compose down --volumes=true",
+        "docker-compose down -vt 3",
+        "pkill -9 -ubob",
+        "killall -Ualice",
+    ],
+)
+def test_option_spellings(command: str) -> None:
+    assert _blocked(command), command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "psql -qXc 'SELECT count(*) FROM users'",
+        "mariadb --exec 'SHOW TABLES'",
+        "psql -c \"SELECT '/* DROP TABLE x */'\"",
+        "docker compose down --volumes=false",
+        "docker compose down -t 5",
+        "pkill -ubob node",
+        "ls 2>/dev/null 1",
+        "time make test",
+        "! grep -q TODO src/main.py",
+        "ls /dev/tty[0-9]",
+    ],
+)
+def test_option_spellings_lookalikes(command: str) -> None:
+    assert _decision(command) == Decision.ALLOW, command
