@@ -758,6 +758,8 @@ def _peel_screen(name: str, argv: list[str]) -> Peeled | None:
     i = command_start(args, {"-S", "-c", "-e", "-h", "-p", "-T", "-t", "-s", "-L", "-Logfile"})
     if any(a in ("-X", "-Q", "-r", "-R", "-x", "-ls", "-list", "-wipe") for a in args[:i]):
         return None  # attaching, listing or sending keys: screen itself
+    if any(not re.fullmatch(r"-[aAdDmSceHhpTtsLlOqUvfi]+|-Logfile|--", a) for a in args[:i] if a.startswith("-")):
+        return None  # not screen's options (``gpu-screen-recorder -w screen -o out.mp4``): not screen
     return (args[i:], False) if args[i:] else None
 
 
