@@ -285,6 +285,19 @@ class _Walker:
                     self.redirect(c, depth + 1, out, after)
                 elif c.is_named and c.type not in ("heredoc_start", "heredoc_end", "heredoc_content"):
                     after.append(c)
+            start = next((c for c in node.children if c.type == "heredoc_start"), None)
+            end = next((c for c in node.children if c.type == "heredoc_end"), None)
+            nl = self.src.find(b"\n", start.end_byte) if start is not None else -1
+            if (
+                start is not None
+                and end is not None
+                and 0 <= nl < end.start_byte
+                and any(c.type == "word" and c.start_byte > nl for c in node.children)
+            ):
+                # tree-sitter reads a body line that starts with a backslash (``\rm -rf ~``) as words of
+                # the ``<<EOF`` line and leaves the body empty: the body is the source between the lines
+                body = self.src[nl + 1 : end.start_byte].decode("utf-8", "replace")
+                after[:] = [c for c in after if not (c.type == "word" and c.start_byte > nl)]
             if strip_tabs:
                 body = "\n".join(line.lstrip("\t") for line in body.split("\n"))
             return body

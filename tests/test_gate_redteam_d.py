@@ -245,6 +245,8 @@ def test_everyday_lookalikes(command: str) -> None:
         "! function g { g | g & }; g",
         "dd if=disk.img of=/dev/nvme[0-1]n1",
         "python3$X -c 'import os; os.system(\"reboot\")'",
+        "sh <<EOF\n\\shutdown -h now\nEOF",  # a heredoc line starting with a backslash
+        "bash <<'X'\n\\crontab -r\nX",
     ],
 )
 def test_bash_reading_details(command: str) -> None:
@@ -284,6 +286,7 @@ def test_option_spellings(command: str) -> None:
         "time make test",
         "! grep -q TODO src/main.py",
         "ls /dev/tty[0-9]",
+        "cat <<EOF > notes.md\n\\n is a newline\nEOF",
     ],
 )
 def test_option_spellings_lookalikes(command: str) -> None:
