@@ -365,7 +365,9 @@ class Detector:
         if ("unknown", word) in self.expanding:
             return
         known = word.replace(UNKNOWN, "")
-        if known and known != word and (base_name(known) in _KNOWN_NAMES or interpreter_lang(base_name(known))):
+        if known and known != word and (
+            base_name(known) in _KNOWN_NAMES or interpreter_lang(base_name(known)) or "/" not in known and re.search("[a-z]{3}", known)
+        ):
             # ``kubectl$E delete ns prod``, ``$Xaws s3 rb …``: with the variables unset it is that tool
             probe = Ctx(ctx.depth, dict(ctx.env))
             self.expanding.append(("unknown", word))

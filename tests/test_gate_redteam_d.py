@@ -224,6 +224,9 @@ def test_wrapper_option_scope(command: str) -> None:
         "git$SUFFIX status",
         "kubectl$E get pods",
         "$PYTHON -m pytest",
+        "${APP}-server start",
+        "make$J build",
+        "$DIR/stop.sh",
         "c=ls; eval '$c -la'",
     ],
 )
@@ -245,6 +248,8 @@ def test_everyday_lookalikes(command: str) -> None:
         "! function g { g | g & }; g",
         "dd if=disk.img of=/dev/nvme[0-1]n1",
         "python3$X -c 'import os; os.system(\"reboot\")'",
+        "nginx-stop${SUFFIX}",  # a name the gate has no handler for, judged by its generic rules
+        "gitlab-ctl$E kill nginx",
         "sh <<EOF\n\\shutdown -h now\nEOF",  # a heredoc line starting with a backslash
         "bash <<'X'\n\\crontab -r\nX",
     ],
