@@ -8,6 +8,7 @@ downloaded or decoded text (which must not be fed to a shell unseen).
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Collection, Iterable
 
 from . import inline
@@ -232,6 +233,12 @@ def command_start(
         if a.startswith("-") and len(a) > 1:
             if a in with_arg or (a[:2] in with_arg and len(a) == 2):
                 i += 1
+            elif len(a) > 2 and a[1] != "-":
+                # a cluster (``sudo -nHu root``): the first letter that takes a value takes the rest of
+                # the word, or the next word when it is the cluster's last letter (getopt)
+                taker = next((j for j in range(1, len(a)) if "-" + a[j] in with_arg), None)
+                if taker == len(a) - 1:
+                    i += 1
             i += 1
             continue
         break
@@ -322,6 +329,12 @@ WRAPPERS: dict[str, WrapperSpec] = {
     "uvx": _w("", "--from --with --python"),
     "pipx": _w(),
     "entr": _w(),
+    "run-one": _w(),
+    "run-this-one": _w(),
+    "keep-one-running": _w(),
+    "run-one-constantly": _w(),
+    "run-one-until-success": _w(),
+    "run-one-until-failure": _w(),
     "flatpak-spawn": _w(),
     "with-contenv": _w(),
     "s6-setuidgid": _w("", "", skip=1),
@@ -424,6 +437,7 @@ SUBCOMMAND_WRAPPERS = {
     "op": {"run"},
     "doppler": {"run"},
     "aws-vault": {"exec"},
+    "dotenv": {"run"},
     "infisical": {"run"},
     "flox": {"activate"},
     "toolbox": {"run"},
@@ -463,6 +477,10 @@ def peel(argv: list[str]) -> Peeled:
     if not argv:
         return argv, True
     name = base_name(argv[0])
+    if name.startswith("git-"):
+        dashed = _peel_git_dashed(argv)
+        if dashed is not None:
+            return dashed, True
     own = _PEELERS.get(name)
     if own is not None:
         peeled = own(name, argv)
@@ -485,7 +503,8 @@ def _peel_sudo(name: str, argv: list[str]) -> Peeled | None:
         for a in args[:i]
     ):
         rest = args[i:]
-        return (["bash", "-c", " ".join(rest)], True) if rest else (["bash", "-i"], True)
+        # sudo quotes each argument for the shell it runs (``sudo -i sqlite3 db 'DROP TABLE t'``)
+        return (["bash", "-c", " ".join(shlex.quote(a) for a in rest)], True) if rest else (["bash", "-i"], True)
     if name in ("sudo", "doas") and args[:1] in (["-e"], ["--edit"]):
         return ["sudoedit", *args[1:]], True
     return None
@@ -493,12 +512,19 @@ def _peel_sudo(name: str, argv: list[str]) -> Peeled | None:
 
 def _peel_command(name: str, argv: list[str]) -> Peeled | None:
     """``command -v rm`` only looks a name up: nothing runs.  Otherwise a plain wrapper."""
-    return ([], True) if any(a in ("-v", "-V") for a in argv[1:3]) else None
+    own = []
+    for a in argv[1:]:  # command's own options come before the program (``command e2undo -v`` runs e2undo)
+        if not a.startswith("-") or a == "--":
+            break
+        own.append(a)
+    return ([], True) if any(a in ("-v", "-V") or re.fullmatch(r"-p?[vV]p?", a) for a in own) else None
 
 
 def _peel_env(name: str, argv: list[str]) -> Peeled | None:
     """``env -S 'cmd args'`` splits its string into the command.  Otherwise a plain wrapper."""
-    args = argv[1:]
+    with_arg, long_with_arg, _, assignments = WRAPPERS[name]
+    args = argv[1 : 1 + command_start(argv[1:], with_arg | {"-S"}, long_with_arg | {"--split-string"}, 0, assignments)]
+    # only env's own options (``env VAR=1 sudo ventoy -S …``: that -S is ventoy's)
     split = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-S", "--split-string")), None)
     if split is None:
         split = next((a.split("=", 1)[1] for a in args if a.startswith("--split-string=")), None)
@@ -510,13 +536,18 @@ def _peel_env(name: str, argv: list[str]) -> Peeled | None:
 def _peel_su(name: str, argv: list[str]) -> Peeled:
     """``su -c 'cmd'`` runs a shell string; ``runuser -u user cmd`` runs the rest; else a login shell."""
     args = argv[1:]
-    payload = option_value(args, ("-c", "--command", "--session-command"))
+    i = command_start(
+        args,
+        {"-u", "-g", "-G", "-w", "-c", "-s"},
+        {"--user", "--group", "--supp-group", "--whitelist-environment", "--command", "--session-command", "--shell"},
+    )
+    # su's/runuser's own -c, not an option of the command runuser runs (``runuser -u root -- badblocks -c 5``)
+    payload = option_value(args[:i] if "--" not in args[:i] else args[: args.index("--")], ("-c", "--command", "--session-command"))
+    if payload is None and name == "su":
+        payload = option_value(args[i:], ("-c", "--command", "--session-command"))  # ``su - root -c 'cmd'``
     if payload is not None:
         return ["sh", "-c", payload], True
     if name == "runuser":
-        i = command_start(
-            args, {"-u", "-g", "-G", "-w"}, {"--user", "--group", "--supp-group", "--whitelist-environment"}
-        )
         if "-u" in args or any(a.startswith("--user") for a in args):
             return args[i:], False
     return ["bash", "-i"], True
@@ -626,10 +657,12 @@ def _peel_hyperfine(name: str, argv: list[str]) -> Peeled:
 def _peel_flock(name: str, argv: list[str]) -> Peeled:
     """``flock file -c 'cmd'`` runs a shell string; ``flock file cmd args`` the command after the file."""
     args = argv[1:]
-    payload = option_value(args, ("-c", "--command"))
+    i = command_start(args, {"-w", "-E", "-c"}, {"--timeout", "--conflict-exit-code", "--command"}, skip_operands=1)
+    # flock's own -c (before or right after the lock file), not one of the command's (``flock l badblocks -c 5``)
+    own = args[:i] + args[i : i + 2] if args[i : i + 1] in (["-c"], ["--command"]) else args[:i]
+    payload = option_value(own, ("-c", "--command"))
     if payload is not None:
         return ["sh", "-c", payload], True
-    i = command_start(args, {"-w", "-E"}, {"--timeout", "--conflict-exit-code"}, skip_operands=1)
     return args[i:], False
 
 
@@ -663,7 +696,87 @@ def _peel_ssh(name: str, argv: list[str]) -> Peeled:
     args = argv[1:]
     i = command_start(args, _SSH_WITH_ARG, skip_operands=1)
     rest = args[i:]
-    return (["sh", "-c", " ".join(rest)], True) if rest else ([], True)
+    if not rest:  # no command: the remote login shell runs what it reads (``echo cmd | ssh host``)
+        return (["sh"], True) if i > 0 and not any(re.fullmatch(r"-[a-zA-Z]*[NfG][a-zA-Z]*", a) for a in args[:i]) else ([], True)
+    if base_name(rest[0]) in SHELLS and not any(a.startswith("-") and "c" in a.lstrip("-")[:1] for a in rest[1:]):
+        return rest, True  # ``ssh host bash -s``: a shell reading its program from ssh's input
+    return ["sh", "-c", " ".join(rest)], True
+
+
+def _peel_npx(name: str, argv: list[str]) -> Peeled | None:
+    """``npx -c 'cmd'`` / ``npm exec -c 'cmd'`` (also pnpm/yarn ``exec``): ``-c``/``--call`` is shell code."""
+    args = argv[1:]
+    if name != "npx":
+        if not args or args[0] not in ("exec", "x"):
+            return None
+        args = args[1:]
+    code = option_value(args, ("-c", "--call"))
+    if code is not None:
+        return ["sh", "-c", code], True
+    return None
+
+
+def _peel_tool_of(tools: dict[str, str], skip_dashes: bool = True) -> Peeler:
+    """``minikube kubectl -- get po``, ``microk8s kubectl …``, ``k3s kubectl …``: a bundled copy of a tool."""
+
+    def peel_tool(name: str, argv: list[str]) -> Peeled | None:
+        args = argv[1:]
+        if not args or args[0] not in tools:
+            return None
+        rest = args[1:]
+        if skip_dashes and rest[:1] == ["--"]:
+            rest = rest[1:]
+        return [tools[args[0]], *rest], False
+
+    return peel_tool
+
+
+def _peel_shell_string(sub: Collection[str], with_arg: Collection[str], operands: int = 0, last: bool = False) -> Peeler:
+    """Tools whose subcommand runs a shell command string: ``vagrant ssh -c 'cmd'``, ``tmux new -d 'cmd'``,
+    ``sops exec-env f 'cmd'``, ``scl enable coll 'cmd'`` (``last``: the last word is the command)."""
+
+    def peel_string(name: str, argv: list[str]) -> Peeled | None:
+        args = argv[1:]
+        if not args or args[0] not in sub:
+            return None
+        rest = args[1:]
+        code = option_value(rest, ("-c", "--command")) if name == "vagrant" else None
+        # without a command the tool stays itself (it starts an interactive shell: judged as a terminal)
+        if name == "vagrant":
+            return (["sh", "-c", code], True) if code is not None else None
+        if "--" in rest:
+            words = rest[rest.index("--") + 1 :]
+            return (words, False) if words else None
+        if last:
+            ops = [a for a in rest if not a.startswith("-")]
+            return (["sh", "-c", ops[-1]], True) if len(ops) > operands else None
+        i = command_start(rest, with_arg, (), operands)
+        words = rest[i:]
+        return (["sh", "-c", " ".join(words)], True) if words else None
+
+    return peel_string
+
+
+def _peel_screen(name: str, argv: list[str]) -> Peeled | None:
+    """``screen -dmS s cmd args``: the program screen starts in its window."""
+    args = argv[1:]
+    i = command_start(args, {"-S", "-c", "-e", "-h", "-p", "-T", "-t", "-s", "-L", "-Logfile"})
+    if any(a in ("-X", "-Q", "-r", "-R", "-x", "-ls", "-list", "-wipe") for a in args[:i]):
+        return None  # attaching, listing or sending keys: screen itself
+    if any(not re.fullmatch(r"-[aAdDmSceHhpTtsLlOqUvfi]+|-Logfile|--", a) for a in args[:i] if a.startswith("-")):
+        return None  # not screen's options (``gpu-screen-recorder -w screen -o out.mp4``): not screen
+    return (args[i:], False) if args[i:] else None
+
+
+_GIT_DASHED = re.compile(r"^git-([a-z][a-z0-9-]*)$")
+
+
+def _peel_git_dashed(argv: list[str]) -> list[str] | None:
+    """``git-clean -f``, ``/usr/lib/git-core/git-push -f``: git runs ``git-X`` for ``git X``; the same command."""
+    m = _GIT_DASHED.match(base_name(argv[0]))
+    if m is None or m.group(1) in ("shell", "upload-pack", "receive-pack", "upload-archive"):
+        return None
+    return ["git", m.group(1), *argv[1:]]
 
 
 def _peel_multicall(name: str, argv: list[str]) -> Peeled:
@@ -701,6 +814,22 @@ _PEELERS: dict[str, Peeler] = {
     "gcloud-ssh": _peel_ssh,
     "busybox": _peel_multicall,
     "toybox": _peel_multicall,
+    "npx": _peel_npx,
+    "npm": _peel_npx,
+    "pnpm": _peel_npx,
+    "yarn": _peel_npx,
+    "minikube": _peel_tool_of({"kubectl": "kubectl"}),
+    "microk8s": _peel_tool_of({"kubectl": "kubectl", "helm": "helm", "helm3": "helm", "ctr": "ctr"}),
+    "k3s": _peel_tool_of({"kubectl": "kubectl", "crictl": "crictl", "ctr": "ctr"}),
+    "k0s": _peel_tool_of({"kubectl": "kubectl", "ctr": "ctr"}),
+    "vagrant": _peel_shell_string({"ssh"}, ()),
+    "tmux": _peel_shell_string(
+        {"new-session", "new", "new-window", "neww", "split-window", "splitw", "respawn-pane", "respawnp", "respawn-window", "respawnw"},
+        {"-s", "-n", "-t", "-c", "-x", "-y", "-F", "-e", "-l", "-f"},
+    ),
+    "sops": _peel_shell_string({"exec-env", "exec-file"}, (), operands=1, last=True),
+    "scl": _peel_shell_string({"enable"}, (), operands=1, last=True),
+    "screen": _peel_screen,
 }
 
 
@@ -712,6 +841,9 @@ def _peel_subcommand(name: str, rest: list[str]) -> Peeled:
     """``poetry run X``, ``bundle exec X``, ``nix develop -c X``: ``rest`` follows the subcommand."""
     if name in ("distrobox", "lxc"):
         return _peel_after_dashes("-e", "--exec")(name, ["", *rest])
+    if name == "aws-vault":  # ``aws-vault exec PROFILE [--] cmd``
+        i = command_start(rest, {"-d", "--duration", "-t", "--mfa-token", "-j", "--region"}, (), 1)
+        return rest[i + 1 :] if rest[i : i + 1] == ["--"] else rest[i:], False
     if name == "nix":
         payload = option_value(rest, ("-c", "--command"))
         if payload is None:

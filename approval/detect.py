@@ -69,6 +69,7 @@ class Detector:
         self.line_functions: dict[str, str] = {}  # functions defined on the line: name -> body
         self.line_aliases: dict[str, str] = {}  # aliases and ``hash -p`` names defined on the line
         self.path_set = False  # the line assigns PATH: a file written on it may be what a name runs
+        self.line_env: dict[str, str] = {}  # variables set on the line when the command being judged runs
         if context is not None and context.shell_state:
             self.state = read_state(context.shell_state)
             self.state_env = state_env(self.state, context.home)
@@ -92,7 +93,14 @@ class Detector:
         cwd = self.cur_cwd
         if cwd is not None and "PWD" not in env:
             env["PWD"] = cwd
-        sc = parse(text, env=env, classify=classify, cwd=cwd)
+        sc = parse(
+            text,
+            env=env,
+            classify=classify,
+            cwd=cwd,
+            read=self.read_data if self.context is not None else None,
+            arrays=self.state.arrays if self.state is not None else None,
+        )
         self.line_functions.update(sc.bodies)
         if "command_not_found_handle" in sc.bodies:
             self.add(
@@ -153,10 +161,19 @@ class Detector:
             while rest and not rest[-1]:
                 rest.pop()
             env = {**env, "@": ARGSEP.join(rest), "*": " ".join(rest), "#": str(len(rest))}
+        if self.line_env:
+            env = {**self.line_env, **(env or {})}
         # unknown text where a program name goes stays an unknown program (``eval $(…) -rf /``)
         code = _UNKNOWN_HEAD.sub(lambda m: m.group(1) + "$__gate_unknown__", code)
         for f in self.script(code.replace(UNKNOWN, " "), ctx.depth + 1, env):
             self.add(ctx, f.rule, f.segment, f.reason)
+
+    def read_data(self, path: str, cwd: str | None) -> str | None:
+        """A file of the task read as data where bash reads it into a command (``kubectl $(cat args)``,
+        ``$(< f)``, ``xargs cmd < f``, ``eval "$(cat x.sh)"``): asked of the core like a script; one
+        that is missing or unreadable stays unknown text (it does not ask)."""
+        found = self.script_file(path, Cmd([], [], "", cwd=cwd))
+        return found.text if found is not None else None
 
     def script_file(self, path: str, cmd: Cmd) -> ScriptFile | None:
         """What the core read of a file the command runs as code (``bash f``, ``. f``, ``./f``…), or
@@ -183,6 +200,17 @@ class Detector:
     # ---- per command
 
     def command(self, cmd: Cmd, ctx: Ctx) -> None:
+        """Judge one simple command; code it hands on (``eval``, ``sh -c``, functions) sees the
+        variables the line had set when it ran (``c=aws; eval '$c s3 rb …'``)."""
+        saved = self.line_env
+        if cmd.env is not None:
+            self.line_env = cmd.env
+        try:
+            self._command(cmd, ctx)
+        finally:
+            self.line_env = saved
+
+    def _command(self, cmd: Cmd, ctx: Ctx) -> None:
         if self.context is not None:
             self.cur_cwd = cmd.cwd
         self.redirects(cmd, ctx)
@@ -334,7 +362,33 @@ class Detector:
                 " gate does not evaluate.",
             )
             return
-        if len(argv) < 2 or ("unknown", word) in self.expanding:
+        if ("unknown", word) in self.expanding:
+            return
+        known = word.replace(UNKNOWN, "")
+        if known and known != word and (
+            base_name(known) in _KNOWN_NAMES or interpreter_lang(base_name(known)) or "/" not in known and re.search("[a-z]{3}", known)
+        ):
+            # ``kubectl$E delete ns prod``, ``$Xaws s3 rb …``: with the variables unset it is that tool
+            probe = Ctx(ctx.depth, dict(ctx.env))
+            self.expanding.append(("unknown", word))
+            wanted = len(self.wanted)
+            try:
+                self.command(Cmd([known, *argv[1:]], [frozenset()] * len(argv), cmd.text, cwd=cmd.cwd), probe)
+            finally:
+                self.expanding.pop()
+                del self.wanted[wanted:]
+            probe.out = [f for f in probe.out if f.rule not in ("script_unread", "unknown_program")]
+            if probe.out:
+                f = probe.out[0]
+                self.add(
+                    ctx,
+                    "unknown_program",
+                    cmd.text,
+                    f"Runs a program whose name holds variables the gate cannot know; if they are empty it is"
+                    f" {known}: {(f.reason or reason_for(f.rule)).rstrip('.')}.",
+                )
+                return
+        if len(argv) < 2:
             return
         probe = Ctx(ctx.depth, dict(ctx.env))
         self.expanding.append(("unknown", word))

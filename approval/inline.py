@@ -38,7 +38,8 @@ def sql_findings(text: str) -> list[CodeFinding]:
     """Destructive statements in SQL text (string literals and comments ignored)."""
     if not re.search(r"(?i)drop|truncate|delete|update|flush|alter", text):
         return []
-    stripped = _SQL_NOISE.sub("''", text)
+    # a literal stays a value; a comment is blank space (``/* c */ DROP TABLE t`` is a DROP)
+    stripped = _SQL_NOISE.sub(lambda m: " " if m.group(0).startswith(("--", "/*")) else "''", text)
     out: list[CodeFinding] = []
     for stmt in stripped.split(";"):
         s = " ".join(stmt.split()).upper()

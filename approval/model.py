@@ -56,6 +56,7 @@ class Cmd:
     loop: int = 0  # id of the innermost endless loop holding it (0: none)
     fallback: bool = False  # produced by the error-tolerant tokenizer
     procsub: str = ""  # "<" or ">": it runs inside a process substitution of that direction
+    env: dict[str, str] | None = None  # the line's variables when it runs (code it hands on sees them)
 
     @property
     def segment(self) -> str:
@@ -71,3 +72,5 @@ class Script:
 
 
 Classifier = Callable[[Cmd], Kinds]
+Reader = Callable[[str, "str | None"], "str | None"]
+"""The text of a task's file (path, working directory), as the core read it; None when unknown."""

@@ -38,6 +38,7 @@ from .model import (
     NOKINDS,
     UNKNOWN,
     Classifier,
+    Reader,
     ARGSEP,
     Cmd,
     Kinds,
@@ -75,6 +76,9 @@ __all__ = [
     "parse",
 ]
 
+# ``time f(){ …; }`` / ``! function f { …; }``: bash allows the reserved words before a function
+# definition (they apply to it); tree-sitter does not, so they are read without them
+_TIMED_DEF = re.compile(r"(^|[;&|(){}\n]\s*)(?:time(?:\s+-p)?|!)(?=\s+(?:function\s+[^\s(){}]+|[^\s(){};&|]+\s*\(\s*\)))")
 _COPROC = re.compile(r"(^|[;&|(){}\n]\s*|\b(?:then|do|else|time)\s+)coproc(?:\s+[A-Za-z_]\w*)?(?=\s*[{(])")
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 _LANGUAGE = Language(tree_sitter_bash.language())
@@ -102,14 +106,22 @@ _LOOKUP = re.compile(
     r"(?:which|command -v|type -[Pp]|whereis -b|(?:pyenv|rbenv|nodenv|goenv|asdf|mise) which|xcrun (?:-f|--find)"
     r"|rustup which|xcrun -find) [A-Za-z0-9_][\w.+-]*"
 )
+_POSITIONAL = frozenset({"@", "*", "#", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "PWD"})
+_KEYED = re.compile(r"^\[([^\]]*)\]=(.*)$", re.S)
 _ARITH_TEST = re.compile(r"\s-(?:eq|ne|lt|le|gt|ge)\s")
 
 
 class _Walker:
     def __init__(
-        self, src: bytes, env: dict[str, str] | None, classify: Classifier | None, cwd: str | None = None
+        self,
+        src: bytes,
+        env: dict[str, str] | None,
+        classify: Classifier | None,
+        cwd: str | None = None,
+        read: Reader | None = None,
     ) -> None:
         self.src = src
+        self.read = read  # the text of a file of the task (read by the core), or None
         self.env: dict[str, str] = dict(DEFAULT_ENV)
         if env:
             self.env.update(env)
@@ -125,6 +137,8 @@ class _Walker:
         self.loop_seq = 0
         self.extra_args: list[str] = []
         self.arrays: dict[str, list[str]] = {}
+        self.keyed: dict[str, dict[str, str]] = {}
+        self.files: dict[str, str] = {}  # files written on the line from literal text: path -> text  # ``declare -A m=([k]=v)`` / ``a=([3]=x)``: subscript -> value
         self.namerefs: dict[str, str] = {}  # ``declare -n r=a``
         self.procsub_text: str | None = None  # what the last ``<( )`` printed, when known
         self.arith_seen: set[tuple[str, str]] = set()  # (variable, value) arithmetic already walked as code
@@ -228,6 +242,12 @@ class _Walker:
                     self.cmds[start].text = self.text(node).split("\n", 1)[0] if stdin is not None else self.text(node)
             else:
                 self.stmt(body, depth + 1)
+                if extra and len(self.cmds) > start:
+                    # ``true && tool < in arg``: tree-sitter hangs the redirect (and the words after
+                    # it) on the whole list; bash gives those words to the last command
+                    last = self.cmds[-1]
+                    last.argv.extend(extra)
+                    last.kinds.extend([NOKINDS] * len(extra))
                 for cmd in self.cmds[start:]:
                     cmd.redirects.extend(redirects)
                     if stdin is not None and cmd.stdin_text is None:
@@ -265,6 +285,19 @@ class _Walker:
                     self.redirect(c, depth + 1, out, after)
                 elif c.is_named and c.type not in ("heredoc_start", "heredoc_end", "heredoc_content"):
                     after.append(c)
+            start = next((c for c in node.children if c.type == "heredoc_start"), None)
+            end = next((c for c in node.children if c.type == "heredoc_end"), None)
+            nl = self.src.find(b"\n", start.end_byte) if start is not None else -1
+            if (
+                start is not None
+                and end is not None
+                and 0 <= nl < end.start_byte
+                and any(c.type == "word" and c.start_byte > nl for c in node.children)
+            ):
+                # tree-sitter reads a body line that starts with a backslash (``\rm -rf ~``) as words of
+                # the ``<<EOF`` line and leaves the body empty: the body is the source between the lines
+                body = self.src[nl + 1 : end.start_byte].decode("utf-8", "replace")
+                after[:] = [c for c in after if not (c.type == "word" and c.start_byte > nl)]
             if strip_tabs:
                 body = "\n".join(line.lstrip("\t") for line in body.split("\n"))
             return body
@@ -287,9 +320,14 @@ class _Walker:
             self.stdin_kinds = frozenset().union(*herestring_kinds) if herestring_kinds else NOKINDS
             return " ".join(targets) + "\n"
         out.append((op, targets[0] if targets else ""))
+        text = self.file_text(targets[0]) if op == "<" and targets else None
+        if text is not None:  # ``xargs kubectl < args``: a file written on the line or read from the task
+            self.extra_args.extend(targets[1:])
+            return text
         # tree-sitter folds the words after a redirect target into the redirect; bash passes
-        # them to the command as arguments (``cmd < in arg``)
-        self.extra_args.extend(x for x in targets[1:] if not x.isdigit())
+        # them to the command as arguments (``cmd < in arg``, numbers too: ``kill -9 2>/dev/null 1``; a
+        # descriptor of a next redirect is its own node)
+        self.extra_args.extend(targets[1:])
         return None
 
     def command(
@@ -328,10 +366,12 @@ class _Walker:
             loop_forever=self.forever,
             loop=self.loop,
             stdin_kinds=(self.stdin_kinds if stdin is not None else NOKINDS) | self.redirect_kinds,
+            env={k: v for k, v in self.env.items() if k not in _POSITIONAL and DEFAULT_ENV.get(k) != v},
         )
         self.stdin_kinds = NOKINDS
         self.redirect_kinds = NOKINDS
         self.cmds.append(cmd)
+        self.remember_file(argv, redirects, stdin)
         self.apply_effects(argv, stdin)
         for c in after:
             self.stmt(c, depth + 1)
@@ -400,6 +440,8 @@ class _Walker:
             self.env[argv[2]] = printf_output(argv[3], argv[4:])
         elif argv[:1] == ["read"] and stdin is not None:
             self.read_into(argv[1:], stdin)
+        elif argv[:1] in (["mapfile"], ["readarray"]) and stdin is not None:
+            self.map_into(argv[1:], stdin)
         elif argv[:2] == ["set", "--"]:
             for n, v in enumerate(argv[2:], 1):
                 self.env[str(n)] = v
@@ -413,6 +455,29 @@ class _Walker:
             self.env["@"] = ARGSEP.join(words)
             self.env["*"] = " ".join(words)
             self.env["#"] = str(len(words))
+
+    def file_text(self, path: str) -> str | None:
+        """What file ``path`` holds: written on the line from literal text, or read by the core from
+        the task (then the core is asked for it first)."""
+        if path in self.files:
+            return self.files[path]
+        if self.read is None or UNKNOWN in path or not path:
+            return None
+        return self.read(path, self.cwd)
+
+    def remember_file(self, argv: list[str], redirects: list[tuple[str, str]], stdin: str | None) -> None:
+        """``echo 'delete ns prod' > args`` (or ``cat > f <<EOF``): what the file holds, for a later
+        ``$(cat args)`` / ``$(< args)`` on the line."""
+        for op, target in redirects:
+            if op not in (">", ">>", ">|") or UNKNOWN in target:
+                continue
+            text = echo_output(argv)
+            if text is None and argv == ["cat"] and stdin is not None:
+                text = stdin
+            if text is None:
+                self.files.pop(target, None)
+            else:
+                self.files[target] = (self.files.get(target, "") + text) if op == ">>" else text
 
     def joined(self, end: int, start: int) -> bool:
         """Two tree-sitter words are one shell word: nothing between them, or only line
@@ -436,9 +501,38 @@ class _Walker:
         line = text.split("\n", 1)[0]
         if not names:
             names = ["REPLY"]
-        words = line.split(None, len(names) - 1)
+        ifs = self.env.get("IFS", " \t\n")
+        if UNKNOWN in ifs or not ifs.strip(" \t\n"):
+            words = line.split(None, len(names) - 1)
+        else:  # ``IFS=, read -r c d <<< 'rm,x'``: fields end at IFS characters
+            words = re.split("[" + re.escape(ifs) + "]", line.strip(" \t"), maxsplit=len(names) - 1)
+        if "-a" in args or any(re.fullmatch(r"-[a-zA-Z]*a", a) for a in args):  # ``read -ra a``: an array of the words
+            self.arrays[names[-1]] = line.split()
+            self.env[names[-1]] = line.split()[0] if line.split() else ""
+            return
         for i, n in enumerate(names):
             self.env[n] = words[i] if i < len(words) else ""
+
+    def map_into(self, args: list[str], text: str) -> None:
+        """``mapfile -t a <<< "..."`` / ``readarray``: the array gets the lines of the input."""
+        names: list[str] = []
+        skip = False
+        for a in args:
+            if skip:
+                skip = False
+            elif a in ("-d", "-n", "-O", "-s", "-u", "-C", "-c"):
+                skip = True
+            elif not a.startswith("-"):
+                names.append(a)
+        name = names[-1] if names else "MAPFILE"
+        strip = any(re.fullmatch(r"-[a-zA-Z]*t[a-zA-Z]*", a) for a in args)
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        items = lines if strip else [x + "\n" for x in lines]
+        self.arrays[name] = items
+        self.keyed.pop(name, None)
+        self.env[name] = items[0] if items else ""
 
     def change_dir(self, args: list[str]) -> None:
         operands = [a for a in args if not a.startswith("-") or a == "-"]
@@ -476,9 +570,22 @@ class _Walker:
             self.env_kinds.pop(name, None)
             return
         pieces = self.pieces(value_node, depth + 1, quoted=True)
+        append = any(not c.is_named and self.text(c) == "+=" for c in node.children)
         if value_node.type == "array":
-            self.arrays[name] = [w for c in value_node.children if c.is_named for w, _ in self.word(c, depth + 1)]
+            items = [w for c in value_node.children if c.is_named for w, _ in self.word(c, depth + 1)]
+            keyed = {m.group(1): m.group(2) for x in items if (m := _KEYED.match(x))}
+            if keyed:  # ``declare -A m=([k]=aws)``, ``a=([0]=rm [1]=-rf)``: ${m[k]} is aws
+                self.keyed[name] = {**self.keyed.get(name, {}), **keyed} if append else keyed
+                items = [m.group(2) if (m := _KEYED.match(x)) else x for x in items]
+            elif not append:
+                self.keyed.pop(name, None)
+            # ``a+=(x y)`` appends elements
+            self.arrays[name] = self.arrays.get(name, [self.env[name]] if self.env.get(name) else []) + items if append else items
         value = "".join(p.text for p in pieces)
+        if append and value_node.type != "array":  # ``a+=x`` appends to the string (element 0)
+            value = self.env.get(name, "") + value
+        elif append and name in self.arrays:
+            value = " ".join(self.arrays[name])
         if name == "PROMPT_COMMAND" or name in ("PS0", "PS1", "PS2", "PS4") and _CODE_IN_VALUE.search(value):
             # bash runs PROMPT_COMMAND before each prompt and expands $( ) in the prompts (PS4 under set -x)
             self.nested(value, depth + 1)
@@ -608,8 +715,9 @@ class _Walker:
         ``${x@P}`` of a value holding ``$( )``, an array subscript in arithmetic) as part of the line."""
         self.tick(depth)
         src = code.encode("utf-8", "replace")
-        w = _Walker(src, None, self.classify, self.cwd)
+        w = _Walker(src, None, self.classify, self.cwd, self.read)
         w.env, w.env_kinds, w.arrays, w.namerefs, w.bodies = self.env, self.env_kinds, self.arrays, self.namerefs, self.bodies
+        w.keyed, w.files = self.keyed, self.files
         w.nodes, w.func, w.forever, w.loop, w.loop_seq = self.nodes, self.func, self.forever, self.loop, self.loop_seq
         w.arith_seen = self.arith_seen
         root = _PARSER.parse(src).root_node
@@ -668,7 +776,21 @@ class _Walker:
             for cmd in inner:
                 kinds |= self.classify(cmd)
         value = UNKNOWN
-        if len(inner) == 1:
+        named = [c for c in node.children if c.is_named]
+        read = _file_read(inner[0]) if len(inner) == 1 else None
+        if not inner and len(named) == 1 and named[0].type == "file_redirect":
+            target = "".join(f for c in named[0].children if c.is_named and c.type != "file_descriptor" for f, _ in self.word(c, depth + 1))
+            if self.text(named[0]).lstrip().startswith("<"):
+                read = target if target else None
+            elif target:  # ``x=$(> /dev/sda)``: the redirect alone still opens (truncates) its target
+                op = "".join(self.text(c) for c in named[0].children if not c.is_named)
+                self.cmds.append(Cmd([], [], self.text(node), [(op, target)], cwd=self.cwd, function=self.func))
+        text = self.file_text(read) if read is not None else None
+        if text is not None:  # ``$(cat f)`` / ``$(< f)`` of a file written on the line or read from the task
+            value = text.rstrip("\n")
+        elif len(inner) == 1 and inner[0].argv == ["cat"] and inner[0].stdin_text is not None:
+            value = inner[0].stdin_text.rstrip("\n")  # ``$(cat <<EOF … EOF)``
+        elif len(inner) == 1:
             printed = echo_output(inner[0].argv)
             if printed is not None:
                 value = printed.rstrip("\n")
@@ -840,6 +962,9 @@ class _Walker:
         kinds = self.env_kinds.get(name, NOKINDS)
         if name == UNKNOWN:
             return _Piece(UNKNOWN, split=not quoted, kinds=OPAQUE)
+        if (subscript in ("@", "*") or name in ("@", "*") and not subscript) and op == ":" and not length:
+            # ``"${a[@]:1}"``, ``"${@:2}"``: a slice of the elements (of the positional parameters, $0 first)
+            return self.slice(name, subscript, arg_nodes, depth, quoted, kinds)
         if subscript in ("@", "*"):
             if name in self.arrays and all(UNKNOWN not in x for x in self.arrays[name]):
                 # ``"${a[@]}"``: one word per element
@@ -847,10 +972,12 @@ class _Walker:
             return _Piece(value if value is not None else UNKNOWN, split=True, kinds=kinds)
         if name == "@" and not op and not length:
             return _Piece(value if value is not None else UNKNOWN, split=True, at=quoted, kinds=kinds)
-        if subscript and subscript.isdigit() and name in self.arrays:
+        if subscript and name in self.keyed and subscript.strip("'\"") in self.keyed[name]:
+            return _Piece(self.keyed[name][subscript.strip("'\"")], split=not quoted, kinds=kinds)
+        if subscript and re.fullmatch(r"-?\d+", subscript) and name in self.arrays:
             items = self.arrays[name]
-            i = int(subscript)
-            return _Piece(items[i] if i < len(items) else "", split=not quoted, kinds=kinds)
+            i = int(subscript)  # ``${a[-1]}``: counted from the end
+            return _Piece(items[i] if -len(items) <= i < len(items) else "", split=not quoted, kinds=kinds)
         if subscript:
             self.arith_code(subscript, depth)
         if length:
@@ -858,6 +985,11 @@ class _Walker:
         if op in ("/", "//", "/#", "/%"):
             return self.replace(value, op, arg_nodes, depth, quoted, kinds)
         arg = "".join(p.text for n in arg_nodes for p in self.pieces(n, depth + 1, True)) if arg_nodes else ""
+        if op in ("%", "%%", "#", "##") and arg_nodes and all(n.type == "regex" for n in arg_nodes):
+            # tree-sitter's pattern node leaves out leading blanks (``${x%% *}``): the source after the operator
+            close = node.children[-1].start_byte if node.children and self.text(node.children[-1]) == "}" else node.end_byte
+            start = next(c.end_byte for c in node.children if not c.is_named and self.text(c) == op)
+            arg = self.src[start:close].decode("utf-8", "replace")
         known = value is not None and UNKNOWN not in value
         if op in (":-", "-", ":=", "="):
             if value is None or (op.startswith(":") and value == ""):
@@ -900,6 +1032,31 @@ class _Walker:
             kinds = kinds | OPAQUE
         return _Piece(UNKNOWN if value is None else value, split=not quoted, kinds=kinds)
 
+    def slice(self, name: str, subscript: str, arg_nodes: list[Node], depth: int, quoted: bool, kinds: Kinds) -> _Piece:
+        """``${a[@]:off:len}`` / ``${@:off:len}``: the elements from ``off`` (negative: from the end)."""
+        opaque = _Piece(UNKNOWN, split=True, kinds=kinds | OPAQUE)
+        if subscript:
+            items = self.arrays.get(name)
+            if items is None:
+                items = [self.env[name]] if self.env.get(name) else []
+        else:  # positional parameters: ${@:0} starts with $0
+            at = self.env.get("@")
+            if at is None:
+                items = None
+            else:
+                items = [self.env.get("0", "bash")] + (at.split(ARGSEP) if at else [])
+        arg = "".join(p.text for n in arg_nodes for p in self.pieces(n, depth + 1, True))
+        nums = re.fullmatch(r"\s*(-?\d+)\s*(?::\s*(-?\d+)\s*)?", arg)
+        if items is None or nums is None or any(UNKNOWN in x for x in items):
+            return opaque
+        off = int(nums.group(1))
+        start = off if off >= 0 else max(len(items) + off, 0)
+        part = items[start:]
+        if nums.group(2) is not None:
+            n = int(nums.group(2))
+            part = part[:n] if n >= 0 else part[: max(len(part) + n, 0)]
+        return _Piece(ARGSEP.join(part), split=True, at=quoted and (subscript == "@" or name == "@"), kinds=kinds)
+
     def replace(
         self, value: str | None, op: str, arg_nodes: list[Node], depth: int, quoted: bool, kinds: Kinds
     ) -> _Piece:
@@ -933,6 +1090,15 @@ class _Walker:
         return _Piece(out, split=not quoted, kinds=kinds)
 
 
+def _file_read(cmd: Cmd) -> str | None:
+    """The file a ``$( )`` prints whole: ``cat f`` or ``< f``."""
+    if len(cmd.argv) == 2 and cmd.argv[0] == "cat" and not cmd.argv[1].startswith("-"):
+        return cmd.argv[1]
+    if not cmd.argv and [op for op, _ in cmd.redirects] == ["<"]:
+        return cmd.redirects[0][1]
+    return None
+
+
 def _drop_prefix(argv: list[str], kinds: list[Kinds]) -> None:
     """Drop what tree-sitter misread as the program: the ``{`` of ``f(){ rm …`` (a group) and
     ``coproc`` (``coproc cmd``, ``coproc NAME { …; }``, ``coproc { …; }``: bash runs what follows)."""
@@ -953,7 +1119,13 @@ def _drop_prefix(argv: list[str], kinds: list[Kinds]) -> None:
 
 
 def parse(
-    text: str, *, env: dict[str, str] | None = None, classify: Classifier | None = None, cwd: str | None = None
+    text: str,
+    *,
+    env: dict[str, str] | None = None,
+    classify: Classifier | None = None,
+    cwd: str | None = None,
+    read: Reader | None = None,
+    arrays: dict[str, list[str]] | None = None,
 ) -> Script:
     """Parse normalised bash text into the simple commands that would run."""
     if not text.isascii():
@@ -964,10 +1136,14 @@ def parse(
         # ``coproc [NAME] { …; }`` / ``coproc [NAME] ( … )``: tree-sitter-bash does not know the keyword
         # and misreads the compound command; bash runs it (in the background), so read it without it
         text = _COPROC.sub(lambda m: m.group(1) + " " * (len(m.group(0)) - len(m.group(1))), text)
+    if "time" in text or "!" in text:
+        text = _TIMED_DEF.sub(lambda m: m.group(1) + " " * (len(m.group(0)) - len(m.group(1))), text)
     src = text.encode("utf-8")
     tree = _PARSER.parse(src)
     root = tree.root_node
-    w = _Walker(src, env, classify, cwd)
+    w = _Walker(src, env, classify, cwd, read)
+    if arrays:  # arrays of the task's shell state (``"${A[@]}"`` one word per element)
+        w.arrays.update({k: list(v) for k, v in arrays.items()})
     w.stmt(root, 0)
     cmds = w.cmds
     if root.has_error:

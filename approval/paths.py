@@ -419,7 +419,34 @@ _WRITE_ORDER = ("blockdev", "sysrq", "persist", "system", "net")
 def _dev_glob_is_block(p: str) -> bool:
     """``/dev/sd?``, ``/dev/sd[a-z]``, ``/dev/nvme*``: a glob under /dev that names a disk."""
     rx = glob_regex(p[len("/dev/") :]) if _GLOB_CHAR.search(p) else None
-    return rx is not None and any(rx.fullmatch(n) for n in _DEV_SAMPLES)
+    if rx is not None and any(rx.fullmatch(n) for n in _DEV_SAMPLES):
+        return True
+    # ``/dev/sd[c]``, ``/dev/nvme[0-1]n1``: every name a bracket class spells out (bounded)
+    return rx is not None and any(BLOCK_DEVICE.match(c) for c in _bracket_names(p, 64))
+
+
+def _bracket_names(p: str, limit: int) -> list[str]:
+    m = re.search(r"\[(!?\^?)([^\]]+)\]", p)
+    if m is None:
+        return [] if _GLOB_CHAR.search(p) else [p]
+    if m.group(1):
+        return []
+    chars: list[str] = []
+    body = m.group(2)
+    i = 0
+    while i < len(body):
+        if i + 2 < len(body) and body[i + 1] == "-":
+            chars.extend(chr(c) for c in range(ord(body[i]), ord(body[i + 2]) + 1))
+            i += 3
+        else:
+            chars.append(body[i])
+            i += 1
+    out: list[str] = []
+    for ch in chars[:limit]:
+        out.extend(_bracket_names(p[: m.start()] + ch + p[m.end() :], limit - len(out)))
+        if len(out) >= limit:
+            break
+    return out
 
 
 def _write_class_norm(p: str) -> str:

@@ -9,6 +9,7 @@ The tree walk (parser.py) and the error-tolerant lexer (lexer.py) both resolve w
 from __future__ import annotations
 
 import ast
+import base64
 import posixpath
 import re
 
@@ -243,17 +244,27 @@ def echo_output(argv: list[str]) -> str | None:
 
 
 def printf_output(fmt: str, args: list[str]) -> str:
+    """What ``printf FMT ARGS`` prints; the format is reused while arguments are left
+    (``printf '%s\\n' a b`` prints two lines)."""
     out: list[str] = []
-    it = iter(args)
+    pending = list(args)
+    used = [0]
 
     def conv(m: re.Match[str]) -> str:
         spec = m.group(1)
         if spec == "%":
             return "%"
-        v = next(it, "")
+        used[0] += 1
+        v = pending.pop(0) if pending else ""
         return decode_escapes(v) if spec == "b" else v
 
-    out.append(re.sub(r"%[-+ #0]*\d*(?:\.\d+)?([sbdiouxXfeEgGc%])", conv, decode_escapes(fmt)))
+    rx = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?([sbdiouxXfeEgGc%])")
+    text = decode_escapes(fmt)
+    for _ in range(4096):
+        used[0] = 0
+        out.append(rx.sub(conv, text))
+        if not pending or not used[0]:
+            break
     return "".join(out)
 
 
@@ -292,6 +303,13 @@ def _filter(name: str, args: list[str], text: str) -> str | None:
     if UNKNOWN in text or any(UNKNOWN in a for a in args):
         return None
     lines = _lines(text)
+    if name in ("base64", "base32") and args and all(a in ("-d", "--decode", "-i", "--ignore-garbage", "-di") for a in args):
+        try:  # ``$(echo ZGVsZXRl | base64 -d)``: the decoded word
+            packed = "".join(text.split())
+            raw = base64.b64decode(packed) if name == "base64" else base64.b32decode(packed)
+            return raw.decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            return None
     if name == "rev" and not args:
         return "\n".join(line[::-1] for line in lines) + "\n"
     if name == "cut":

@@ -34,6 +34,7 @@ class Xargs:
     delimiter: str | None  # ``-d D``/``--delimiter=D``
     arg_file: str | None  # ``-a F``/``--arg-file=F``: items come from that file, not the input
     max_procs: str | None  # ``-P N``/``--max-procs=N`` (``0``: as many at once as it can)
+    max_args: int | None  # ``-n N``/``--max-args=N``: items per run of the command
     no_run_if_empty: bool  # ``-r``: an empty input runs nothing (GNU runs the command once otherwise)
     open_tty: bool  # ``-o``: the command's stdin is the terminal
 
@@ -53,6 +54,7 @@ def parse_xargs(args: list[str]) -> Xargs:
     opts, command = getopt(args, _SHORT_WITH_ARG, _LONG, _LONG_WITH_ARG, permute=False,
                            short_optional_arg=_SHORT_OPTIONAL)
     replace = delimiter = arg_file = max_procs = None
+    max_args: int | None = None
     null = no_run = tty = False
     for name, value in opts:
         if name == "-I":
@@ -67,8 +69,10 @@ def parse_xargs(args: list[str]) -> Xargs:
             arg_file = value
         elif name in ("-P", "--max-procs"):
             max_procs = value
+        elif name in ("-n", "--max-args"):
+            max_args = int(value) if value is not None and value.isdigit() and int(value) > 0 else None
         elif name in ("-r", "--no-run-if-empty"):
             no_run = True
         elif name in ("-o", "--open-tty"):
             tty = True
-    return Xargs(command, opts, replace, null, delimiter, arg_file, max_procs, no_run, tty)
+    return Xargs(command, opts, replace, null, delimiter, arg_file, max_procs, max_args, no_run, tty)

@@ -65,7 +65,12 @@ def _h_docker(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
         d.add(ctx, "container_mass_delete", cmd.text, f"{name} {' '.join(words[:2])} removes every service of a stack or swarm.")
         return
     if name in ("docker-compose", "podman-compose"):
-        if words[:1] == ["down"] and any(a in ("-v", "--volumes", "--rmi") for a in args):
+        if words[:1] == ["down"] and any(
+            a in ("-v", "--volumes", "--rmi")
+            or a.startswith(("--rmi=", "--volumes=")) and a != "--volumes=false"
+            or re.fullmatch(r"-[a-uw-zA-Z]*v\w*", a)  # clustered: ``-vt5``
+            for a in args
+        ):
             d.add(ctx, "container_mass_delete", cmd.text, "compose down -v deletes the project's volumes.")
         return
     if name == "crictl":

@@ -90,6 +90,14 @@ def _h_sql(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd
             texts.append(a.split("=", 1)[1])
         elif re.match(r"^-[ce].+", a) and a[:2] in code_flags:
             texts.append(a[2:])
+        elif re.fullmatch(r"-[a-zA-Z]{2,}", a) and "-" + a[-1] in code_flags and i + 1 < len(args):
+            texts.append(args[i + 1])  # a cluster ending in the code flag: ``psql -Xc 'DROP …'``
+        elif re.fullmatch(r"--[a-z][\w-]{3,}(=.*)?", a) and a not in code_flags:
+            # a unique prefix of a long code flag (getopt_long; mysql's own option parser too): ``--exec``
+            head, eq, value = a.partition("=")
+            longs = [f for f in code_flags if f.startswith("--") and f.startswith(head)]
+            if len(longs) == 1:
+                texts.append(value if eq else (args[i + 1] if i + 1 < len(args) else ""))
     if name in ("sqlite3", "sqlite", "duckdb", "bq", "db2", "sqlite-utils", "turso", "dolt", "mysqlsh", "influx"):
         texts.extend(a for a in args if not a.startswith("-") and " " in a)
     texts.extend(_stdin_texts(cmd))

@@ -377,7 +377,10 @@ _H_IS_HELP = frozenset(
 
 
 def is_help(name: str, args: list[str]) -> bool:
-    """``X --help``, ``X -help``, ``X help ...``, and ``-h`` of tools where it means help: the tool only prints usage."""
+    """``X --help``, ``X -help``, ``X help ...``, and ``-h`` of tools where it means help: the tool only prints usage.
+    Only the tool's own words count: not those after ``--``, nor those of the command a container
+    tool runs (``docker exec c dropdb -h host`` runs dropdb; ``kubectl exec pod -- x --help``)."""
+    args = _own_words(name, args)
     if "--help" in args or "--version" in args:
         return True
     if "-help" in args and name not in ("shutdown", "halt", "poweroff", "reboot", "kill"):
@@ -389,6 +392,22 @@ def is_help(name: str, args: list[str]) -> bool:
     if args and all(a in HELP_FLAGS for a in args):
         return True
     return bool(args[:1] == ["help"] and name not in SHELLS)
+
+
+_RUNS_INNER = {"exec", "run", "debug", "attach", "enter", "shell", "ssh"}
+
+
+def _own_words(name: str, args: list[str]) -> list[str]:
+    """The words a tool reads as its own: up to ``--``, and for ``docker|podman|kubectl|… exec|run``
+    up to the command it runs (its third operand: ``exec``, the container, the command)."""
+    if "--" in args:
+        args = args[: args.index("--")]
+    if args and args[0] in _RUNS_INNER or args[:2] in (["compose", "exec"], ["compose", "run"], ["container", "exec"], ["container", "run"]):
+        ops = [i for i, a in enumerate(args) if not a.startswith("-")]
+        first = 2 if args[0] in ("compose", "container") else 1
+        if len(ops) > first + 1:
+            args = args[: ops[first + 1]]
+    return args
 
 
 def _plain_operands(args: list[str]) -> list[str]:

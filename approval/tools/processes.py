@@ -122,7 +122,12 @@ def _h_pkill(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     """``pkill``/``killall`` of a whole user (``-u``), a catch-all pattern (``.``, ``.*``), or a critical daemon
     (sshd, dockerd, init, systemd): the machine or its remote access goes."""
     opts, ops = split_options(args, _KILLALL_WITH_ARG if name == "killall" else _PKILL_WITH_ARG)
-    selectors = any(o in _SELECTORS or o.startswith(("--user=", "--uid=", "--euid=")) for o in opts)
+    selectors = any(
+        o in _SELECTORS
+        or o.startswith(("--user=", "--uid=", "--euid="))
+        or len(o) > 2 and o[:2] in ("-u", "-U", "-g", "-G", "-P", "-t")  # attached: ``pkill -ualice``
+        for o in opts
+    )
     catch_all = any(re.fullmatch(r"\.\*?|\.\+|\^|\$|\^\.\*\$?|\*|\[\^\]\]\*|.?\*", p) or p == "" for p in ops)
     inverse = name != "killall" and any(o in ("-v", "--inverse") or re.fullmatch(r"-[a-zA-Z0-9]*v[a-zA-Z]*", o) for o in opts)
     if (selectors and not ops) or catch_all or (name == "killall" and "-r" in opts and catch_all):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import shlex
 from typing import TYPE_CHECKING
 
 from .. import inline
@@ -14,6 +15,7 @@ from ..commands import (
     CODE_FLAGS,
     SHELLS,
     base_name,
+    command_start,
     classify,
     interpreter_lang,
     option_value,
@@ -337,10 +339,13 @@ def _h_xargs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     item: str = UNKNOWN
     empty = False
     texts = [cmd.stdin_text] if cmd.stdin_text is not None else []
-    # with -a the items come from that file, and what is piped in is the command's stdin instead
+    # ``xargs -a args kubectl``: the items come from that file (written on the line or read), and what is
+    # piped in is the command's stdin instead
     upstream = cmd.upstream[-1:] if call.reads_input else []
     if not call.reads_input:
-        texts = []
+        arg_file = call.arg_file or ""
+        known = ctx.written.get(base_name(arg_file)) if base_name(arg_file) in ctx.written else d.read_data(arg_file, cmd.cwd)
+        texts = [known] if known is not None and UNKNOWN not in known else []
     for g in upstream:
         for m in g:
             a = unwrap(m.argv)[0]
@@ -349,12 +354,22 @@ def _h_xargs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
                 texts.append(literal)
             if a and _endless_source(a) and call.max_procs == "0":
                 d.add(ctx, "fork_bomb", cmd.text, f"xargs -P0 starts a process for every line {a[0]} makes, all at once.")
+    batches: list[list[str]] = []
     for text in texts[-1:]:
         stripped = text.strip("\n\0 ") if whole else text
         if whole and stripped:
             item = stripped.split("\0")[0].split("\n")[0] if replace is not None or not call.null else stripped
+            if replace is None and call.null:  # ``printf '%s\0' a b | xargs -0 cmd``
+                items = [x for x in stripped.split("\0") if x]
+                n = call.max_args or _ALL
+                batches = [items[k : k + n] for k in range(0, len(items), n)][:8]
         elif not whole and text.split():
             item = text.split()[0]
+            # every word of the input is an argument (``echo delete ns prod | xargs kubectl``), as many
+            # per run as -n allows
+            items = _xargs_words(text)
+            n = call.max_args or _ALL
+            batches = [items[k : k + n] for k in range(0, len(items), n)][:8]
         else:
             empty = True  # empty input: xargs still runs the command once, without arguments (GNU, no -r)
     for g in upstream:
@@ -375,6 +390,22 @@ def _h_xargs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     if not empty:
         argv = [s.replace(replace, item) for s in sub] if replace else sub + [item]
         d.command(Cmd(argv, [mass] * len(argv), cmd.text, upstream=cmd.upstream, cwd=cmd.cwd), ctx)
+        for batch in batches if not replace else []:
+            if batch != [item]:
+                argv = sub + batch
+                d.command(Cmd(argv, [mass] * len(argv), cmd.text, upstream=cmd.upstream, cwd=cmd.cwd), ctx)
+
+
+#: xargs gives all its items to one run unless -n says how many (-L counts lines: words unknown).
+_ALL = 1 << 16
+
+
+def _xargs_words(text: str) -> list[str]:
+    """xargs' default reading: blank-separated words, with quotes and backslashes honoured."""
+    try:
+        return shlex.split(text)[:4096]
+    except ValueError:
+        return text.split()[:4096]
 
 
 @also("gdb", "cgdb", "gdb-multiarch", "lldb", "rr")
@@ -404,7 +435,11 @@ def _h_parallel(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
             d.add(ctx, "fork_bomb", cmd.text, "parallel -j0 starts a process for every line of endless input, all at once.")
     if ":::" in args:
         j = args.index(":::")
-        template = [a for a in args[:j] if not a.startswith("-")]
+        # parallel's own options, then the command template with its options (``parallel badblocks -w ::: /dev/sdb``)
+        k = command_start(args[:j], {"-j", "-S", "-P", "-n", "-N", "-L", "-l", "-I", "-E", "-d", "-a", "-X", "-C"},
+                          {"--jobs", "--sshlogin", "--max-args", "--max-lines", "--delimiter", "--arg-file", "--colsep",
+                           "--joblog", "--results", "--tmpdir", "--workdir", "--timeout", "--retries", "--tagstring"})
+        template = args[k:j] or [a for a in args[:j] if not a.startswith("-")]
         for v in args[j + 1 : j + 5]:
             argv = [t.replace("{}", v) for t in template] if any("{}" in t for t in template) else template + [v]
             d.command(Cmd(argv, [frozenset()] * len(argv), cmd.text, cwd=cmd.cwd), ctx)
