@@ -245,7 +245,11 @@ def _h_volume(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
     "dfu-util-image",
 )
 def _h_imagewriter(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
-    """Image writers and flashers (ventoy, bmaptool, etcher…): writing an image erases the target drive."""
+    """Image writers and flashers (ventoy, bmaptool, etcher…): writing an image erases the target drive.
+    Without an operand they only print help or a version, or open their window (``woeusb -v``,
+    ``woeusb --about``, ``etcher``): nothing is written until a target is named."""
+    if not [a for a in args if not a.startswith("-")]:
+        return
     if name == "bmaptool" and args[:1] != ["copy"]:
         return
     if name == "rpi-imager" and "--cli" not in args:
@@ -454,7 +458,7 @@ EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "disk_image_write",
         match=("bmaptool copy image.wic /dev/sdb", "asr restore --source os.dmg --target /Volumes/Spare --erase"),
-        no_match=("bmaptool create image.wic", "asr imagescan --source os.dmg"),
+        no_match=("bmaptool create image.wic", "asr imagescan --source os.dmg", "woeusb --about", "etcher"),
     ),
     Examples(
         "device_write",

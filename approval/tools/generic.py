@@ -561,7 +561,10 @@ def _service_stop(d: Detector, t: _Tool) -> None:
 
 
 def _power(d: Detector, t: _Tool) -> None:
-    """Power verbs and flags (``X reboot``, ``--poweroff``) of tools without a handler."""
+    """Power verbs and flags (``X reboot``, ``--poweroff``) of tools without a handler; a verb aimed at a
+    drive (``udisksctl power-off -b /dev/sdb``, ``--block-device``) powers off that drive, not the machine."""
+    if any(a.startswith("/dev/") or a.startswith("--block-device") for a in t.args):
+        return
     if (
         not t.handled
         and t.name not in _NOT_DAEMONS

@@ -90,6 +90,7 @@ EXAMPLES: tuple[Examples, ...] = (
                "org.freedesktop.login1.Manager.Reboot boolean:true", "shutdown -p now", "halt -p",
                "osascript -e 'tell app \"System Events\" to shut down'", "svc power shutdown"),
         no_match=("shutdown -c", "systemctl status", "echo reboot", "uptime", "loginctl list-sessions",
-                  "zoneadm -z web01 reboot", "machinectl reboot c1", "osascript -e 'display dialog \"restart?\"'"),
+                  "zoneadm -z web01 reboot", "machinectl reboot c1", "osascript -e 'display dialog \"restart?\"'",
+                  "udisksctl power-off -b /dev/sdb"),
     ),
 )
