@@ -388,6 +388,7 @@ def _cloud_delete_verb(name: str, ops: list[str]) -> str:
     "aws",
     "gcloud",
     "az",
+    "azure",  # the classic Azure CLI (``azure vm disk delete``, ``azure group delete``)
     "gsutil",
     "doctl",
     "hcloud",
@@ -437,6 +438,7 @@ def _cloud_delete_verb(name: str, ops: list[str]) -> str:
     "vagrant",
     "utmctl",
     "xl",
+    "xm",  # Xen's older toolstack: ``xm reboot|shutdown|destroy DOM`` stops a guest, not this machine
 )
 def _h_cloud(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """Cloud CLIs' delete/terminate verbs (``aws s3 rb``, ``s3 rm --recursive``, ``ec2 terminate-instances``,
@@ -468,7 +470,7 @@ def _h_cloud(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
         if ops[:1] == ["destroy"]:
             d.add(ctx, "vm_destroy", cmd.text)
         return
-    if name in ("prlctl", "utmctl", "xl", "lxc", "incus"):
+    if name in ("prlctl", "utmctl", "xl", "xm", "lxc", "incus"):
         return
     if name == "aws":
         ops = _aws_operands(args)

@@ -13,7 +13,7 @@ from ..commands import (
 )
 from ..model import Cmd, Kinds
 from ..paths import is_block_device
-from .base import Ctx, Examples, also, handles
+from .base import Ctx, Examples, _inner, _opt_value, also, handles
 from .generic import _IMAGE_FILE
 
 if TYPE_CHECKING:
@@ -75,9 +75,28 @@ def _h_cryptsetup(d: Detector, name: str, args: list[str], kinds: list[Kinds], c
 
 @handles("mdadm")
 def _h_mdadm(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
-    """``mdadm --create``/``--zero-superblock``: builds or erases RAID metadata over existing disks."""
+    """``mdadm --create``/``--zero-superblock``: builds or erases RAID metadata over existing disks;
+    ``--add``/``-a`` of a device to an array makes it a member that the rebuild overwrites."""
     if any(a in ("--create", "-C", "--zero-superblock", "--build") for a in args):
         d.add(ctx, "disk_format", cmd.text, "mdadm writes RAID metadata onto devices.")
+    else:
+        add = next((i for i, a in enumerate(args) if a in ("--add", "-a", "--add-spare")), -1)
+        if add >= 0 and any(is_block_device(a) for a in args[add + 1 :]):
+            d.add(ctx, "device_write", cmd.text, "mdadm --add makes a device an array member: the rebuild overwrites it.")
+
+
+_FIO_WRITES = frozenset({"write", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim", "trimwrite"})
+
+
+@handles("fio")
+def _h_fio(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """fio writes its test pattern onto ``--filename`` only when the workload writes or trims
+    (``--rw=write|randwrite|rw|randrw|trim…``); its default, ``read``, and ``randread`` only read."""
+    files = [f for v in _opt_value(args, "", "--filename") for f in v.split(":")]
+    rw = (_opt_value(args, "", "--rw") + _opt_value(args, "", "--readwrite") or ["read"])[-1]
+    dev = next((f for f in files if is_block_device(f)), "")
+    if dev and rw.split(":")[0] in _FIO_WRITES:
+        d.add(ctx, "device_write", cmd.text, f"fio --rw={rw} writes its test pattern over {dev}.")
 
 
 @handles("nvme")
@@ -214,7 +233,21 @@ def _h_volume(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
     """Volume managers: ``zpool/zfs destroy``, ``lvremove``, ``vgremove``, ``pvcreate`` over a used disk,
     ``btrfs subvolume delete``: storage and everything on it goes."""
     sub = next((a for a in args if not a.startswith("-")), "")
-    if name == "zpool" and sub in ("create", "destroy", "labelclear", "split"):
+    if name == "lvm" and sub:
+        # ``lvm`` is the multiplexer every LVM command links to: ``lvm vgextend vg /dev/sdx`` is ``vgextend``
+        _inner(d, args[args.index(sub) :], cmd, ctx)
+        return
+    ops = [a for a in args if not a.startswith("-")]
+    # a disk joined to a pool (``zpool add|attach|replace``, ``btrfs device add``, ``btrfs replace start``) gets
+    # the pool's labels written over it, as ``vgextend`` initialises a disk that is not yet a PV
+    joined = [o for o in ops[2:] if is_block_device(o)] if (
+        name == "zpool" and sub in ("add", "attach", "replace")
+        or name == "btrfs" and ops[:2] in (["device", "add"], ["replace", "start"])
+    ) else []
+    if joined:
+        d.add(ctx, "device_write", cmd.text, f"{name} {' '.join(ops[:2]) if name == 'btrfs' else sub} writes pool "
+              f"labels over {joined[-1]}.")
+    elif name == "zpool" and sub in ("create", "destroy", "labelclear", "split"):
         d.add(ctx, "volume_destroy", cmd.text, f"zpool {sub} destroys or overwrites a storage pool.")
     elif name == "zfs" and sub in ("destroy", "rollback"):
         d.add(ctx, "volume_destroy", cmd.text, f"zfs {sub} discards datasets or snapshots.")
@@ -222,8 +255,6 @@ def _h_volume(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
         d.add(ctx, "volume_destroy", cmd.text)
     elif name == "stratis" and ("destroy" in args or "create" in args or "add-data" in args or "add-cache" in args):
         d.add(ctx, "volume_destroy", cmd.text, "stratis creates or destroys a storage pool or filesystem.")
-    elif name == "lvm" and sub in ("lvremove", "vgremove", "pvremove", "pvcreate", "vgcreate"):
-        d.add(ctx, "volume_destroy", cmd.text)
     elif name in ("lvremove", "vgremove", "pvremove", "pvcreate", "vgcreate", "lvreduce", "vgreduce"):
         d.add(ctx, "volume_destroy", cmd.text, f"{name} removes or overwrites LVM volumes.")
 

@@ -158,6 +158,9 @@ _NOT_DAEMONS = frozenset(
         "hyprctl",
         "swaymsg",
         "i3-msg",
+        "erl",  # ``erl -s init stop``: the VM it started stops itself
+        "init",  # not a runlevel: ``init stop`` is no verb of init (``init 0|6|1`` is the power family's)
+        "telinit",
         "gsettings",
         "flatpak",
         "pueue",
@@ -219,6 +222,13 @@ _READERS = frozenset(
 )
 READ_ONLY_DEVICE = frozenset(
     {
+        # tracers and file-recovery tools read the device; what they recover is written elsewhere
+        "blktrace",
+        "btrace",
+        "blkparse",
+        "extundelete",
+        "ext4magic",
+        "photorec",
         "lsblk",
         "blkid",
         "smartctl",
