@@ -493,7 +493,9 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "device_write",
-        match=("debugfs -w /dev/sdb1",),
-        no_match=("debugfs /dev/sdb1", "blkid /dev/sdb1"),
+        match=("debugfs -w /dev/sdb1", "zpool add tank /dev/sdc", "btrfs device add /dev/sdf /mnt",
+               "mdadm /dev/md0 --add /dev/sdc1", "fio --filename=/dev/sdb --rw=randwrite --name=t", "lvm vgextend vg /dev/sdx"),
+        no_match=("debugfs /dev/sdb1", "blkid /dev/sdb1", "fio --filename=/dev/sdb --rw=read --name=t", "blktrace -d /dev/sda",
+                  "extundelete /dev/sda4 --restore-all", "zpool status tank", "mdadm --detail /dev/md0", "lvm lvs"),
     ),
 )

@@ -91,6 +91,6 @@ EXAMPLES: tuple[Examples, ...] = (
                "osascript -e 'tell app \"System Events\" to shut down'", "svc power shutdown"),
         no_match=("shutdown -c", "systemctl status", "echo reboot", "uptime", "loginctl list-sessions",
                   "zoneadm -z web01 reboot", "machinectl reboot c1", "osascript -e 'display dialog \"restart?\"'",
-                  "udisksctl power-off -b /dev/sdb"),
+                  "udisksctl power-off -b /dev/sdb", "xm reboot web"),
     ),
 )

@@ -263,6 +263,6 @@ EXAMPLES: tuple[Examples, ...] = (
                "rcctl disable smtpd", "svc -d /service/qmail"),
         no_match=("systemctl status nginx", "service nginx status", "nginx -t", "docker compose stop", "npm stop",
                   "service ntpd onestatus", "sysrc ntpd_enable=YES", "sysrc -a", "launchctl list", "svcs -xv",
-                  "rcctl ls started", "port installed"),
+                  "rcctl ls started", "port installed", "erl -noshell -s app start -s init stop"),
     ),
 )
