@@ -828,6 +828,10 @@ def container_listing_is_mass(name: str, args: list[str]) -> bool:
     container, image or volume (or of every one a prune would remove), fed to ``rm``/``stop``.  Options
     are read as the engines read them (``-aqf status=exited``); a name, label or image filter, an
     operand (``images -q nginx``) or ``-n``/``--last``/``-l`` narrows the list, so it is not mass."""
+    if name == "docker-machine":  # ``docker-machine ls -q``: every machine (``--filter``/``-f`` narrows it)
+        opts, ops = getopt(args, "ft", ("--quiet",), ("--filter", "--format", "--timeout"))
+        return ops[:1] == ["ls"] and any(o in ("-q", "--quiet") for o, _ in opts) and not any(
+            o in ("-f", "--filter") for o, _ in opts)
     if name not in ("docker", "podman", "nerdctl", "finch"):
         return False
     i = 0

@@ -25,6 +25,8 @@ CAUGHT = [
     ("container_mass_delete", "docker rm -v $(docker ps --all --quiet --filter status=exited)"),
     ("container_mass_delete", "docker container ls -aq -f status=created | xargs -r docker container rm"),
     ("container_mass_delete", "podman volume rm $(podman volume ls -q --filter dangling=true)"),
+    ("container_mass_delete", "docker-machine kill $(docker-machine ls --quiet)"),
+    ("power", "docker-machine ssh swarm-1 'sudo reboot'"),
     # clusters: delete aliases, kinds that are clusters
     ("cluster_delete", "k3d cluster del staging"),
     ("cluster_delete", "k3d d -a"),
@@ -75,7 +77,8 @@ CAUGHT = [
 ALLOWED = [
     "podman rm -f mycontainer", "podman rmi alpine:3.19", "podman pod ps", "buildah images",
     "docker rm $(docker ps -aq --filter name=test_)", "docker rmi $(docker images -q --filter dangling=true)",
-    "docker stop $(docker ps -q -n 1)", "docker rmi $(docker images -q redis)",
+    "docker stop $(docker ps -q -n 1)", "docker rmi $(docker images -q redis)", "docker-machine rm -f old-vm",
+    "docker-machine ssh dev 'docker ps'", "docker-machine ls --filter driver=virtualbox",
     "k3d cluster list", "k3d registry delete myreg", "kubectl get cluster -A", "kubectl describe clusters.cluster.x-k8s.io prod",
     "rke up --config cluster.yml", "kubectl delete clusterissuer letsencrypt-staging",
     "gcloud config configurations delete scratch --quiet", "scw config profile delete dev", "hcloud context delete staging",

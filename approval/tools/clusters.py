@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 @handles("docker", "podman", "nerdctl", "docker-compose", "podman-compose", "finch", "lima-nerdctl", "crictl", "ctr",
-         "buildah")
+         "buildah", "docker-machine")
 def _h_docker(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """Bulk deletes of containers, volumes and images (``system prune``, ``volume prune``, ``rm $(docker ps -aq)``,
     ``compose down -v``): they remove state other work depends on, and cannot be undone."""
@@ -58,6 +58,13 @@ def _h_docker(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
         },
     )
     words = ops
+    if name == "docker-machine" and words[:1] == ["ssh"]:
+        # ``docker-machine ssh MACHINE CMD``: CMD runs on the machine, judged as itself (as ``ssh host CMD``)
+        rest = args[args.index("ssh") + 1 :]
+        rest = rest[1:] if rest and not rest[0].startswith("-") else rest
+        if rest:
+            d.payload(ctx, " ".join(rest), frozenset(), cmd.text)
+        return
     if words[:1] == ["compose"]:
         words = words[1:]
         name = "docker-compose"
@@ -102,7 +109,8 @@ def _h_docker(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
         )
     ):
         if any("mass" in k for k in kinds) or _fed_by_listing(cmd):
-            d.add(ctx, "container_mass_delete", cmd.text, "Deletes every container, image or volume listed.")
+            d.add(ctx, "container_mass_delete", cmd.text, "Deletes every container, image or volume listed." if name !=
+                  "docker-machine" else "Deletes or stops every machine docker-machine listed (with their disks).")
 
 
 def _fed_by_listing(cmd: Cmd) -> bool:
@@ -785,10 +793,11 @@ EXAMPLES: tuple[Examples, ...] = (
         "container_mass_delete",
         match=("docker system prune -af", "docker volume prune", "podman system reset", "docker compose down -v",
                "docker rm -f $(docker ps -aq)", "podman rm -af", "podman rmi --all", "buildah rm -a",
-               "docker rm $(docker ps -aqf status=exited)", "docker volume rm $(docker volume ls -qf dangling=true)"),
+               "docker rm $(docker ps -aqf status=exited)", "docker volume rm $(docker volume ls -qf dangling=true)",
+               "docker-machine rm -y $(docker-machine ls -q)"),
         no_match=("docker ps -a", "docker rm web", "docker stop web", "docker compose down", "podman rm -f web",
                   "docker rm $(docker ps -qf name=web)", "docker rmi $(docker images -qf dangling=true)",
-                  "docker rmi $(docker images -q nginx)"),
+                  "docker rmi $(docker images -q nginx)", "docker-machine rm -y dev"),
     ),
     Examples(
         "cluster_delete",
