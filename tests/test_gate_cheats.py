@@ -71,6 +71,11 @@ CAUGHT = [
     ("security_disable", "sudo auditctl -e 0"),
     # a command substitution that is a bare operand of a declaration runs
     ("power", "local a b $(shutdown -h now)"),
+    # tools the families now handle still judge the commands they run (as the unknown-wrapper rule did)
+    ("service_stop", "fio --exec_prerun='systemctl stop nginx' job.fio"),
+    ("rm_recursive_root", "buildah run --user root ctr -- rm -rf /usr"),
+    ("sql_destructive", "cf ssh api -c \"psql -c 'DROP TABLE orders'\""),
+    ("git_force_push", "cf run-task builder --command 'git push -f origin main'"),
 ]
 
 # everyday look-alikes: must stay ALLOW
@@ -96,6 +101,7 @@ ALLOWED = [
     "adduser --disabled-password deploy", "adduser deploy www-data", "addgroup ci", "auditctl -l", "auditctl -s",
     "auditctl -a always,exit -F arch=b64 -S execve", "erl -noshell -s release start -s init stop",
     "export A B", "declare -x PATH", "local x $(date +%s)",
+    "buildah run ctr -- ls /", "cf ssh api -c 'ls /home/vcap'", "fio --exec_prerun='sync' job.fio",
 ]
 
 # not the machine's power floor (they may still ask as a service or guest stop)

@@ -58,6 +58,12 @@ def _h_docker(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
         },
     )
     words = ops
+    if name == "buildah" and words[:1] == ["run"]:
+        # ``buildah run [opts] CTR [--] CMD``: CMD runs in the working container, judged as itself (as docker exec)
+        _, target = _split_run(args[args.index("run") + 1 :], _DOCKER_RUN_WITH_ARG | {"--isolation", "--runtime",
+                                                                                      "--user", "--mount"})
+        _inner(d, target[1:][1:] if target[1:2] == ["--"] else target[1:], cmd, ctx)
+        return
     if name == "docker-machine" and words[:1] == ["ssh"]:
         # ``docker-machine ssh MACHINE CMD``: CMD runs on the machine, judged as itself (as ``ssh host CMD``)
         rest = args[args.index("ssh") + 1 :]
@@ -477,6 +483,14 @@ def _h_cloud(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     if name == "vagrant":
         if ops[:1] == ["destroy"]:
             d.add(ctx, "vm_destroy", cmd.text)
+        return
+    if name in ("cf", "cf8") and ops[:1] in (["ssh"], ["run-task"], ["rt"]):
+        # ``cf ssh APP -c CMD`` / ``cf run-task APP --command CMD`` (v6/v7 also ``run-task APP CMD``): CMD runs in
+        # the app's container, judged as itself
+        texts = _opt_value(args, "-c", "--command") + (ops[2:3] if ops[0] != "ssh" and "--command" not in args
+                                                          and "-c" not in args else [])
+        for t in texts:
+            d.payload(ctx, t, frozenset(), cmd.text)
         return
     if name in ("prlctl", "utmctl", "xl", "xm", "lxc", "incus"):
         return

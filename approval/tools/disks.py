@@ -91,7 +91,10 @@ _FIO_WRITES = frozenset({"write", "randwrite", "rw", "readwrite", "randrw", "tri
 @handles("fio")
 def _h_fio(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """fio writes its test pattern onto ``--filename`` only when the workload writes or trims
-    (``--rw=write|randwrite|rw|randrw|trim…``); its default, ``read``, and ``randread`` only read."""
+    (``--rw=write|randwrite|rw|randrw|trim…``); its default, ``read``, and ``randread`` only read.
+    ``--exec_prerun``/``--exec_postrun`` are shell commands fio runs: judged as themselves."""
+    for code in _opt_value(args, "", "--exec_prerun") + _opt_value(args, "", "--exec_postrun"):
+        d.payload(ctx, code, frozenset(), cmd.text)  # fio runs these through system()
     files = [f for v in _opt_value(args, "", "--filename") for f in v.split(":")]
     rw = (_opt_value(args, "", "--rw") + _opt_value(args, "", "--readwrite") or ["read"])[-1]
     dev = next((f for f in files if is_block_device(f)), "")
