@@ -69,6 +69,9 @@ CAUGHT = [
     ("account_change", "sudo addgroup ci sudo"),
     ("account_change", "adduser --ingroup wheel ops"),
     ("security_disable", "sudo auditctl -e 0"),
+    # runlevels other than halt/reboot/single still stop the current one's services (as systemctl isolate)
+    ("service_stop", "sudo telinit 4"),
+    ("power", "telinit -t 10 0"),
     # a command substitution that is a bare operand of a declaration runs
     ("power", "local a b $(shutdown -h now)"),
     # tools the families now handle still judge the commands they run (as the unknown-wrapper rule did)
@@ -100,7 +103,7 @@ ALLOWED = [
     "crontab -l > backup.cron", "crontab backup.cron", "printf '*/5 * * * * /usr/local/bin/sync\\n' | crontab -",
     "adduser --disabled-password deploy", "adduser deploy www-data", "addgroup ci", "auditctl -l", "auditctl -s",
     "auditctl -a always,exit -F arch=b64 -S execve", "erl -noshell -s release start -s init stop",
-    "export A B", "declare -x PATH", "local x $(date +%s)",
+    "telinit q", "init U", "runlevel", "export A B", "declare -x PATH", "local x $(date +%s)",
     "buildah run ctr -- ls /", "cf ssh api -c 'ls /home/vcap'", "fio --exec_prerun='sync' job.fio",
 ]
 
