@@ -59,6 +59,7 @@ CAUGHT = [
     ("db_drop", "rabbitmqctl purge_queue -p /prod invoices"),
     ("db_drop", "nats stream purge EVENTS --force"),
     ("db_drop", "nats object rm artifacts -f"),
+    ("db_drop", "shopctl --env prod sql truncate"),  # a tool the gate does not know: a data noun, an emptying verb
     ("http_delete", "curl -s -XPOST 'http://localhost:9200/logs-2024.*/_delete_by_query?conflicts=proceed' "
                     "-H 'Content-Type: application/json' -d '{\"query\":{\"match_all\":{}}}'"),
     # crontabs emptied, accounts, the audit trail
@@ -98,7 +99,7 @@ ALLOWED = [
     "btrfs device stats /srv", "mdadm --examine /dev/sdh1", "lvm version",
     "consul kv delete config/feature-flag", "vault kv delete secret/app/api-key", "vault secrets enable -path=kv2 kv-v2",
     "influx bucket list", "kafka-topics --describe --topic events --bootstrap-server b1:9092", "rabbitmqctl list_queues",
-    "nats stream info EVENTS", "nats kv del config flags", "zkCli.sh -server zk1:2181 ls /",
+    "nats stream info EVENTS", "shopctl --env prod sql dump", "shopctl db migrate", "nats kv del config flags", "zkCli.sh -server zk1:2181 ls /",
     "curl -XPOST es:9200/logs/_delete_by_query -d '{\"query\":{\"range\":{\"@timestamp\":{\"lt\":\"now-30d\"}}}}'",
     "crontab -l > backup.cron", "crontab backup.cron", "printf '*/5 * * * * /usr/local/bin/sync\\n' | crontab -",
     "adduser --disabled-password deploy", "adduser deploy www-data", "addgroup ci", "auditctl -l", "auditctl -s",

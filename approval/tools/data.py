@@ -499,11 +499,11 @@ EXAMPLES: tuple[Examples, ...] = (
         match=("dropdb production", "rails db:drop", "php artisan migrate:fresh", "python manage.py flush --noinput",
                "consul kv delete -recurse app/", "vault secrets disable kv/", "influx bucket delete -n metrics",
                "kafka-topics.sh --bootstrap-server k:9092 --delete --topic orders", "zookeeper-shell zk:2181 deleteall /app",
-               "rabbitmqadmin purge queue name=jobs", "nats stream rm ORDERS -f"),
+               "rabbitmqadmin purge queue name=jobs", "nats stream rm ORDERS -f", "appctl sql flush", "appctl db truncate"),
         no_match=("rails db:migrate", "createdb test", "python manage.py migrate", "consul kv delete app/key",
                   "consul kv get -recurse", "vault secrets list", "influx delete --bucket b --predicate '_measurement=\"x\"' "
                   "--start 2024-01-01T00:00:00Z --stop 2024-02-01T00:00:00Z", "kafka-topics --list --bootstrap-server k:9092",
-                  "nats kv del cfg mykey", "rabbitmqadmin list queues"),
+                  "nats kv del cfg mykey", "rabbitmqadmin list queues", "appctl sql format q.sql", "appctl db status"),
     ),
     Examples(
         "redis_flush",

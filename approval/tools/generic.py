@@ -589,11 +589,13 @@ def _power(d: Detector, t: _Tool) -> None:
 
 
 def _db_drop(d: Detector, t: _Tool) -> None:
-    """Database drops spelled as subcommands (``db:drop``, ``drop-database``, ``database drop``)."""
+    """Database drops spelled as subcommands (``db:drop``, ``drop-database``, ``database drop``, ``sql flush``,
+    ``db truncate``): a data noun followed by a verb that empties it."""
     low = t.low
     if any(_DB_WORD.match(w) for w in low[:3]) or any(
-        a in ("database", "db", "schema") and b in ("drop", "reset", "wipe", "purge", "destroy")
-        for a, b in zip(low, low[1:])
+        a in ("database", "databases", "db", "schema", "sql", "keyspace", "datastore")
+        and b in ("drop", "reset", "wipe", "purge", "destroy", "flush", "flushall", "truncate", "nuke", "empty")
+        for a, b in zip(low[:3], low[1:4])
     ):
         d.add(t.ctx, "db_drop", t.cmd.text, f"{t.name} {' '.join(t.ops[:3])} drops a database or its tables.")
 
