@@ -62,6 +62,10 @@ CAUGHT = [
     ("db_drop", "shopctl --env prod sql truncate"),  # a tool the gate does not know: a data noun, an emptying verb
     ("http_delete", "curl -s -XPOST 'http://localhost:9200/logs-2024.*/_delete_by_query?conflicts=proceed' "
                     "-H 'Content-Type: application/json' -d '{\"query\":{\"match_all\":{}}}'"),
+    # git-extras commands that push or reset, options read as their scripts read them
+    ("git_force_push", "git magic -a -m 'release' -f -p"),
+    ("git_remote_delete", "git delete-branch hotfix/login"),
+    ("git_reset_hard", "git undo 2 --hard"),
     # crontabs emptied, accounts, the audit trail
     ("crontab_remove", "crontab -u www-data /dev/null"),
     ("crontab_remove", "printf '' | crontab -u deploy -"),
@@ -104,7 +108,7 @@ ALLOWED = [
     "crontab -l > backup.cron", "crontab backup.cron", "printf '*/5 * * * * /usr/local/bin/sync\\n' | crontab -",
     "adduser --disabled-password deploy", "adduser deploy www-data", "addgroup ci", "auditctl -l", "auditctl -s",
     "auditctl -a always,exit -F arch=b64 -S execve", "erl -noshell -s release start -s init stop",
-    "telinit q", "init U", "runlevel", "export A B", "declare -x PATH", "local x $(date +%s)",
+    "git magic -a -m 'force it'", "git undo --soft 2", "git delete-squashed-branches main", "telinit q", "init U", "runlevel", "export A B", "declare -x PATH", "local x $(date +%s)",
     "buildah run ctr -- ls /", "cf ssh api -c 'ls /home/vcap'", "fio --exec_prerun='sync' job.fio",
 ]
 
