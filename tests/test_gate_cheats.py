@@ -66,6 +66,9 @@ CAUGHT = [
     ("git_force_push", "git magic -a -m 'release' -f -p"),
     ("git_remote_delete", "git delete-branch hotfix/login"),
     ("git_reset_hard", "git undo 2 --hard"),
+    # etckeeper: its uninit deletes /etc's history, its vcs runs git there
+    ("git_clean_force", "sudo etckeeper -d /etc vcs clean -fdx"),
+    ("git_history_destroy", "etckeeper -d /srv/etc uninit"),
     # crontabs emptied, accounts, the audit trail
     ("crontab_remove", "crontab -u www-data /dev/null"),
     ("crontab_remove", "printf '' | crontab -u deploy -"),
@@ -108,7 +111,7 @@ ALLOWED = [
     "crontab -l > backup.cron", "crontab backup.cron", "printf '*/5 * * * * /usr/local/bin/sync\\n' | crontab -",
     "adduser --disabled-password deploy", "adduser deploy www-data", "addgroup ci", "auditctl -l", "auditctl -s",
     "auditctl -a always,exit -F arch=b64 -S execve", "erl -noshell -s release start -s init stop",
-    "git magic -a -m 'force it'", "git undo --soft 2", "git delete-squashed-branches main", "telinit q", "init U", "runlevel", "export A B", "declare -x PATH", "local x $(date +%s)",
+    "etckeeper vcs diff", "etckeeper init", "git magic -a -m 'force it'", "git undo --soft 2", "git delete-squashed-branches main", "telinit q", "init U", "runlevel", "export A B", "declare -x PATH", "local x $(date +%s)",
     "buildah run ctr -- ls /", "cf ssh api -c 'ls /home/vcap'", "fio --exec_prerun='sync' job.fio",
 ]
 

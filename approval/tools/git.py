@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..commands import getopt, has_opt, opt_values
 from ..model import UNKNOWN, Cmd, Kinds
-from .base import Ctx, Examples, _opt_value, also, handles
+from .base import Ctx, Examples, _inner, _opt_value, also, handles
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -128,6 +128,19 @@ def _h_git(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd
         d.add(ctx, "git_history_destroy", cmd.text, f"git {sub} (git-extras) discards local work or history.")
     elif sub in ("magic", "undo", "delete-branch", "delete-tag"):
         _git_extras(d, sub, rest, cmd, ctx)
+
+
+@handles("etckeeper")
+def _h_etckeeper(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """etckeeper keeps /etc under version control: ``etckeeper uninit`` deletes that history (the
+    repository in /etc), and ``etckeeper vcs ARGS`` runs its VCS (git) in /etc: judged as ``git ARGS``
+    there (``etckeeper vcs reset --hard`` throws away /etc's uncommitted changes)."""
+    p = getopt(args, "d", (), ())
+    ops = p[1]
+    if ops[:1] == ["uninit"]:
+        d.add(ctx, "git_history_destroy", cmd.text, "etckeeper uninit deletes the version history of /etc.")
+    elif ops[:1] == ["vcs"] and len(ops) > 1:
+        _inner(d, ["git", *args[args.index("vcs") + 1 :]], cmd, ctx)
 
 
 def _git_extras(d: Detector, sub: str, rest: list[str], cmd: Cmd, ctx: Ctx) -> None:
@@ -284,8 +297,9 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "git_history_destroy",
-        match=("git filter-branch --tree-filter 'rm -f x' HEAD", "git reflog expire --expire=now --all", "git gc --prune=now"),
-        no_match=("git gc", "git reflog", "git log --oneline"),
+        match=("git filter-branch --tree-filter 'rm -f x' HEAD", "git reflog expire --expire=now --all", "git gc --prune=now",
+               "etckeeper uninit -f"),
+        no_match=("git gc", "git reflog", "git log --oneline", "etckeeper commit 'nightly'", "etckeeper vcs log"),
     ),
     Examples(
         "repo_delete",
