@@ -927,11 +927,7 @@ def classify(cmd: Cmd) -> Kinds:
         kinds.add("decode")
     elif interpreter_lang(name) and any(inline._DECODE.search(a) for a in args):
         kinds.add("decode")
-    elif (
-        name in ("docker", "podman", "nerdctl")
-        and any(a in ("-q", "--quiet", "-aq", "-qa") for a in args)
-        and not any(a.startswith(("--filter", "-f")) for a in args)
-    ):
+    elif container_listing_is_mass(name, args):
         kinds.add("mass")
     elif name == "ps" and not cmd.upstream:
         kinds.add("pslist")
@@ -942,6 +938,49 @@ def classify(cmd: Cmd) -> Kinds:
     for k in cmd.kinds:
         kinds |= k - {"procsub"}
     return frozenset(kinds)
+
+
+# Listings of a container engine, by what they list, and the filters that select by state (what a prune
+# would remove: exited containers, dangling volumes) rather than by name, label or image.
+_ENGINE_LISTINGS = {
+    ("ps",): "containers", ("container", "ls"): "containers", ("container", "list"): "containers",
+    ("container", "ps"): "containers", ("images",): "images", ("image", "ls"): "images", ("image", "list"): "images",
+    ("volume", "ls"): "volumes", ("volume", "list"): "volumes", ("network", "ls"): "networks",
+    ("network", "list"): "networks", ("pod", "ps"): "pods", ("pod", "ls"): "pods", ("pod", "list"): "pods",
+}
+_STATE_FILTERS = {"containers": ("status", "exited", "health"), "volumes": ("dangling",), "pods": ("status",)}
+_ENGINE_GLOBALS_WITH_ARG = frozenset(
+    {"-H", "--host", "--context", "-c", "--config", "--log-level", "-l", "--namespace", "-n", "--address", "-a",
+     "--url", "--connection", "--root", "--runroot", "--storage-driver"}
+)
+
+
+def container_listing_is_mass(name: str, args: list[str]) -> bool:
+    """``docker ps -aq``, ``podman images -q``, ``docker volume ls -qf dangling=true``: the ids of every
+    container, image or volume (or of every one a prune would remove), fed to ``rm``/``stop``.  Options
+    are read as the engines read them (``-aqf status=exited``); a name, label or image filter, an
+    operand (``images -q nginx``) or ``-n``/``--last``/``-l`` narrows the list, so it is not mass."""
+    if name == "docker-machine":  # ``docker-machine ls -q``: every machine (``--filter``/``-f`` narrows it)
+        opts, ops = getopt(args, "ft", ("--quiet",), ("--filter", "--format", "--timeout"))
+        return ops[:1] == ["ls"] and any(o in ("-q", "--quiet") for o, _ in opts) and not any(
+            o in ("-f", "--filter") for o, _ in opts)
+    if name not in ("docker", "podman", "nerdctl", "finch"):
+        return False
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "-":  # global options before the subcommand
+        i += 2 if args[i] in _ENGINE_GLOBALS_WITH_ARG else 1
+    rest = args[i:]
+    what = next((w for k, w in _ENGINE_LISTINGS.items() if tuple(rest[: len(k)]) == k), "")
+    if not what:
+        return False
+    sub = 2 if rest[:1] != ["ps"] and rest[:1] != ["images"] else 1
+    opts, ops = getopt(rest[sub:], "fn", ("--all", "--quiet", "--no-trunc", "--latest", "--size", "--digests"),
+                       ("--filter", "--format", "--last"))
+    names = {o for o, _ in opts}
+    if not names & {"-q", "--quiet"} or names & {"-n", "--last", "-l", "--latest"} or ops:
+        return False
+    filters = [v or "" for o, v in opts if o in ("-f", "--filter")]
+    return all(f.split("=", 1)[0].lower() in _STATE_FILTERS.get(what, ()) for f in filters)
 
 
 def is_broad_pgrep(args: list[str]) -> bool:

@@ -621,6 +621,8 @@ class _Walker:
                         self.namerefs[ref[0]] = "\x00"
                     continue
                 self.assign(c, depth + 1)
+            elif c.type in ("command_substitution", "process_substitution"):
+                self.substitution(c, depth + 1)  # ``export A $(cmd)``: a bare operand that runs
             elif c.is_named:
                 self.substitutions_in(c, depth + 1)
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..commands import (
     base_name,
+    container_listing_is_mass,
     getopt,
     split_options,
     unwrap,
@@ -28,7 +29,8 @@ if TYPE_CHECKING:
 # -- containers, clusters, clouds
 
 
-@handles("docker", "podman", "nerdctl", "docker-compose", "podman-compose", "finch", "lima-nerdctl", "crictl", "ctr")
+@handles("docker", "podman", "nerdctl", "docker-compose", "podman-compose", "finch", "lima-nerdctl", "crictl", "ctr",
+         "buildah", "docker-machine")
 def _h_docker(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """Bulk deletes of containers, volumes and images (``system prune``, ``volume prune``, ``rm $(docker ps -aq)``,
     ``compose down -v``): they remove state other work depends on, and cannot be undone."""
@@ -56,6 +58,19 @@ def _h_docker(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
         },
     )
     words = ops
+    if name == "buildah" and words[:1] == ["run"]:
+        # ``buildah run [opts] CTR [--] CMD``: CMD runs in the working container, judged as itself (as docker exec)
+        _, target = _split_run(args[args.index("run") + 1 :], _DOCKER_RUN_WITH_ARG | {"--isolation", "--runtime",
+                                                                                      "--user", "--mount"})
+        _inner(d, target[1:][1:] if target[1:2] == ["--"] else target[1:], cmd, ctx)
+        return
+    if name == "docker-machine" and words[:1] == ["ssh"]:
+        # ``docker-machine ssh MACHINE CMD``: CMD runs on the machine, judged as itself (as ``ssh host CMD``)
+        rest = args[args.index("ssh") + 1 :]
+        rest = rest[1:] if rest and not rest[0].startswith("-") else rest
+        if rest:
+            d.payload(ctx, " ".join(rest), frozenset(), cmd.text)
+        return
     if words[:1] == ["compose"]:
         words = words[1:]
         name = "docker-compose"
@@ -87,14 +102,9 @@ def _h_docker(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
         ):
             d.add(ctx, "container_mass_delete", cmd.text, f"{name} {words[0]} prune deletes {words[0]}s in bulk.")
         return
-    if (
-        words[:2] == ["system", "reset"]
-        or words[:1] == ["rm"]
-        and "--all" in args
-        or words[:2] in (["volume", "rm"], ["container", "rm"])
-        and "--all" in args
-    ):
-        d.add(ctx, "container_mass_delete", cmd.text)
+    if words[:2] == ["system", "reset"] or words[:2] == ["pod", "prune"] or _rm_all(words, args):
+        d.add(ctx, "container_mass_delete", cmd.text, f"{name} {' '.join(words[:2])} --all deletes every one in bulk."
+              if words[:2] != ["system", "reset"] else "")
         return
     if (
         words[:1]
@@ -110,21 +120,38 @@ def _h_docker(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
         )
     ):
         if any("mass" in k for k in kinds) or _fed_by_listing(cmd):
-            d.add(ctx, "container_mass_delete", cmd.text, "Deletes every container, image or volume listed.")
+            d.add(ctx, "container_mass_delete", cmd.text, "Deletes every container, image or volume listed." if name !=
+                  "docker-machine" else "Deletes or stops every machine docker-machine listed (with their disks).")
 
 
 def _fed_by_listing(cmd: Cmd) -> bool:
+    """``docker ps -aq | xargs docker rm``: the ids of every container (image, volume) are piped in."""
     for g in cmd.upstream[-1:]:
         for m in g:
             a = unwrap(m.argv)[0]
-            if (
-                a
-                and base_name(a[0]) in ("docker", "podman", "nerdctl")
-                and any(x in ("-q", "--quiet", "-aq", "-qa") for x in a)
-                and not any(x.startswith(("--filter", "-f")) for x in a)
-            ):
+            if a and container_listing_is_mass(base_name(a[0]), a[1:]):
                 return True
     return False
+
+
+# ``rm``-like subcommands of the engines (and buildah), whose ``-a``/``--all`` removes every one
+_ENGINE_RM = (["rm"], ["rmi"], ["container", "rm"], ["image", "rm"], ["volume", "rm"], ["pod", "rm"],
+              ["container", "remove"], ["image", "remove"], ["volume", "remove"], ["pod", "remove"],
+              ["manifest", "rm"], ["network", "rm"], ["secret", "rm"])
+
+
+def _rm_all(words: list[str], args: list[str]) -> bool:
+    """``podman rm -af``, ``podman rmi --all``, ``podman pod rm -a -f``, ``buildah rmi -a``: the ``-a``
+    flag read as the engines parse their options (clustered ``-af``/``-fa``, ``--all``, ``--all=true``)."""
+    for k in _ENGINE_RM:
+        if words[: len(k)] == k:
+            break
+    else:
+        return False
+    i = args.index(k[-1]) + 1 if k[-1] in args else 0
+    opts, _ = getopt(args[i:], "t", ("--all", "--force", "--ignore", "--volumes", "--depend", "--latest", "--prune"),
+                     ("--time", "--cidfile", "--filter"))
+    return any(o in ("-a", "--all") and (v is None or v.lower() in ("true", "1")) for o, v in opts)
 
 
 @handles("kubectl", "oc", "k", "microk8s.kubectl", "kubecolor")
@@ -160,7 +187,14 @@ def _h_kubectl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
         return
     res = ops[1] if len(ops) > 1 else ""
     everything = any(a in ("--all", "-A", "--all-namespaces") for a in args) or "all" in ops[1:2]
-    if everything or res.split("/")[0] in (
+    # a kind that IS a cluster (Cluster API ``clusters.cluster.x-k8s.io``, Rancher's
+    # ``clusters.management.cattle.io``, CloudNativePG's ``clusters.postgresql.cnpg.io``): its controller
+    # deprovisions the whole cluster or database with it; kinds may be listed (``cluster,ns``) and qualified
+    kinds_named = {k.split(".")[0].lower() for k in res.split("/")[0].split(",")}
+    if kinds_named & {"cluster", "clusters"}:
+        d.add(ctx, "cluster_delete", cmd.text, f"kubectl delete {res} deletes a whole cluster through its controller.")
+        return
+    if everything or kinds_named & {
         "project",
         "projects",
         "namespace",
@@ -178,7 +212,7 @@ def _h_kubectl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
         "customresourcedefinitions",
         "clusterrole",
         "clusterroles",
-    ):
+    }:
         d.add(ctx, "cluster_delete", cmd.text, f"kubectl delete {res} removes a namespace or every resource of a kind.")
         return
     why = _kube_bulk_delete(args, ops, cmd)
@@ -240,10 +274,13 @@ def _h_cluster(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
     ops = [a for a in args if not a.startswith("-")]
     hit = False
     if name in ("kind", "k3d", "eksctl", "kops", "ctlptl", "vcluster", "clusterctl"):
+        # the delete verb with the aliases the tools accept (k3d: ``cluster delete|del|rm``; k3d v1 had no
+        # ``cluster`` noun: ``k3d delete --name x``, ``k3d d -a``)
         hit = (
-            "delete" in ops[:2]
+            any(w in _CLUSTER_DELETE for w in ops[:2])
             and (any(w in ("cluster", "clusters") for w in ops[:3]) or name in ("vcluster", "ctlptl", "clusterctl"))
             or (name == "clusterctl" and "delete" in ops)
+            or (name == "k3d" and ops[:1] in (["delete"], ["del"], ["d"]))
         )
     elif name == "minikube":
         hit = ops[:1] == ["delete"]
@@ -251,12 +288,17 @@ def _h_cluster(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
         hit = ops[:1] == ["reset"]
     elif name in ("k3s-uninstall.sh", "rke2-uninstall.sh"):
         hit = True
+    elif name == "rke":
+        hit = ops[:1] == ["remove"]  # tears the cluster's components and data off every node
     elif name == "helm":
         hit = ops[:1] in (["uninstall"], ["delete"]) and any(a in ("--all",) for a in args)
     elif name == "argocd":
         hit = ops[:2] in (["app", "delete"], ["cluster", "rm"]) and "--all" in args
     if hit:
         d.add(ctx, "cluster_delete", cmd.text, f"{name} {' '.join(ops[:2])} deletes a cluster.")
+
+
+_CLUSTER_DELETE = frozenset({"delete", "del", "rm", "remove", "destroy"})
 
 
 _TF_ENV = re.compile(r"(?:^|[\s;&|(])(?:export\s+)?TF_CLI_ARGS(?:_apply)?=(?:'[^']*|\"[^\"]*|\S*)-destroy\b")
@@ -329,15 +371,43 @@ def _h_iac(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd
 
 
 _CLOUD_VERB = re.compile(
-    r"^(?:delete|destroy|terminate|purge|rb|remove|delete-\S+|terminate-\S+|destroy-\S+|remove-\S+|apps:destroy|pg:reset|[a-z-]+:destroy|[a-z-]+:delete|deprovision"
-    r"|schedule-key-deletion|disable-key|deregister-\S+)$"
+    r"^(?:delete|destroy|terminate|purge|purge-\S+|rb|remove|delete-\S+|terminate-\S+|destroy-\S+|remove-\S+|apps:destroy|pg:reset|[a-z-]+:destroy|[a-z-]+:delete|deprovision"
+    r"|schedule-key-deletion|disable-key|deregister-\S+"
+    # ibmcloud's ``service-instance-delete``/``resource-group-delete``, firebase's ``database:remove``
+    r"|[a-z]+(?:-[a-z]+)*-delete|[a-z-]+:remove)$"
 )
+# ``rm``/``del``: the short delete verb of many CLIs (``doctl compute droplet rm``, ``linode-cli linodes rm``,
+# ``ibmcloud ks cluster rm``), after the resource noun; gcloud/az/oci storage ``rm`` of one object is not
+_CLOUD_RM = frozenset({"rm", "del"})
+# Words that make the deleted thing the CLI's own local configuration, not a cloud resource: ``gcloud
+# config configurations delete``, ``hcloud context delete``, ``doctl auth remove``, ``scw config profile
+# delete``, ``civo apikey remove``, Concourse ``fly -t x delete-target``, ``heroku plugins:remove`` (a cloud
+# resource named like one, ``az cdn profile delete``, ``gcloud deploy targets delete``, stays a delete)
+_LOCAL_CONFIG = frozenset(
+    {"config", "configuration", "configurations", "context", "contexts", "auth", "apikey", "apikeys", "plugins",
+     "plugin", "completion"}
+)
+
+
+def _cloud_delete_verb(name: str, ops: list[str]) -> str:
+    """The delete verb among a cloud CLI's first operands, unless it deletes the CLI's local
+    configuration (a context, profile, saved target, API key)."""
+    for i, w in enumerate(ops[:5]):
+        verb = _CLOUD_VERB.match(w) or (i >= 1 and w in _CLOUD_RM and name not in ("gcloud", "az", "oci"))
+        if not verb:
+            continue
+        nouns = {x.lower() for x in ops[:i]} | {w.split(":")[0].lower()}
+        if nouns & _LOCAL_CONFIG or w.lower() in ("delete-target", "delete-context", "delete-profile", "remove-context"):
+            return ""
+        return w
+    return ""
 
 
 @handles(
     "aws",
     "gcloud",
     "az",
+    "azure",  # the classic Azure CLI (``azure vm disk delete``, ``azure group delete``)
     "gsutil",
     "doctl",
     "hcloud",
@@ -349,6 +419,8 @@ _CLOUD_VERB = re.compile(
     "heroku",
     "fly",
     "flyctl",
+    "cf",
+    "cf8",
     "openstack",
     "exo",
     "upcloud",
@@ -385,6 +457,7 @@ _CLOUD_VERB = re.compile(
     "vagrant",
     "utmctl",
     "xl",
+    "xm",  # Xen's older toolstack: ``xm reboot|shutdown|destroy DOM`` stops a guest, not this machine
 )
 def _h_cloud(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """Cloud CLIs' delete/terminate verbs (``aws s3 rb``, ``s3 rm --recursive``, ``ec2 terminate-instances``,
@@ -416,7 +489,15 @@ def _h_cloud(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
         if ops[:1] == ["destroy"]:
             d.add(ctx, "vm_destroy", cmd.text)
         return
-    if name in ("prlctl", "utmctl", "xl", "lxc", "incus"):
+    if name in ("cf", "cf8") and ops[:1] in (["ssh"], ["run-task"], ["rt"]):
+        # ``cf ssh APP -c CMD`` / ``cf run-task APP --command CMD`` (v6/v7 also ``run-task APP CMD``): CMD runs in
+        # the app's container, judged as itself
+        texts = _opt_value(args, "-c", "--command") + (ops[2:3] if ops[0] != "ssh" and "--command" not in args
+                                                          and "-c" not in args else [])
+        for t in texts:
+            d.payload(ctx, t, frozenset(), cmd.text)
+        return
+    if name in ("prlctl", "utmctl", "xl", "xm", "lxc", "incus"):
         return
     if name == "aws":
         ops = _aws_operands(args)
@@ -445,7 +526,7 @@ def _h_cloud(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
         ):
             d.add(ctx, "cloud_delete", cmd.text, f"{name} deletes a bucket or everything under a prefix.")
         return
-    if any(_CLOUD_VERB.match(w) for w in ops[:5]) or (
+    if _cloud_delete_verb(name, ops) or (
         rec and any(w in ("rm", "rb") for w in ops[:3]) and name in ("gcloud", "az", "bq", "oci", "ibmcloud", "scw")
     ):
         d.add(ctx, "cloud_delete", cmd.text, f"{name} {' '.join(ops[:4])} deletes cloud resources.")
@@ -730,14 +811,20 @@ EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "container_mass_delete",
         match=("docker system prune -af", "docker volume prune", "podman system reset", "docker compose down -v",
-               "docker rm -f $(docker ps -aq)"),
-        no_match=("docker ps -a", "docker rm web", "docker stop web", "docker compose down"),
+               "docker rm -f $(docker ps -aq)", "podman rm -af", "podman rmi --all", "buildah rm -a",
+               "docker rm $(docker ps -aqf status=exited)", "docker volume rm $(docker volume ls -qf dangling=true)",
+               "docker-machine rm -y $(docker-machine ls -q)"),
+        no_match=("docker ps -a", "docker rm web", "docker stop web", "docker compose down", "podman rm -f web",
+                  "docker rm $(docker ps -qf name=web)", "docker rmi $(docker images -qf dangling=true)",
+                  "docker rmi $(docker images -q nginx)", "docker-machine rm -y dev"),
     ),
     Examples(
         "cluster_delete",
         match=("kubectl delete ns prod", "kubectl delete pods --all", "kind delete cluster", "kubeadm reset -f",
-               "minikube delete --all"),
-        no_match=("kubectl get pods", "kubectl delete pod web-1", "kind get clusters"),
+               "minikube delete --all", "k3d cluster rm dev", "k3d delete --name dev", "rke remove",
+               "kubectl delete clusters.cluster.x-k8s.io prod"),
+        no_match=("kubectl get pods", "kubectl delete pod web-1", "kind get clusters", "k3d node delete k3d-agent-1",
+                  "kubectl get clusters.management.cattle.io", "rke up"),
     ),
     Examples(
         "workload_stop",
@@ -752,8 +839,11 @@ EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "cloud_delete",
         match=("aws s3 rb s3://bucket --force", "aws s3 rm s3://bucket --recursive", "gsutil rm -r gs://bucket",
-               "az vm delete -g rg -n vm1 --yes", "aws ec2 terminate-instances --instance-ids i-1"),
-        no_match=("aws s3 ls s3://bucket", "aws s3 sync . s3://bucket", "aws ec2 describe-instances"),
+               "az vm delete -g rg -n vm1 --yes", "aws ec2 terminate-instances --instance-ids i-1",
+               "doctl compute droplet rm web", "cf delete-space prod -f", "ibmcloud resource service-instance-delete db"),
+        no_match=("aws s3 ls s3://bucket", "aws s3 sync . s3://bucket", "aws ec2 describe-instances",
+                  "gcloud config configurations delete old", "hcloud context delete old", "fly -t ci delete-target",
+                  "gcloud storage rm gs://bucket/one.txt"),
     ),
     Examples(
         "vm_destroy",

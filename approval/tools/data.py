@@ -389,11 +389,84 @@ def _h_http_delete(d: Detector, name: str, args: list[str], kinds: list[Kinds], 
         methods = _opt_value(args, "", "--method")
     else:
         methods = [a for a in args[:3] if a.isupper()]
+    if any(re.search(r"/_delete_by_query\b", a) for a in args) and (
+        any("match_all" in a for a in args) or not _opt_value(args, "-d", "--data") + _opt_value(args, "", "--data-raw")
+    ):
+        d.add(ctx, "http_delete", cmd.text, "_delete_by_query with match_all (or no query) deletes every document of the index.")
+        return
     if not any(m.upper() == "DELETE" for m in methods):
         return
     urls = [a for a in args if not a.startswith("-") and a.upper() != "DELETE" and ("/" in a or ":" in a)]
     if any(_http_delete_target(u) for u in urls):
         d.add(ctx, "http_delete", cmd.text)
+
+
+# -- data: stores that are not SQL (key/value, secrets, time series, brokers): their drops and truncates
+
+
+def _go_flag(args: list[str], *names: str) -> bool:
+    """A Go-style boolean flag (``-recurse``, ``--recurse``, ``-recurse=true``) as consul/vault/influx read them."""
+    for a in args:
+        name, eq, value = a.lstrip("-").partition("=")
+        if a.startswith("-") and name in names and (not eq or value.lower() in ("true", "1", "t")):
+            return True
+    return False
+
+
+def _store_drop(name: str, args: list[str]) -> str:
+    """Why a store's own CLI drops or empties a whole keyspace, bucket, topic, queue or engine ('' if not):
+    the non-SQL counterparts of ``DROP``/``TRUNCATE`` and ``FLUSHALL``."""
+    ops = [a for a in args if not a.startswith("-")]
+    low = [o.lower() for o in ops]
+    if name == "consul" and low[:2] == ["kv", "delete"] and _go_flag(args, "recurse"):
+        return "consul kv delete -recurse deletes every key under the prefix"
+    if name == "vault" and (low[:2] in (["secrets", "disable"], ["secrets", "unmount"]) or low[:1] == ["unmount"]):
+        return "vault secrets disable unmounts a secrets engine: every secret stored in it is deleted"
+    if name == "influx":
+        if low[:2] in (["bucket", "delete"], ["org", "delete"]):
+            return f"influx {low[0]} delete deletes the {low[0]} and every point in it"
+        if low[:1] == ["delete"] and not any(a in ("-p", "--predicate") or a.startswith("--predicate=") for a in args):
+            return "influx delete without a predicate deletes every point of the time range"
+    if name.removesuffix(".sh") in ("zookeeper-shell", "zkCli", "zk-shell", "zkcli"):
+        if any(w in ("deleteall", "rmr") for w in low):
+            return "deletes a ZooKeeper subtree (deleteall/rmr) with every node under it"
+    if name.removesuffix(".sh") == "kafka-topics" and "--delete" in args:
+        return "kafka-topics --delete deletes a topic and every message in it"
+    if name.removesuffix(".sh") == "kafka-delete-records":
+        return "kafka-delete-records deletes a topic's messages up to an offset"
+    if name == "rabbitmqadmin" and (
+        low[:2] in (["delete", "queue"], ["delete", "vhost"], ["purge", "queue"])
+    ):
+        return f"rabbitmqadmin {low[0]} {low[1]} deletes the messages it holds"
+    if name == "rabbitmqctl" and any(w in ("purge_queue", "delete_queue") for w in low[:2]):
+        return f"rabbitmqctl {next(w for w in low[:2] if w in ('purge_queue', 'delete_queue'))} deletes a queue's messages"
+    if name == "nats":
+        if low[:1] in (["stream"], ["str"], ["s"]) and low[1:2] and low[1] in ("rm", "del", "delete", "purge"):
+            return f"nats stream {low[1]} deletes a stream's messages"
+        if low[:1] in (["kv"], ["object"], ["obj"]) and low[1:2] and low[1] in ("rm", "del", "delete") and len(ops) <= 3:
+            # ``nats kv del BUCKET`` (no key) deletes the bucket; ``nats kv del BUCKET KEY`` one key
+            return f"nats {low[0]} {low[1]} deletes a whole bucket"
+    return ""
+
+
+@handles("zookeeper-shell", "zookeeper-shell.sh", "zkCli.sh", "zkCli", "zk-shell", "kafka-topics", "kafka-topics.sh",
+         "kafka-delete-records", "kafka-delete-records.sh", "rabbitmqadmin", "nats")
+def _h_store(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Non-SQL stores' own drops: ZooKeeper ``deleteall``/``rmr``, ``kafka-topics --delete``,
+    ``rabbitmqadmin delete|purge queue``, ``nats stream rm|purge``, ``nats kv del BUCKET``."""
+    why = _store_drop(name, args)
+    if why:
+        d.add(ctx, "db_drop", cmd.text, why + ".")
+
+
+@also("consul", "vault", "influx", "rabbitmqctl")
+def _h_store_more(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """The same for tools another family owns (their daemon stop verbs, influx's SQL): ``consul kv delete
+    -recurse``, ``vault secrets disable``, ``influx bucket delete``, ``influx delete`` with no predicate,
+    ``rabbitmqctl purge_queue``."""
+    why = _store_drop(name, args)
+    if why:
+        d.add(ctx, "db_drop", cmd.text, why + ".")
 
 
 # -- data: scan-then-delete key loops
@@ -431,8 +504,14 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "db_drop",
-        match=("dropdb production", "rails db:drop", "php artisan migrate:fresh", "python manage.py flush --noinput"),
-        no_match=("rails db:migrate", "createdb test", "python manage.py migrate"),
+        match=("dropdb production", "rails db:drop", "php artisan migrate:fresh", "python manage.py flush --noinput",
+               "consul kv delete -recurse app/", "vault secrets disable kv/", "influx bucket delete -n metrics",
+               "kafka-topics.sh --bootstrap-server k:9092 --delete --topic orders", "zookeeper-shell zk:2181 deleteall /app",
+               "rabbitmqadmin purge queue name=jobs", "nats stream rm ORDERS -f", "appctl sql flush", "appctl db truncate"),
+        no_match=("rails db:migrate", "createdb test", "python manage.py migrate", "consul kv delete app/key",
+                  "consul kv get -recurse", "vault secrets list", "influx delete --bucket b --predicate '_measurement=\"x\"' "
+                  "--start 2024-01-01T00:00:00Z --stop 2024-02-01T00:00:00Z", "kafka-topics --list --bootstrap-server k:9092",
+                  "nats kv del cfg mykey", "rabbitmqadmin list queues", "appctl sql format q.sql", "appctl db status"),
     ),
     Examples(
         "redis_flush",
@@ -452,7 +531,8 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "http_delete",
-        match=("curl -X DELETE http://es:9200/logs-*", "curl -XDELETE localhost:9200/_all", "curl -X DELETE http://es:9200/logs"),
+        match=("curl -X DELETE http://es:9200/logs-*", "curl -XDELETE localhost:9200/_all", "curl -X DELETE http://es:9200/logs",
+               "curl -XPOST es:9200/logs/_delete_by_query -d '{\"query\":{\"match_all\":{}}}'"),
         no_match=("curl http://es:9200/_cat/indices", "curl -X DELETE http://api/users/42/sessions/9", "curl -X GET http://es:9200/logs"),
     ),
 )

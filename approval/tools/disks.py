@@ -13,7 +13,7 @@ from ..commands import (
 )
 from ..model import Cmd, Kinds
 from ..paths import is_block_device
-from .base import Ctx, Examples, also, handles
+from .base import Ctx, Examples, _inner, _opt_value, also, handles
 from .generic import _IMAGE_FILE
 
 if TYPE_CHECKING:
@@ -75,9 +75,31 @@ def _h_cryptsetup(d: Detector, name: str, args: list[str], kinds: list[Kinds], c
 
 @handles("mdadm")
 def _h_mdadm(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
-    """``mdadm --create``/``--zero-superblock``: builds or erases RAID metadata over existing disks."""
+    """``mdadm --create``/``--zero-superblock``: builds or erases RAID metadata over existing disks;
+    ``--add``/``-a`` of a device to an array makes it a member that the rebuild overwrites."""
     if any(a in ("--create", "-C", "--zero-superblock", "--build") for a in args):
         d.add(ctx, "disk_format", cmd.text, "mdadm writes RAID metadata onto devices.")
+    else:
+        add = next((i for i, a in enumerate(args) if a in ("--add", "-a", "--add-spare")), -1)
+        if add >= 0 and any(is_block_device(a) for a in args[add + 1 :]):
+            d.add(ctx, "device_write", cmd.text, "mdadm --add makes a device an array member: the rebuild overwrites it.")
+
+
+_FIO_WRITES = frozenset({"write", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim", "trimwrite"})
+
+
+@handles("fio")
+def _h_fio(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """fio writes its test pattern onto ``--filename`` only when the workload writes or trims
+    (``--rw=write|randwrite|rw|randrw|trim…``); its default, ``read``, and ``randread`` only read.
+    ``--exec_prerun``/``--exec_postrun`` are shell commands fio runs: judged as themselves."""
+    for code in _opt_value(args, "", "--exec_prerun") + _opt_value(args, "", "--exec_postrun"):
+        d.payload(ctx, code, frozenset(), cmd.text)  # fio runs these through system()
+    files = [f for v in _opt_value(args, "", "--filename") for f in v.split(":")]
+    rw = (_opt_value(args, "", "--rw") + _opt_value(args, "", "--readwrite") or ["read"])[-1]
+    dev = next((f for f in files if is_block_device(f)), "")
+    if dev and rw.split(":")[0] in _FIO_WRITES:
+        d.add(ctx, "device_write", cmd.text, f"fio --rw={rw} writes its test pattern over {dev}.")
 
 
 @handles("nvme")
@@ -214,7 +236,21 @@ def _h_volume(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
     """Volume managers: ``zpool/zfs destroy``, ``lvremove``, ``vgremove``, ``pvcreate`` over a used disk,
     ``btrfs subvolume delete``: storage and everything on it goes."""
     sub = next((a for a in args if not a.startswith("-")), "")
-    if name == "zpool" and sub in ("create", "destroy", "labelclear", "split"):
+    if name == "lvm" and sub:
+        # ``lvm`` is the multiplexer every LVM command links to: ``lvm vgextend vg /dev/sdx`` is ``vgextend``
+        _inner(d, args[args.index(sub) :], cmd, ctx)
+        return
+    ops = [a for a in args if not a.startswith("-")]
+    # a disk joined to a pool (``zpool add|attach|replace``, ``btrfs device add``, ``btrfs replace start``) gets
+    # the pool's labels written over it, as ``vgextend`` initialises a disk that is not yet a PV
+    joined = [o for o in ops[2:] if is_block_device(o)] if (
+        name == "zpool" and sub in ("add", "attach", "replace")
+        or name == "btrfs" and ops[:2] in (["device", "add"], ["replace", "start"])
+    ) else []
+    if joined:
+        d.add(ctx, "device_write", cmd.text, f"{name} {' '.join(ops[:2]) if name == 'btrfs' else sub} writes pool "
+              f"labels over {joined[-1]}.")
+    elif name == "zpool" and sub in ("create", "destroy", "labelclear", "split"):
         d.add(ctx, "volume_destroy", cmd.text, f"zpool {sub} destroys or overwrites a storage pool.")
     elif name == "zfs" and sub in ("destroy", "rollback"):
         d.add(ctx, "volume_destroy", cmd.text, f"zfs {sub} discards datasets or snapshots.")
@@ -222,8 +258,6 @@ def _h_volume(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
         d.add(ctx, "volume_destroy", cmd.text)
     elif name == "stratis" and ("destroy" in args or "create" in args or "add-data" in args or "add-cache" in args):
         d.add(ctx, "volume_destroy", cmd.text, "stratis creates or destroys a storage pool or filesystem.")
-    elif name == "lvm" and sub in ("lvremove", "vgremove", "pvremove", "pvcreate", "vgcreate"):
-        d.add(ctx, "volume_destroy", cmd.text)
     elif name in ("lvremove", "vgremove", "pvremove", "pvcreate", "vgcreate", "lvreduce", "vgreduce"):
         d.add(ctx, "volume_destroy", cmd.text, f"{name} removes or overwrites LVM volumes.")
 
@@ -245,7 +279,11 @@ def _h_volume(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
     "dfu-util-image",
 )
 def _h_imagewriter(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
-    """Image writers and flashers (ventoy, bmaptool, etcher…): writing an image erases the target drive."""
+    """Image writers and flashers (ventoy, bmaptool, etcher…): writing an image erases the target drive.
+    Without an operand they only print help or a version, or open their window (``woeusb -v``,
+    ``woeusb --about``, ``etcher``): nothing is written until a target is named."""
+    if not [a for a in args if not a.startswith("-")]:
+        return
     if name == "bmaptool" and args[:1] != ["copy"]:
         return
     if name == "rpi-imager" and "--cli" not in args:
@@ -454,11 +492,13 @@ EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "disk_image_write",
         match=("bmaptool copy image.wic /dev/sdb", "asr restore --source os.dmg --target /Volumes/Spare --erase"),
-        no_match=("bmaptool create image.wic", "asr imagescan --source os.dmg"),
+        no_match=("bmaptool create image.wic", "asr imagescan --source os.dmg", "woeusb --about", "etcher"),
     ),
     Examples(
         "device_write",
-        match=("debugfs -w /dev/sdb1",),
-        no_match=("debugfs /dev/sdb1", "blkid /dev/sdb1"),
+        match=("debugfs -w /dev/sdb1", "zpool add tank /dev/sdc", "btrfs device add /dev/sdf /mnt",
+               "mdadm /dev/md0 --add /dev/sdc1", "fio --filename=/dev/sdb --rw=randwrite --name=t", "lvm vgextend vg /dev/sdx"),
+        no_match=("debugfs /dev/sdb1", "blkid /dev/sdb1", "fio --filename=/dev/sdb --rw=read --name=t", "blktrace -d /dev/sda",
+                  "extundelete /dev/sda4 --restore-all", "zpool status tank", "mdadm --detail /dev/md0", "lvm lvs"),
     ),
 )

@@ -158,6 +158,9 @@ _NOT_DAEMONS = frozenset(
         "hyprctl",
         "swaymsg",
         "i3-msg",
+        "erl",  # ``erl -s init stop``: the VM it started stops itself
+        "init",  # not a runlevel: ``init stop`` is no verb of init (``init 0|6|1`` is the power family's)
+        "telinit",
         "gsettings",
         "flatpak",
         "pueue",
@@ -219,6 +222,13 @@ _READERS = frozenset(
 )
 READ_ONLY_DEVICE = frozenset(
     {
+        # tracers and file-recovery tools read the device; what they recover is written elsewhere
+        "blktrace",
+        "btrace",
+        "blkparse",
+        "extundelete",
+        "ext4magic",
+        "photorec",
         "lsblk",
         "blkid",
         "smartctl",
@@ -580,7 +590,10 @@ def _service_stop(d: Detector, t: _Tool) -> None:
 
 
 def _power(d: Detector, t: _Tool) -> None:
-    """Power verbs and flags (``X reboot``, ``--poweroff``) of tools without a handler."""
+    """Power verbs and flags (``X reboot``, ``--poweroff``) of tools without a handler; a verb aimed at a
+    drive (``udisksctl power-off -b /dev/sdb``, ``--block-device``) powers off that drive, not the machine."""
+    if any(a.startswith("/dev/") or a.startswith("--block-device") for a in t.args):
+        return
     if (
         not t.handled
         and t.name not in _NOT_DAEMONS
@@ -595,11 +608,13 @@ def _power(d: Detector, t: _Tool) -> None:
 
 
 def _db_drop(d: Detector, t: _Tool) -> None:
-    """Database drops spelled as subcommands (``db:drop``, ``drop-database``, ``database drop``)."""
+    """Database drops spelled as subcommands (``db:drop``, ``drop-database``, ``database drop``, ``sql flush``,
+    ``db truncate``): a data noun followed by a verb that empties it."""
     low = t.low
     if any(_DB_WORD.match(w) for w in low[:3]) or any(
-        a in ("database", "db", "schema") and b in ("drop", "reset", "wipe", "purge", "destroy")
-        for a, b in zip(low, low[1:])
+        a in ("database", "databases", "db", "schema", "sql", "keyspace", "datastore")
+        and b in ("drop", "reset", "wipe", "purge", "destroy", "flush", "flushall", "truncate", "nuke", "empty")
+        for a, b in zip(low[:3], low[1:4])
     ):
         d.add(t.ctx, "db_drop", t.cmd.text, f"{t.name} {' '.join(t.ops[:3])} drops a database or its tables.")
 

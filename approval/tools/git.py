@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..commands import getopt, has_opt, opt_values
 from ..model import UNKNOWN, Cmd, Kinds
-from .base import Ctx, Examples, _opt_value, also, handles
+from .base import Ctx, Examples, _inner, _opt_value, also, handles
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -126,6 +126,37 @@ def _h_git(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd
         d.add(ctx, "git_reset_hard", cmd.text, "git stash clear deletes every stash: the work saved in them is lost.")
     elif sub in ("sync", "clear", "clear-soft", "force-clone", "obliterate", "nuke", "reset-hard"):
         d.add(ctx, "git_history_destroy", cmd.text, f"git {sub} (git-extras) discards local work or history.")
+    elif sub in ("magic", "undo", "delete-branch", "delete-tag"):
+        _git_extras(d, sub, rest, cmd, ctx)
+
+
+@handles("etckeeper")
+def _h_etckeeper(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """etckeeper keeps /etc under version control: ``etckeeper uninit`` deletes that history (the
+    repository in /etc), and ``etckeeper vcs ARGS`` runs its VCS (git) in /etc: judged as ``git ARGS``
+    there (``etckeeper vcs reset --hard`` throws away /etc's uncommitted changes)."""
+    p = getopt(args, "d", (), ())
+    ops = p[1]
+    if ops[:1] == ["uninit"]:
+        d.add(ctx, "git_history_destroy", cmd.text, "etckeeper uninit deletes the version history of /etc.")
+    elif ops[:1] == ["vcs"] and len(ops) > 1:
+        _inner(d, ["git", *args[args.index("vcs") + 1 :]], cmd, ctx)
+
+
+def _git_extras(d: Detector, sub: str, rest: list[str], cmd: Cmd, ctx: Ctx) -> None:
+    """git-extras commands that push or reset, read as their scripts parse their options: ``git magic
+    [-a] [-m msg] [-e] [-p] [-f]`` force-pushes with ``-f`` (``-fp``, ``-pf``), ``git undo --hard``/``-h`` is
+    ``reset --hard HEAD~n``, ``git delete-branch``/``delete-tag NAME`` delete it on the remote too."""
+    if sub == "magic":
+        p = getopt(rest, "m", ("--all", "--edit", "--push", "--force"), ())
+        if has_opt(p, "-f", "--force"):
+            d.add(ctx, "git_force_push", cmd.text, "git magic -f (git-extras) commits and force-pushes.")
+    elif sub == "undo":
+        p = getopt(rest, "", ("--soft", "--hard"), ())
+        if has_opt(p, "-h", "--hard"):
+            d.add(ctx, "git_reset_hard", cmd.text, "git undo --hard (git-extras) resets hard, discarding the work.")
+    elif [a for a in rest if not a.startswith("-")]:
+        d.add(ctx, "git_remote_delete", cmd.text, f"git {sub} (git-extras) deletes it locally and on the remote.")
 
 
 def _judge_discard(d: Detector, sub: str, p: tuple[list[tuple[str, str | None]], list[str]], cmd: Cmd, ctx: Ctx) -> None:
@@ -245,18 +276,19 @@ EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "git_force_push",
         match=("git push -f", "git push --force origin main", "git push --mirror", "git push origin +main",
-               "git push --force-with-lease", "git -C repo push -f", "git push -uf origin x"),
-        no_match=("git push", "git push -u origin feature", "git status", "git push --dry-run -f"),
+               "git push --force-with-lease", "git -C repo push -f", "git push -uf origin x", "git magic -pf -m wip"),
+        no_match=("git push", "git push -u origin feature", "git status", "git push --dry-run -f", "git magic -p -m wip"),
     ),
     Examples(
         "git_remote_delete",
-        match=("git push origin :old-branch", "git push origin --delete old", "git push -d origin v1.0"),
-        no_match=("git push origin new-branch", "git branch -d merged", "git tag -d v0"),
+        match=("git push origin :old-branch", "git push origin --delete old", "git push -d origin v1.0",
+               "git delete-tag v0.9"),
+        no_match=("git push origin new-branch", "git branch -d merged", "git tag -d v0", "git delete-merged-branches"),
     ),
     Examples(
         "git_reset_hard",
-        match=("git reset --hard", "git reset --hard HEAD~3", "git reset --hard origin/main"),
-        no_match=("git reset", "git reset --soft HEAD~1", "git reset HEAD file.txt"),
+        match=("git reset --hard", "git reset --hard HEAD~3", "git reset --hard origin/main", "git undo --hard 2"),
+        no_match=("git reset", "git reset --soft HEAD~1", "git reset HEAD file.txt", "git undo --soft"),
     ),
     Examples(
         "git_clean_force",
@@ -265,8 +297,9 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "git_history_destroy",
-        match=("git filter-branch --tree-filter 'rm -f x' HEAD", "git reflog expire --expire=now --all", "git gc --prune=now"),
-        no_match=("git gc", "git reflog", "git log --oneline"),
+        match=("git filter-branch --tree-filter 'rm -f x' HEAD", "git reflog expire --expire=now --all", "git gc --prune=now",
+               "etckeeper uninit -f"),
+        no_match=("git gc", "git reflog", "git log --oneline", "etckeeper commit 'nightly'", "etckeeper vcs log"),
     ),
     Examples(
         "repo_delete",

@@ -10,6 +10,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..commands import (
+    base_name,
     short_flags,
     split_options,
 )
@@ -30,6 +31,19 @@ def _h_crontab(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
         d.add(ctx, "crontab_remove", cmd.text)
         return
     if any(f in short_flags(opts) for f in "lei") or "--list" in opts:
+        return
+    # an empty table installed replaces every job, as ``-r`` does: ``crontab /dev/null``, ``crontab <
+    # /dev/null``, ``echo '' | crontab -``, ``cat /dev/null | crontab -``
+    fed = _stdin_texts(cmd) if not ops or ops[0] == "-" else []
+    if (
+        ops[:1] == ["/dev/null"]
+        or (not ops or ops[0] == "-") and any(op == "<" and t == "/dev/null" for op, t in cmd.redirects)
+        or fed and all(not ln.strip() or ln.lstrip().startswith("#") for t in fed for ln in t.splitlines())
+        or (not ops or ops[0] == "-") and any(
+            m.argv[1:] == ["/dev/null"] and base_name(m.argv[0]) == "cat" for g in cmd.upstream[-1:] for m in g
+        )
+    ):
+        d.add(ctx, "crontab_remove", cmd.text, "Installs an empty crontab: every scheduled job of the user is deleted.")
         return
     # Installing a table (a file, or stdin with "-"): its commands run later, unattended; each is
     # judged as a command (the file is read from the task's backend).
@@ -119,7 +133,7 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "crontab_remove",
-        match=("crontab -r", "crontab -ri", "sudo crontab -r -u bob"),
-        no_match=("crontab -l", "crontab -e"),
+        match=("crontab -r", "crontab -ri", "sudo crontab -r -u bob", "crontab /dev/null", "echo '' | crontab -"),
+        no_match=("crontab -l", "crontab -e", "crontab jobs.txt", "echo '0 * * * * date' | crontab -"),
     ),
 )

@@ -8,6 +8,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..commands import (
+    getopt,
     option_value,
 )
 from ..model import Cmd, Kinds
@@ -35,9 +36,16 @@ def _h_power(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
 
 @handles("init", "telinit")
 def _h_init(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
-    """``init 0``/``6``/``1`` (and ``telinit``): runlevels that halt, reboot or drop to single user."""
-    if args and args[0] in ("0", "6", "1", "s", "S", "single", "halt", "reboot"):
-        d.add(ctx, "power", cmd.text, f"{name} {args[0]} switches to a runlevel that halts, reboots or stops services.")
+    """``init 0``/``6``/``1`` (and ``telinit``): runlevels that halt, reboot or drop to single user; ``init 2..5``
+    switches to another runlevel, stopping what the current one runs (``systemctl isolate``); ``q``/``u`` only
+    reload or re-execute init.  Options are read as telinit reads them (``telinit -t 5 3``)."""
+    p = getopt(args, "te", (), ())
+    level = p[1][0] if p[1] else ""
+    if level in ("0", "6", "1", "s", "S", "single", "halt", "reboot"):
+        d.add(ctx, "power", cmd.text, f"{name} {level} switches to a runlevel that halts, reboots or stops services.")
+    elif level in ("2", "3", "4", "5"):
+        d.add(ctx, "service_stop", cmd.text,
+              f"{name} {level} switches runlevel: the services of the current one are stopped (as systemctl isolate).")
 
 
 @handles("rtcwake")
@@ -90,6 +98,7 @@ EXAMPLES: tuple[Examples, ...] = (
                "org.freedesktop.login1.Manager.Reboot boolean:true", "shutdown -p now", "halt -p",
                "osascript -e 'tell app \"System Events\" to shut down'", "svc power shutdown"),
         no_match=("shutdown -c", "systemctl status", "echo reboot", "uptime", "loginctl list-sessions",
-                  "zoneadm -z web01 reboot", "machinectl reboot c1", "osascript -e 'display dialog \"restart?\"'"),
+                  "zoneadm -z web01 reboot", "machinectl reboot c1", "osascript -e 'display dialog \"restart?\"'",
+                  "udisksctl power-off -b /dev/sdb", "xm reboot web"),
     ),
 )

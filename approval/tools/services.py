@@ -257,12 +257,12 @@ def _h_daemon_stop(d: Detector, name: str, args: list[str], kinds: list[Kinds], 
 EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "service_stop",
-        match=("systemctl stop nginx", "systemctl mask sshd", "service apache2 stop", "sv down nginx", "nginx -s stop",
+        match=("systemctl stop nginx", "systemctl mask sshd", "init 3", "telinit -t 5 2", "service apache2 stop", "sv down nginx", "nginx -s stop",
                "pg_ctl stop -D /var/lib/pgsql", "service ntpd onestop", "sysrc ntpd_enable=NO", "/etc/rc.d/ntpd faststop",
                "launchctl bootout gui/501/com.example.agent", "svcadm disable svc:/network/smtp:sendmail",
                "rcctl disable smtpd", "svc -d /service/qmail"),
         no_match=("systemctl status nginx", "service nginx status", "nginx -t", "docker compose stop", "npm stop",
                   "service ntpd onestatus", "sysrc ntpd_enable=YES", "sysrc -a", "launchctl list", "svcs -xv",
-                  "rcctl ls started", "port installed"),
+                  "rcctl ls started", "port installed", "erl -noshell -s app start -s init stop", "init q", "telinit u"),
     ),
 )

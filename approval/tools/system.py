@@ -700,6 +700,33 @@ def _h_uid0(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
         d.add(ctx, "uid0_user", cmd.text)
 
 
+@also("adduser", "addgroup")
+def _h_adduser_group(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """Debian's and BusyBox's two-operand form adds an existing user to a group: ``adduser bob sudo``,
+    ``addgroup bob wheel`` are ``usermod -aG`` spelled otherwise (one operand creates an account).
+
+    must match: ``adduser bob sudo``, ``addgroup alice wheel``; must not: ``adduser bob``, ``adduser bob docker``,
+    ``addgroup developers``."""
+    p = getopt(args, "ughsG", ("--system", "--disabled-password", "--disabled-login", "--quiet", "--force-badname"),
+               ("--home", "--shell", "--uid", "--gid", "--ingroup", "--gecos", "--conf", "--comment", "--firstuid",
+                "--lastuid"))
+    if len(p[1]) == 2 and p[1][1] in _PRIV_GROUPS:
+        d.add(ctx, "account_change", cmd.text, f"{name} adds {p[1][0]} to the privileged group {p[1][1]}.")
+    elif any(o == "--ingroup" and v in _PRIV_GROUPS for o, v in p[0]):
+        d.add(ctx, "account_change", cmd.text, f"{name} creates an account whose group is privileged.")
+
+
+@handles("auditctl")
+def _h_auditctl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
+    """The audit trail switched off: ``auditctl -e 0`` disables auditing, ``-D`` deletes every rule.
+
+    must match: ``auditctl -e 0``, ``auditctl -D``, ``auditctl -D -k x``; must not: ``auditctl -l``, ``auditctl -s``,
+    ``auditctl -e 1``, ``auditctl -w /etc/passwd -p wa``."""
+    p = getopt(args, "abcefkprwASFWRM", ("--loginuid-immutable", "--backlog_wait_time", "--reset-lost"), ())
+    if any(o == "-D" for o, _ in p[0]) or any(o == "-e" and v == "0" for o, v in p[0]):
+        d.add(ctx, "security_disable", cmd.text, "auditctl turns the audit trail off or deletes its rules.")
+
+
 @also("chattr")
 def _h_chattr(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``chattr +i/-i`` (or any attribute) on a system path: locks files against updates or unlocks
@@ -897,9 +924,10 @@ EXAMPLES: tuple[Examples, ...] = (
         "account_change",
         match=("passwd -d root", "usermod -aG sudo agent", "gpasswd -a agent wheel", "usermod -p '' root",
                "echo root:x | chpasswd", "groupadd -g 0 x", "usermod -s /bin/false root", "pw groupmod wheel -m agent",
-               "dscl . -append /Groups/admin GroupMembership agent", "dseditgroup -o edit -a agent -t user admin"),
+               "dscl . -append /Groups/admin GroupMembership agent", "dseditgroup -o edit -a agent -t user admin",
+               "adduser agent sudo", "addgroup agent wheel"),
         no_match=("passwd", "usermod -aG video agent", "groupadd devs", "visudo -c", "passwd -S root", "pw groupshow wheel",
-                  "dscl . -read /Groups/admin", "dseditgroup -o read admin"),
+                  "dscl . -read /Groups/admin", "dseditgroup -o read admin", "adduser agent", "adduser agent docker"),
     ),
     Examples(
         "kernel_change",
@@ -951,9 +979,9 @@ EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "security_disable",
         match=("setenforce 0", "setenforce Permissive", "aa-teardown", "chattr +i /etc/passwd", "csrutil disable",
-               "spctl --master-disable", "chflags noschg /sbin/init"),
+               "spctl --master-disable", "chflags noschg /sbin/init", "auditctl -e 0", "auditctl -D"),
         no_match=("getenforce", "setenforce 1", "aa-status", "chattr +i ./notes.txt", "lsattr /etc/passwd", "csrutil status",
-                  "spctl --status", "chflags hidden notes.txt", "chflags schg ./notes.txt"),
+                  "spctl --status", "chflags hidden notes.txt", "chflags schg ./notes.txt", "auditctl -l", "auditctl -e 1"),
     ),
     Examples(
         "privilege_grant",
