@@ -40,7 +40,7 @@ def glob_regex(pattern: str) -> re.Pattern[str] | None:
                 if neg:
                     body = body[1:]
                 body = re.sub(r"\[:([a-z]+):\]", lambda k: _CLASSES.get(k.group(1), r"\s\S"), body)
-                body = "".join("\\" + ch if ch in "\\^]" else ch for ch in body) if "[:" not in body else body
+                body = "".join("\\" + ch if ch in "\\^][" else ch for ch in body) if "[:" not in body else body
                 out.append("[" + ("^" if neg else "") + body + "]")
                 i = m.end()
                 continue
