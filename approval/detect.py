@@ -36,6 +36,7 @@ from .tools import (
     SQL_AT_PROMPT,
     Ctx,
     Found,
+    carried_commands,
     generic_semantics,
     is_help,
     pattern_handler,
@@ -261,10 +262,17 @@ class Detector:
         handler = HANDLERS.get(name)
         if handler is None:
             handler = pattern_handler(name)
+        judged = False
         if handler is not None:
+            before = len(ctx.out)
             handler(self, name, args, kinds[1:] if kinds else [], cmd, ctx)
+            judged = len(ctx.out) > before
         if name not in NO_GENERIC:
             generic_semantics(self, name, args, cmd, ctx, handled=handler is not None, path=argv[0])
+        if handler is not None and not judged:
+            # what a handled tool carries (``heroku run CMD``, ``fly ssh console -C CMD``) is judged as for an
+            # unknown program, unless its handler judged it (approval/tools/base.py: JUDGES_CARRIED)
+            carried_commands(self, name, args, cmd, ctx, handled=True)
         lower = name.lower()
         if lower in ("drop", "truncate", "delete", "update", "alter", "flushall", "flushdb") and not cmd.fallback:
             text = " ".join(argv)

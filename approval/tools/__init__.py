@@ -43,7 +43,7 @@ from . import (
 )
 from .base import HANDLERS, Ctx, Examples, Found, Handler, build, handles
 from .disks import _h_mkfs
-from .generic import DRY_RUN, NO_GENERIC, SQL_AT_PROMPT, generic_semantics, is_help
+from .generic import DRY_RUN, NO_GENERIC, SQL_AT_PROMPT, carried_commands, generic_semantics, is_help
 from .git import git_subcommand
 from .remote import _h_interpreter
 
@@ -71,6 +71,7 @@ __all__ = [
     "Ctx",
     "Found",
     "Handler",
+    "carried_commands",
     "generic_semantics",
     "git_subcommand",
     "handles",

@@ -80,6 +80,28 @@ def _chain(first: Handler, then: Handler) -> Handler:
     return both
 
 
+# The carried-command fallback (``generic.carried_commands``): a program whose arguments hold a command
+# that is dangerous on its own (``X run rm -rf /``, ``X ssh host -c 'reboot'``) may run it.  It judges
+# unknown programs, and handled ones too, after their handler, unless the handler itself judged the
+# command they carry: it reported something (the command asks already), or it is declared here,
+# for every spelling (an empty set) or for the verbs listed (the first operand), because it decided
+# by what the tool does that the carried command needs no judging.
+JUDGES_CARRIED: dict[str, frozenset[str]] = {
+    # ``docker run IMG CMD`` runs CMD in a fresh container of its own; the handler judges it only when
+    # the container reaches the host (--privileged, host mounts: ``_h_container_inner``)
+    "docker": frozenset({"run", "create"}),
+    "podman": frozenset({"run", "create"}),
+    "nerdctl": frozenset({"run", "create"}),
+    "finch": frozenset({"run", "create"}),
+    # shell builtins whose handler hands their words to the shell as code (judged there)
+    "eval": frozenset(),
+    "trap": frozenset(),
+}
+# Handled programs whose first operand starts the command they run (``parallel -j2 CMD ::: …``, as an
+# unknown program's would): the fallback needs no verb such as ``run``/``exec``/``ssh`` before it.
+COMMAND_OPERANDS: frozenset[str] = frozenset({"parallel"})
+
+
 def build() -> dict[str, Handler]:
     """Fill ``HANDLERS`` from the registrations (idempotent: rebuilt from scratch each call)."""
     HANDLERS.clear()
@@ -92,6 +114,9 @@ def build() -> dict[str, Handler]:
         for n in names:
             prev = HANDLERS.get(n)
             HANDLERS[n] = fn if prev is None else _chain(prev, fn)
+    stale = sorted(set(JUDGES_CARRIED) - set(HANDLERS))
+    if stale:
+        raise RuntimeError(f"JUDGES_CARRIED names programs no handler owns: {stale}")
     return HANDLERS
 
 

@@ -15,7 +15,7 @@ from ..commands import SHELLS, WRAPPER_NAMES, base_name, interpreter_lang
 from ..model import UNKNOWN, Cmd
 from ..paths import is_block_device
 from ..rules import reason_for
-from .base import HANDLERS, Ctx, Examples
+from .base import COMMAND_OPERANDS, HANDLERS, JUDGES_CARRIED, Ctx, Examples
 from .services import _h_daemon_stop, _h_service, rc_verb
 
 if TYPE_CHECKING:
@@ -689,6 +689,13 @@ _MESSAGE_OPTIONS = frozenset(
      "--note", "--reason", "--label", "--name", "-n", "--tag", "--help-text", "--prompt", "-p"}
 )
 _TAIL_SKIP_RULES = frozenset({"too_complex", "analysis_error"})
+# A verb that runs what follows it: ``run``, ``exec``, ``ssh``, ``shell``, ``console``, ``enter``, ``rsh``,
+# ``attach``, ``foreach``, ``invoke``, also inside a word (``run-task``, ``execute-command``, ``cmd.run``, ``run:detached``)
+_RUN_VERB = re.compile(r"(?:^|[-_.:])(?:run|exec|execute|ssh|rsh|shell|console|enter|attach|foreach|invoke)(?:$|[-_.:])")
+# An option whose value is a command (``--exec reboot``, ``--command=CMD``, ``--run-command``; not ``-c``: ``tar -c``)
+_COMMAND_OPTION = re.compile(r"^--?(?:\w+[-_])*(?:exec|execute|command|cmd|run|script|scripts)$")
+# ``KEY=shell text`` (``--parameters commands='…'``, ``--metadata startup-script='…'``): the text after = is the value
+_KEY_VALUE = re.compile(r"^[A-Za-z_][\w.-]*=\S.*\s")
 
 
 def _known_program(word: str) -> bool:
@@ -702,25 +709,37 @@ def _known_program(word: str) -> bool:
     )
 
 
-def _tail_candidates(args: list[str]) -> list[tuple[str, str]]:
+def _tail_candidates(args: list[str], after_verb: bool = False) -> list[tuple[str, str]]:
     """Where an unknown program's arguments could hold a command: (shell text, how it is shown).
     A word naming a known program starts one (``X -l 5 rm -rf /``); an argument with spaces that
-    starts with a known program's name is one as a shell string (``X -c 'rm -rf /'``, ``--run='cmd'``)."""
+    starts with a known program's name is one as a shell string (``X -c 'rm -rf /'``, ``--run='cmd'``).
+    With ``after_verb`` (a handled tool, whose own verbs may be program names: ``vagrant halt``,
+    ``VBoxManage controlvm vm poweroff``) a word starts one only after a verb that runs something
+    (``heroku run rm -rf /``, ``hcloud server ssh web reboot``, ``multipass exec vm -- …``)."""
     out: list[tuple[str, str]] = []
+    verb_seen = not after_verb
     for i, a in enumerate(args):
+        if i and not verb_seen and (
+            _RUN_VERB.search(args[i - 1]) and not args[i - 1].startswith("-") or _COMMAND_OPTION.match(args[i - 1])
+        ):
+            verb_seen = True
         if i and args[i - 1] in _MESSAGE_OPTIONS:
             continue
         value = a.split("=", 1)[1] if a.startswith("-") and "=" in a else a
+        if value is a and _KEY_VALUE.match(a):  # ``commands='cmd'``, ``startup-script='cmd'``: a key's value
+            value = a.split("=", 1)[1]
         if value.startswith("-") or not value:
             continue
         first = value.split(None, 1)[0] if value.split() else ""
-        if i == 0 and len(args) == 1 and value is a:
+        if i == 0 and len(args) == 1 and value is a and not any(c.isspace() for c in a):
             continue  # ``bazel shutdown``, ``vagrant reboot``: the tool's own verb (see _power)
-        if value is a and _known_program(a) and not any(c.isspace() for c in a):
+        if value is a and verb_seen and _known_program(a) and not any(c.isspace() for c in a):
             text = shlex.join([w.replace(UNKNOWN, " ") for w in args[i:]])
             out.append((text, " ".join(args[i:])))
         elif any(c.isspace() for c in value) and _known_program(first):
             out.append((value.replace(UNKNOWN, " "), value))
+        elif value is not a and _COMMAND_OPTION.match(a.split("=", 1)[0]) and _known_program(value):
+            out.append((value.replace(UNKNOWN, " "), value))  # ``--exec=reboot``: one word, still a command
         if len(out) >= 3:
             break
     return out
@@ -730,23 +749,38 @@ def _runs_tail(d: Detector, t: _Tool) -> None:
     """A program the gate does not know, whose arguments hold a command that is dangerous when run
     on its own: it may run it (``trickle2 -d 10 rm -rf /``, ``mywrapper -c 'reboot'``).  At least
     ASK, naming the command and why; programs whose arguments are data (messages, searches,
-    package names) are left alone."""
-    if t.handled or t.name in _DATA_ARGS or interpreter_lang(t.name) or not t.args:
+    package names) are left alone.  Handled programs get the same check from ``carried_commands``."""
+    if not t.handled and t.name not in HANDLERS:
+        carried_commands(d, t.name, t.args, t.cmd, t.ctx)
+
+
+def carried_commands(d: Detector, name: str, args: list[str], cmd: Cmd, ctx: Ctx, handled: bool = False) -> None:
+    """The command-carrying fallback: ``name``'s arguments hold a command that is dangerous on its own
+    (a word naming a known program, from there on, or shell text starting with one): ``name`` may run
+    it.  Run for every program, after its handler for a handled one (``heroku run rm -rf /``, ``fly ssh
+    console -C 'reboot'``, ``git rebase --exec '…'``) unless that handler judged what it carries
+    (``base.JUDGES_CARRIED``, or it reported something)."""
+    if name in _DATA_ARGS or name in _READERS or name in SHELLS or interpreter_lang(name) or not args:
         return
-    if t.name in HANDLERS or t.name.endswith(("grep", "sum")):
+    if name.endswith(("grep", "sum")):
         return
-    for text, shown in _tail_candidates(t.args):
-        found = [f for f in d.script(text, t.ctx.depth + 1) if f.rule not in _TAIL_SKIP_RULES]
+    if handled:
+        verbs = JUDGES_CARRIED.get(name)
+        ops = _plain_operands(args)
+        if verbs is not None and (not verbs or ops[:1] and ops[0] in verbs):
+            return
+    for text, shown in _tail_candidates(args, after_verb=handled and name not in COMMAND_OPERANDS):
+        found = [f for f in d.script(text, ctx.depth + 1) if f.rule not in _TAIL_SKIP_RULES]
         if found:
             f = found[0]
             why = (f.reason or reason_for(f.rule)).rstrip(". ")
             why = why[:1].lower() + why[1:]
+            known = "runs commands it is given" if handled else "is a program the gate does not know"
             d.add(
-                t.ctx,
+                ctx,
                 "unknown_wrapper",
-                t.cmd.text,
-                f"{t.name} is a program the gate does not know and may run `{shown[:120]}`, which {why} "
-                f"({f.rule}).",
+                cmd.text,
+                f"{name} {known} and may run `{shown[:120]}`, which {why} ({f.rule}).",
             )
             return
 
