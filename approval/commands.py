@@ -443,6 +443,7 @@ SUBCOMMAND_WRAPPERS = {
     "toolbox": {"run"},
     "distrobox": {"enter"},
     "lxc": {"exec"},
+    "incus": {"exec"},  # LXD's fork: ``incus exec c -- cmd``
 }
 
 
@@ -696,6 +697,8 @@ def _peel_ssh(name: str, argv: list[str]) -> Peeled:
     args = argv[1:]
     i = command_start(args, _SSH_WITH_ARG, skip_operands=1)
     rest = args[i:]
+    if name == "mosh" and rest[:1] == ["--"]:  # ``mosh host -- cmd``: mosh's own end of options
+        rest = rest[1:]
     if not rest:  # no command: the remote login shell runs what it reads (``echo cmd | ssh host``)
         return (["sh"], True) if i > 0 and not any(re.fullmatch(r"-[a-zA-Z]*[NfG][a-zA-Z]*", a) for a in args[:i]) else ([], True)
     if base_name(rest[0]) in SHELLS and not any(a.startswith("-") and "c" in a.lstrip("-")[:1] for a in rest[1:]):
@@ -839,11 +842,15 @@ WRAPPER_NAMES = frozenset(WRAPPERS) | frozenset(_PEELERS) | frozenset(SUBCOMMAND
 
 def _peel_subcommand(name: str, rest: list[str]) -> Peeled:
     """``poetry run X``, ``bundle exec X``, ``nix develop -c X``: ``rest`` follows the subcommand."""
-    if name in ("distrobox", "lxc"):
+    if name in ("distrobox", "lxc", "incus"):
         return _peel_after_dashes("-e", "--exec")(name, ["", *rest])
     if name == "aws-vault":  # ``aws-vault exec PROFILE [--] cmd``
         i = command_start(rest, {"-d", "--duration", "-t", "--mfa-token", "-j", "--region"}, (), 1)
         return rest[i + 1 :] if rest[i : i + 1] == ["--"] else rest[i:], False
+    if name == "doppler" and option_value(rest, ("--command",)) is not None:  # ``doppler run --command 'cmd'``: shell text
+        return ["sh", "-c", option_value(rest, ("--command",)) or ""], True
+    if name == "direnv":  # ``direnv exec DIR cmd``: the directory whose .envrc is loaded, then the command
+        return rest[1:], False
     if name == "nix":
         payload = option_value(rest, ("-c", "--command"))
         if payload is None:
