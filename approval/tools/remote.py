@@ -439,8 +439,11 @@ def _h_parallel(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
         k = command_start(args[:j], {"-j", "-S", "-P", "-n", "-N", "-L", "-l", "-I", "-E", "-d", "-a", "-X", "-C"},
                           {"--jobs", "--sshlogin", "--max-args", "--max-lines", "--delimiter", "--arg-file", "--colsep",
                            "--joblog", "--results", "--tmpdir", "--workdir", "--timeout", "--retries", "--tagstring"})
-        template = args[k:j] or [a for a in args[:j] if not a.startswith("-")]
+        template = args[k:j]
         for v in args[j + 1 : j + 5]:
+            if not template:  # ``parallel -j 4 ::: 'cmd a' 'cmd b'``: each argument is a command line
+                d.payload(ctx, v, frozenset(), cmd.text)
+                continue
             argv = [t.replace("{}", v) for t in template] if any("{}" in t for t in template) else template + [v]
             d.command(Cmd(argv, [frozenset()] * len(argv), cmd.text, cwd=cmd.cwd), ctx)
 
