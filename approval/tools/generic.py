@@ -690,8 +690,8 @@ _MESSAGE_OPTIONS = frozenset(
 )
 _TAIL_SKIP_RULES = frozenset({"too_complex", "analysis_error"})
 # A verb that runs what follows it: ``run``, ``exec``, ``ssh``, ``shell``, ``console``, ``enter``, ``rsh``,
-# ``attach``, ``foreach``, ``invoke``, also inside a word (``run-task``, ``execute-command``, ``cmd.run``, ``run:detached``)
-_RUN_VERB = re.compile(r"(?:^|[-_.:])(?:run|exec|execute|ssh|rsh|shell|console|enter|attach|foreach|invoke)(?:$|[-_.:])")
+# ``attach``, ``foreach``, also inside a word (``run-task``, ``execute-command``, ``cmd.run``, ``run:detached``)
+_RUN_VERB = re.compile(r"(?:^|[-_.:])(?:run|exec|execute|ssh|rsh|shell|console|enter|attach|foreach)(?:$|[-_.:])")
 # An option whose value is a command (``--exec reboot``, ``--command=CMD``, ``--run-command``; not ``-c``: ``tar -c``)
 _COMMAND_OPTION = re.compile(r"^--?(?:\w+[-_])*(?:exec|execute|command|cmd|run|script|scripts)$")
 # ``KEY=shell text`` (``--parameters commands='…'``, ``--metadata startup-script='…'``): the text after = is the value
@@ -801,8 +801,13 @@ EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "unknown_wrapper",
         match=("frobnicate -l 5 rm -rf /", "frobnicate --slow -- reboot", "frobnicate -c 'kill -9 -1'",
-               "frobnicate --run='mkfs.ext4 /dev/sda1'", "frobnicate x git push --force"),
+               "frobnicate --run='mkfs.ext4 /dev/sda1'", "frobnicate x git push --force",
+               # handled tools too, after their handler: a verb that runs, or shell text
+               "heroku run -a api reboot", "fly ssh console -C 'kill -9 -1'", "git rebase --exec 'rm -rf ~' main",
+               "gcloud compute instances add-metadata vm --metadata startup-script='kill -9 -1'"),
         no_match=("frobnicate rm", "frobnicate -c 'ls -la'", "notify-send 'rm -rf /'", "hg commit -m 'rm -rf /'",
-                  "frobnicate --message 'reboot now'", "apt install git"),
+                  "frobnicate --message 'reboot now'", "apt install git",
+                  "vagrant halt -f", "VBoxManage controlvm dev poweroff", "git rebase --exec 'make test' main",
+                  "docker run --rm alpine reboot"),
     ),
 )
