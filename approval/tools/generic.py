@@ -693,7 +693,7 @@ _TAIL_SKIP_RULES = frozenset({"too_complex", "analysis_error"})
 # ``attach``, ``foreach``, also inside a word (``run-task``, ``execute-command``, ``cmd.run``, ``run:detached``)
 _RUN_VERB = re.compile(r"(?:^|[-_.:])(?:run|exec|execute|ssh|rsh|shell|console|enter|attach|foreach)(?:$|[-_.:])")
 # An option whose value is a command (``--exec reboot``, ``--command=CMD``, ``--run-command``; not ``-c``: ``tar -c``)
-_COMMAND_OPTION = re.compile(r"^--?(?:\w+[-_])*(?:exec|execute|command|cmd|run|script|scripts)$")
+_COMMAND_OPTION = re.compile(r"^--?(?:\w+[-_])*(?:exec|execute|command|commands|cmd|run|script|scripts)$")
 # ``KEY=shell text`` (``--parameters commands='…'``, ``--metadata startup-script='…'``): the text after = is the value
 _KEY_VALUE = re.compile(r"^[A-Za-z_][\w.-]*=\S.*\s")
 
@@ -740,6 +740,8 @@ def _tail_candidates(args: list[str], after_verb: bool = False) -> list[tuple[st
             out.append((value.replace(UNKNOWN, " "), value))
         elif value is not a and _COMMAND_OPTION.match(a.split("=", 1)[0]) and _known_program(value):
             out.append((value.replace(UNKNOWN, " "), value))  # ``--exec=reboot``: one word, still a command
+        elif value is a and "=" in a and _COMMAND_OPTION.match("--" + a.split("=", 1)[0]) and _known_program(a.split("=", 1)[1]):
+            out.append((a.split("=", 1)[1].replace(UNKNOWN, " "), a))  # ``commands=reboot``, ``startup-script=reboot``
         if len(out) >= 3:
             break
     return out
