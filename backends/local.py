@@ -24,7 +24,7 @@ import sys
 import tarfile
 import tempfile
 import termios
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Literal
 
@@ -317,6 +317,27 @@ def _kill_quietly(pid: int) -> None:
         pass
 
 
+async def _abandon(pid: int, wait: Callable[[], Awaitable[object]]) -> None:
+    """End a spawn that cannot be recorded in the session registry (the state disk is full), and
+    reap it, before the spawn fails: a crash would otherwise leave it running where the next
+    daemon's recovery cannot find it, and an error must mean nothing runs. Under bubblewrap the
+    command still waits on --block-fd and dies with bubblewrap (--die-with-parent); the reaper
+    (isolation none) is ended with whatever it already started."""
+    kill_session(pid, signal.SIGKILL)
+    _kill_quietly(pid)
+    await wait()
+
+
+def _unrecorded(registry: "_PidRegistry", exc: OSError) -> BackendError:
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return BackendError(
+        f"cannot start a process: its session cannot be recorded in {registry.dir} ({exc.strerror}), so a "
+        f"restarted daemon could not end it; nothing was started. "
+        + ("Free space on the daemon's state disk (task directories live there unless the backend sets root:)"
+           if full else "Make the daemon's state directory writable"),
+        ErrorKind.RESOURCE_EXHAUSTED if full else ErrorKind.FAILED_PRECONDITION)
+
+
 async def _said(process: Process) -> str:
     """What a spawn that failed before its command printed (bubblewrap's error), briefly."""
     try:
@@ -495,7 +516,13 @@ class LocalSandbox(Sandbox):
             if pty is None:
                 proc, stdout, stderr = await spawn_piped(full, cwd=cwd, env=env, start_new_session=True,
                                                          pass_fds=pass_fds)
-                registry.remember(proc.pid)
+                try:
+                    registry.remember(proc.pid)
+                except OSError as exc:
+                    await _abandon(proc.pid, proc.wait)
+                    stdout.detach()
+                    stderr.detach()
+                    raise _unrecorded(registry, exc) from None
                 if sandboxed:
                     backend.track(_Sandboxed(proc.pid, lambda: proc.returncode is None))
                 return (_PipeProcess(proc, stdout, stderr, registry, proc.pid if sandboxed else None),
@@ -525,7 +552,12 @@ class LocalSandbox(Sandbox):
                 raise
             finally:
                 os.close(slave)
-            registry.remember(popen.pid)
+            try:
+                registry.remember(popen.pid)
+            except OSError as exc:
+                await _abandon(popen.pid, lambda: asyncio.to_thread(popen.wait))
+                os.close(master)
+                raise _unrecorded(registry, exc) from None
             if sandboxed:
                 backend.track(_Sandboxed(popen.pid, lambda: popen.poll() is None))
             return _PtyProcess(popen, master, registry, popen.pid if sandboxed else None), popen.poll

@@ -1,0 +1,136 @@
+"""The control plane under faults found by an outside attack: a full state disk (the daemon's own
+records: the session registry, the audit log, the approvals file, saved shell state), crashes and
+restarts at awkward moments. Each disk-full case runs on its own small tmpfs (root only), unmounted
+after."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from executor.approval.store import AuditLog
+from executor.client import ResourceExhausted
+from tests.daemon import DaemonProcess
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """``small_disk(name, size)``: a fresh tmpfs of ``size`` mounted at ``tmp_path/name``."""
+    mounted: list[Path] = []
+
+    def mount(name: str, size: str) -> Path:
+        path = tmp_path / name
+        path.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
+        mounted.append(path)
+        return path
+
+    yield mount
+    for path in reversed(mounted):
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def fill(directory: Path, name: str = "filler") -> Path:
+    """Fill the file system of ``directory`` to the last byte (from the test, not from a command)."""
+    path = directory / name
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        block = b"\0" * 65536
+        while True:
+            try:
+                if os.write(fd, block) == 0:
+                    break
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+                if len(block) == 1:
+                    break
+                block = block[: len(block) // 2]
+    finally:
+        os.close(fd)
+    return path
+
+
+def children(pid: int) -> set[int]:
+    """The live (not zombie) child processes of ``pid``."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.add(int(entry))
+    return found
+
+
+# -- the session registry: a spawn the daemon cannot record ------------------------------
+
+
+@pytest.mark.parametrize("isolation", ["sandbox", "none"])
+def test_a_full_state_disk_refuses_new_shells_and_leaves_nothing_running(small_disk, isolation):
+    """Task directories live on the state disk by default, so one task can fill it. A new shell (or
+    background process) whose session cannot be written to the registry used to be reported
+    FAILED_PRECONDITION while it went on running, unrecorded: under bubblewrap its command was
+    released when the spawn's --block-fd pipe closed, and no crash recovery could ever find it. Now
+    it is ended and reaped before the call fails, with RESOURCE_EXHAUSTED saying what to free."""
+    state = small_disk("state", "8m")
+    d = DaemonProcess({"backend": "local", "backends": {"local": {"kind": "local", "isolation": isolation}}},
+                      state_dir=state).start()
+    try:
+        with d.client() as c:
+            assert c.run("a", "echo up").stdout == b"up\n"
+            filler = fill(state)
+            before = children(d.proc.pid)
+            with pytest.raises(ResourceExhausted) as info:
+                c.run("b", "echo ran > ran")
+            assert "Free space on the daemon's state disk" in info.value.message, info.value.message
+            assert str(state) in info.value.message
+            with pytest.raises(ResourceExhausted):
+                c.start_process("a", "echo ran > ran-bg; sleep 600")
+            assert children(d.proc.pid) == before, "a spawn that failed is still running"
+            assert not (state / "tasks" / "b" / "ran").exists() and not (state / "tasks" / "a" / "ran-bg").exists()
+            assert c.run("a", "echo still serving").stdout == b"still serving\n", "a running shell carries on"
+            filler.unlink()
+            assert c.run("b", "echo ok").stdout == b"ok\n", "space is back: new shells start again"
+    finally:
+        d.kill()
+
+
+# -- the audit log: the disk filling up in the middle of a batch -------------------------
+
+
+def test_a_disk_filling_up_mid_write_leaves_every_audit_line_whole_and_once(small_disk):
+    """A batch that half fits used to leave its first half in the file, and the retry wrote the
+    whole batch after it: a torn line glued to a repeated one (the log unreadable from there)."""
+    disk = small_disk("audit", "256k")
+    log = AuditLog(disk)
+    log.record(task="t", command="before", decision="allow")
+    filler = fill(disk)
+    failed = 0
+    for i in range(64):  # the audit file's last page has room for a few: one write is cut short
+        try:
+            log.record(sync=True, task="t", command=f"entry {i} " + "x" * 200, decision="ask")
+        except OSError:
+            failed += 1
+            break
+    assert failed and log.broken
+    filler.unlink()
+    log.record(sync=True, task="t", command="after", decision="ask")
+    assert not log.broken
+    log.close()
+    lines = (disk / "audit.jsonl").read_text().splitlines()
+    commands = [json.loads(line)["command"] for line in lines]  # every line parses
+    assert commands[0] == "before" and commands[-1] == "after"
+    assert len(commands) == len(set(commands)), "an entry was written twice"
+    assert commands[1:-1] == [f"entry {i} " + "x" * 200 for i in range(len(commands) - 2)]
