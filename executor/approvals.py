@@ -306,6 +306,11 @@ class Approvals:
 
     # -- approvers -----------------------------------------------------------------------
 
+    @property
+    def always_path(self) -> pathlib.Path:
+        """The file that keeps "approve always" rules."""
+        return self._always.path
+
     def resolve(self, approval_id: str, decision: ApprovalDecision, *, reason: str = "", by: str = "") -> None:
         """Decide a pending approval. Raises KeyError for an unknown, decided or expired id."""
         slot = self._pending.get(approval_id)

@@ -24,7 +24,7 @@ from executor.approval import Decision, Verdict
 from executor.backends import backend_class
 from executor.backends.base import Backend, BackendError, Health
 from executor.config import Config
-from executor.errors import CoreError, from_backend, invalid, not_found, precondition
+from executor.errors import CoreError, from_backend, invalid, not_found, precondition, unsaved
 from executor.events import ApprovalNeeded, Event, ExecRecord, ExitInfo, Finished, Output, Started, Timings
 from executor.headtail import HeadTail
 from executor.output import OutputPipeline
@@ -496,9 +496,8 @@ class Executor:
         except KeyError:
             raise not_found(f"no pending approval {approval_id!r} (already decided, expired or unknown)") from None
         except OSError as exc:  # the approval could not be saved (disk full, read-only): nothing changed
-            raise CoreError("UNAVAILABLE", f"could not save the approval ({exc.strerror or exc}); nothing was "
-                                           "approved and the request is still pending: free space in the state "
-                                           "directory, or approve it once") from None
+            raise unsaved("nothing was approved and the request is still pending (or approve it once)", exc,
+                          self.approvals.always_path) from None
 
     def share_approval(self, command: str, backend: str, rule: str, approval_id: str, reason: str,
                        caller: Caller) -> bool:
@@ -512,8 +511,7 @@ class Executor:
         except ValueError as exc:
             raise precondition(str(exc)) from None
         except OSError as exc:
-            raise CoreError("UNAVAILABLE", f"could not save the approval ({exc.strerror or exc}); nothing was "
-                                           "stored") from None
+            raise unsaved("nothing was stored", exc, self.approvals.always_path) from None
 
     def watch_approvals(self, task_id: str | None) -> AsyncIterator[PendingEvent]:
         if task_id:

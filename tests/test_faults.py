@@ -9,12 +9,14 @@ import errno
 import json
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 
 from executor.approval.store import AuditLog
 from executor.client import ResourceExhausted
+from executor.v1 import executor_pb2 as pb
 from tests.daemon import DaemonProcess
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
@@ -134,3 +136,35 @@ def test_a_disk_filling_up_mid_write_leaves_every_audit_line_whole_and_once(smal
     assert commands[0] == "before" and commands[-1] == "after"
     assert len(commands) == len(set(commands)), "an entry was written twice"
     assert commands[1:-1] == [f"entry {i} " + "x" * 200 for i in range(len(commands) - 2)]
+
+
+# -- approvals: an "approve always" the full disk cannot keep -----------------------------
+
+ASK = "executor-faults-ask"
+
+
+def test_approve_always_on_a_full_state_disk_is_resource_exhausted_and_the_request_stays_pending(small_disk):
+    """It used to be UNAVAILABLE, which clients and gRPC retry policies take for a passing fault and
+    retry; the disk stays full until someone frees it, so the status says so."""
+    state = small_disk("state", "8m")
+    d = DaemonProcess({"backend": "local", "backends": {"local": {"kind": "local"}},
+                       "approval": {"mode": "ask", "timeout_seconds": 60,
+                                    "rules": [{"action": "ask", "pattern": ASK, "name": "faults_ask"}]}},
+                      state_dir=state).start()
+    try:
+        with d.client() as c:
+            c.run("a", "true")
+            result = {}
+            th = threading.Thread(target=lambda: result.update(r=c.run("a", f"echo {ASK}")))
+            th.start()
+            pending = next(iter(c.watch_approvals()))
+            fill(state)
+            with pytest.raises(ResourceExhausted) as info:
+                c.resolve_approval(pending.approval_id, "always")
+            assert "free space on the state disk" in info.value.message and "approvals.json" in info.value.message
+            c.resolve_approval(pending.approval_id, "deny")  # still pending: decided now
+            th.join(60)
+        assert result["r"].exit.status == pb.EXIT_STATUS_DENIED
+        assert not (state / "approvals.json").exists()
+    finally:
+        d.kill()
