@@ -292,8 +292,17 @@ class TaskManager:
         if task.shell is None:
             return
         state = await task.shell.snapshot()
-        if state:
-            atomic_write(self._state_file(task.id), state.encode(), mode=0o600)
+        if not state:
+            return
+        path = self._state_file(task.id)
+        try:
+            atomic_write(path, state.encode(), mode=0o600)
+        except OSError as exc:
+            # An older save must not come back as this task's state after the restart (an earlier
+            # cwd and variables, silently): the task restarts with a fresh shell, and the log says so.
+            path.unlink(missing_ok=True)
+            log.warning("task %s: its shell state could not be saved to %s (%s); it starts with a fresh shell "
+                        "after the restart", task.id, path, exc.strerror or exc)
 
     async def close(self, task_id: str, remove_files: bool, keep_state: bool = False) -> Task | None:
         """End the task: interrupt its command, kill its shell, release its sandbox.

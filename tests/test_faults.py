@@ -168,3 +168,33 @@ def test_approve_always_on_a_full_state_disk_is_resource_exhausted_and_the_reque
         assert not (state / "approvals.json").exists()
     finally:
         d.kill()
+
+
+# -- saved shell state: a shutdown that cannot save it ------------------------------------
+
+
+def test_a_shell_state_that_cannot_be_saved_does_not_restore_an_older_one(small_disk):
+    """SIGTERM saves every idle task's shell state. When the disk was full, the save failed without
+    a word and the previous shutdown's file stayed: after the restart the task silently came back in
+    an older directory with older variables. Now that file goes, the task starts fresh, the log says."""
+    state = small_disk("state", "8m")
+    d = DaemonProcess({"backend": "local", "backends": {"local": {"kind": "local"}},
+                       "limits": {"drain_seconds": 2, "kill_grace_seconds": 1}}, state_dir=state).start()
+    try:
+        with d.client() as c:
+            c.run("s", "mkdir -p first && cd first && export X=first")
+        assert d.stop() == 0
+        d.start()
+        with d.client() as c:
+            assert c.run("s", 'echo "$X"').stdout == b"first\n", "the first shutdown's state is restored"
+            c.run("s", "mkdir -p ../second && cd ../second && export X=second")
+        filler = fill(state)
+        assert d.stop() == 0
+        filler.unlink()
+        assert "could not be saved" in d.log() and "task s:" in d.log()
+        d.start()
+        with d.client() as c:
+            r = c.run("s", 'echo "${X:-fresh}" "${PWD##*/}"')
+        assert r.stdout == b"fresh s\n", r.stdout
+    finally:
+        d.kill()
