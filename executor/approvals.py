@@ -115,6 +115,7 @@ class Approvals:
         self._pending: dict[str, _Slot] = {}
         self._by_key: dict[tuple[str, str, str | None], str] = {}
         self._watchers: list[tuple[str | None, asyncio.Queue[PendingEvent]]] = []
+        self._closing = False  # shutting down: nobody is asked any more
 
     # -- dry run ---------------------------------------------------------------------
 
@@ -206,6 +207,10 @@ class Approvals:
     ) -> Authorization:
         if self._audit.broken:  # a decision that cannot be recorded is not made
             return Authorization(False, verdict, self._unrecorded(), decided_by="audit")
+        if self._closing:  # no approver would see it before the daemon is gone
+            self._record(task_id, backend, command, verdict, "deny", "shutdown", caller)
+            return Authorization(False, verdict, f"the daemon is shutting down; nobody was asked and the command was "
+                                                 f"not run ({verdict.rule})", decided_by="shutdown")
         slot = self._join_or_create(command, verdict, task_id, backend, interactive)
         slot.context = context
         slot.waiters += 1
@@ -390,10 +395,15 @@ class Approvals:
             if slot.pending.task_id == task_id:
                 self._finish(slot, _Answer(ApprovalDecision.DENY, "task closed", "the task was closed"))
 
-    def close(self) -> None:
-        """Deny everything still pending and close the audit log (daemon shutdown)."""
+    def close_pending(self) -> None:
+        """The daemon begins to shut down: deny everything pending, and every later ask at once."""
+        self._closing = True
         for slot in list(self._pending.values()):
             self._finish(slot, _Answer(ApprovalDecision.DENY, "shutdown", "the daemon is shutting down"))
+
+    def close(self) -> None:
+        """Deny everything still pending and close the audit log (daemon shutdown)."""
+        self.close_pending()
         self._audit.close()
 
     # -- audit ---------------------------------------------------------------------------

@@ -493,6 +493,7 @@ class Daemon:
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         if self._gate_watch is not None:
             self._gate_watch.cancel()
+        self.core.begin_shutdown()
         limits = self.config.limits
         # The server's own grace covers the drain plus the final Exit of every interrupted call.
         stopping = (asyncio.ensure_future(self.server.stop(limits.drain_seconds + limits.kill_grace_seconds + 10))

@@ -17,7 +17,7 @@ import pytest
 from executor.approval.store import AuditLog
 from executor.client import ResourceExhausted
 from executor.v1 import executor_pb2 as pb
-from tests.daemon import DaemonProcess
+from tests.daemon import DaemonProcess, wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
 
@@ -198,3 +198,60 @@ def test_a_shell_state_that_cannot_be_saved_does_not_restore_an_older_one(small_
         assert r.stdout == b"fresh s\n", r.stdout
     finally:
         d.kill()
+
+
+# -- shutdown: requests that had not started yet ------------------------------------------
+
+
+def test_sigterm_answers_queued_waiting_and_pending_requests_with_an_exit_and_starts_nothing(tmp_path):
+    """SIGTERM while one command runs, one waits for its task's turn behind it, one (another task)
+    waits for an exec slot, and one waits for an approver. The waiting ones used to get a turn or a
+    slot once the running one was interrupted, and started: in a shell made after the shutdown ended
+    the tasks' shells (its command ran), until the server's grace ran out and cut every call without
+    an Exit (UNAVAILABLE, 12 s later); the pending approval waited out that grace too."""
+    d = DaemonProcess({"backend": "local", "backends": {"local": {"kind": "local"}},
+                       "limits": {"drain_seconds": 1, "kill_grace_seconds": 1, "max_concurrent_execs": 1},
+                       "approval": {"mode": "ask", "timeout_seconds": 120,
+                                    "rules": [{"action": "ask", "pattern": ASK, "name": "faults_ask"}]}},
+                      state_dir=tmp_path / "state").start()
+    events: dict[str, list] = {name: [] for name in ("running", "queued", "slot", "asked")}
+    try:
+        with d.client() as c:
+            c.run("a", "true")
+
+            def go(name, task, command):
+                try:
+                    for ev in c.exec(task, command):
+                        events[name].append(ev)
+                except Exception as exc:  # noqa: BLE001 - recorded, asserted below
+                    events[name].append(exc)
+
+            def seen(name, kind):
+                return any(getattr(e, "WhichOneof", lambda _: "")("event") == kind for e in events[name])
+
+            threads = [threading.Thread(target=go, args=("running", "a", "echo started; sleep 300"))]
+            threads[0].start()
+            assert wait_for(lambda: seen("running", "stdout"))
+            # (ASK is matched by the gate only in the 'asked' command.)
+            for name, task, command in (("queued", "a", "echo ran > ran-queued; sleep 300"),
+                                        ("slot", "b", "echo ran > ran-slot; sleep 300"),
+                                        ("asked", "c", f"echo {ASK} > ran-asked")):
+                threads.append(threading.Thread(target=go, args=(name, task, command)))
+                threads[-1].start()
+                assert wait_for(lambda name=name: seen(name, "started")), f"{name} was not heard of"
+            assert wait_for(lambda: seen("asked", "approval_required"))
+            assert d.stop(timeout=60) == 0
+            for th in threads:
+                th.join(30)
+    finally:
+        d.kill()
+    last = {name: evs[-1] for name, evs in events.items()}
+    for name, ev in last.items():
+        assert not isinstance(ev, Exception), f"{name}: the call ended without an Exit: {ev}"
+        assert ev.WhichOneof("event") == "exit", (name, ev)
+    assert last["running"].exit.status == pb.EXIT_STATUS_CANCELLED
+    for name in ("queued", "slot"):
+        assert last[name].exit.status == pb.EXIT_STATUS_CANCELLED, (name, last[name])
+        assert "not started" in last[name].exit.message, (name, last[name])
+    assert last["asked"].exit.status == pb.EXIT_STATUS_DENIED and "shutting down" in last["asked"].exit.message
+    assert not list((tmp_path / "state" / "tasks").rglob("ran-*")), "a command started during the shutdown"
