@@ -234,8 +234,16 @@ class TaskManager:
         if task.shell is None:
             async with task._setup:
                 if task.shell is None:  # not made by a caller that held _setup before us
-                    task.shell = await self._new_shell(task)
+                    shell = await self._new_shell(task)
+                    if self._closing_now():  # the shutdown began while it started: it may not have seen it
+                        await shell.terminate()
+                        raise CoreError("UNAVAILABLE", SHUTTING_DOWN)
+                    task.shell = shell
         return task.shell
+
+    def _closing_now(self) -> bool:
+        """``closing``, read again after an await (a plain re-read is narrowed away by mypy)."""
+        return self.closing
 
     async def _new_shell(self, task: Task) -> ShellBase:
         """A started shell for the task: a pre-started one made the task's, or a new one restoring
