@@ -24,11 +24,12 @@ import sys
 import tarfile
 import tempfile
 import termios
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
-from ._host import PipeReader, PtyReader, proc_stat, proc_table, signal_tree, spawn_piped, write_master, write_stdin
+from ._host import (PipeReader, PtyReader, ns_tables, proc_stat, proc_table, signal_tree, signal_trees, spawn_piped,
+                    write_master, write_stdin)
 from ._shared.file_helper import FILE_HELPER
 from ._shared.registry import SessionRegistry
 from pydantic import model_validator
@@ -109,6 +110,48 @@ def kill_session(pid: int, sig: int) -> int:
     """Signal the whole tree that the spawn of ``pid`` started (``_host.signal_tree``: the
     reaper's descendants, ``setsid`` and double forks included); returns how many were signalled."""
     return signal_tree(pid, sig)
+
+
+class _KillBatch:
+    """The kill walks asked for in one turn of the loop, made together (``_host.signal_trees``): one
+    read of /proc per pass for all of them instead of one each. A walk reads every process of the
+    host and blocks the loop meanwhile: a SIGTERM to the daemon with 500 commands running made a
+    thousand walks over some 1,500 processes, over a minute in which no call was answered."""
+
+    def __init__(self) -> None:
+        # (kind, signal) -> (what to signal, done); kind "tree": reaper pids, "ns": sandboxed spawns
+        self._asked: dict[tuple[str, int], tuple[set[Any], asyncio.Future[None]]] = {}
+
+    async def signal(self, pid: int, sig: int) -> None:
+        """``kill_session(pid, sig)``, batched."""
+        await self._ask("tree", pid, sig)
+
+    async def signal_namespace(self, spawn: "_Sandboxed", sig: int) -> None:
+        """``signal_namespace(spawn, sig)``, batched."""
+        await self._ask("ns", spawn, sig)
+
+    async def _ask(self, kind: str, what: object, sig: int) -> None:
+        batch = self._asked.get((kind, sig))
+        if batch is None:
+            loop = asyncio.get_running_loop()
+            batch = self._asked[(kind, sig)] = (set(), loop.create_future())
+            loop.call_soon(self._walk, kind, sig)
+        batch[0].add(what)
+        await asyncio.shield(batch[1])
+
+    def _walk(self, kind: str, sig: int) -> None:
+        targets, done = self._asked.pop((kind, sig))
+        try:
+            if kind == "tree":
+                signal_trees(targets, sig)
+            else:
+                signal_namespaces(targets, sig)
+        except Exception as exc:  # handed to every caller of the batch
+            if not done.cancelled():
+                done.set_exception(exc)
+            return
+        if not done.cancelled():
+            done.set_result(None)
 
 
 #: ``policy()["kill"]`` under ``isolation: sandbox``.
@@ -225,38 +268,54 @@ def signal_namespace(spawn: _Sandboxed, sig: int, *, passes: int = 20) -> int:
     it, when the command ends); with SIGKILL the init too, so the kernel kills whatever a walk
     could miss. Before the namespace exists, bubblewrap itself gets the signal
     (``--die-with-parent`` takes the rest). Returns how many were signalled."""
-    if not spawn.alive():
-        return 0  # reaped: its namespace ended with it, and the pid may be someone else's now
-    found = spawn.namespace()
-    if found is None:
-        if spawn.ns is not None:
-            return 0  # the namespace is gone
-        try:
-            os.kill(spawn.outer, sig)
-            return 1
-        except (ProcessLookupError, PermissionError):
-            return 0
-    init, ns = found
+    return signal_namespaces((spawn,), sig, passes=passes)
+
+
+def signal_namespaces(spawns: Collection[_Sandboxed], sig: int, *, passes: int = 20) -> int:
+    """:func:`signal_namespace` for many spawns at once: one walk of /proc per pass for all of them."""
+    count = 0
+    found: dict[_Sandboxed, tuple[int, str]] = {}
+    for spawn in spawns:
+        if not spawn.alive():
+            continue  # reaped: its namespace ended with it, and the pid may be someone else's now
+        where = spawn.namespace()
+        if where is not None:
+            found[spawn] = where
+        elif spawn.ns is None:  # not yet in its namespace
+            try:
+                os.kill(spawn.outer, sig)
+                count += 1
+            except (ProcessLookupError, PermissionError):
+                pass
     seen: set[int] = set()
+    live = dict(found)
     for n in range(passes):
         # Every pass only while the namespace is still this spawn's: once its init is gone the
         # namespace is too, and its identifier may already name a newer sandbox's namespace.
-        if n and (not spawn.alive() or spawn.namespace() != found):
+        if n:
+            live = {s: w for s, w in live.items() if s.alive() and s.namespace() == w}
+        if not live:
             break
-        # Lowest namespace pid first: the spawn's own process (the task's shell) before what it
-        # started, so a shell with a pending TERM never runs its next command after its child died.
-        fresh = [e.host_pid for pid, e in sorted(proc_table(ns).items()) if pid != 1 and e.host_pid not in seen]
-        if not fresh:
+        tables = ns_tables({ns for _, ns in live.values()})
+        signalled = False
+        for _spawn, (_init, ns) in live.items():
+            # Lowest namespace pid first: the spawn's own process (the task's shell) before what it
+            # started, so a shell with a pending TERM never runs its next command after its child died.
+            fresh = [e.host_pid for pid, e in sorted(tables[ns].items()) if pid != 1 and e.host_pid not in seen]
+            for host in fresh:
+                _signal_in(host, ns, sig)
+            seen.update(fresh)
+            signalled = signalled or bool(fresh)
+        if not signalled:
             break
-        for host in fresh:
-            _signal_in(host, ns, sig)
-        seen.update(fresh)
-    if sig == signal.SIGKILL and spawn.namespace() is not None:
-        try:
-            os.kill(init, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    return len(seen)
+    if sig == signal.SIGKILL:
+        for spawn, (init, _ns) in found.items():
+            if spawn.namespace() is not None:
+                try:
+                    os.kill(init, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+    return count + len(seen)
 
 
 SETUP_ATTEMPTS = 4
@@ -571,9 +630,9 @@ class LocalSandbox(Sandbox):
         if self._backend.options.isolation == "sandbox":
             spawn = self._backend.sandboxed.get(pid)  # pid: Process.session, bubblewrap's host pid
             if spawn is not None:  # else not ours, or long gone: nothing to signal
-                signal_namespace(spawn, sig)
+                await self._backend.kills.signal_namespace(spawn, sig)
         else:
-            kill_session(pid, sig)
+            await self._backend.kills.signal(pid, sig)
 
     async def release(self, remove_files: bool = False) -> None:
         if remove_files:
@@ -707,6 +766,7 @@ class LocalBackend(Backend):
         self.daemon_state = state_dir.parents[1]
         self.root = Path(options.root).expanduser() if options.root else self.daemon_state / "tasks"
         self.registry = _PidRegistry(state_dir / "sessions")
+        self.kills = _KillBatch()
         self.setsid = shutil.which("setsid") or "/usr/bin/setsid"
         self.setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
         self.sandboxed: dict[int, _Sandboxed] = {}  # live sandboxed spawns, by bubblewrap's pid
