@@ -211,7 +211,10 @@ class Approvals:
             self._record(task_id, backend, command, verdict, "deny", "shutdown", caller)
             return Authorization(False, verdict, f"the daemon is shutting down; nobody was asked and the command was "
                                                  f"not run ({verdict.rule})", decided_by="shutdown")
-        slot = self._join_or_create(command, verdict, task_id, backend, interactive)
+        try:
+            slot = self._join_or_create(command, verdict, task_id, backend, interactive)
+        except OSError:  # the question itself cannot be recorded: nobody is asked
+            return Authorization(False, verdict, self._unrecorded(), decided_by="audit")
         slot.context = context
         slot.waiters += 1
         slot.callers.append(caller)
@@ -261,11 +264,13 @@ class Approvals:
             created_at=now,
             expires_at=now + self.config.timeout_seconds,
         )
+        # On record before any approver sees it (OSError: nobody is asked for what the log cannot hold).
+        self._record(task_id, backend, command, verdict, "ask", "gate", "", sync=True,
+                     approval_id=pending.approval_id)
         slot = _Slot(pending, verdict, key, asyncio.get_running_loop().create_future())
         slot.deadline = time.monotonic() + self.config.timeout_seconds
         self._pending[pending.approval_id] = slot
         self._by_key[key] = pending.approval_id
-        self._record(task_id, backend, command, verdict, "ask", "gate", "", approval_id=pending.approval_id)
         self._notify(PendingEvent(pending, resolved=False))
         return slot
 

@@ -301,3 +301,28 @@ async def test_many_sessions_signalled_together_read_proc_once_per_pass_not_once
         await asyncio.wait_for(proc.wait(), 30)
     assert wait_for(lambda: count_processes(marker) == 0), "a signalled session left processes"
     await backend.close()
+
+
+# -- the audit log: a question it cannot record --------------------------------------------
+
+
+async def test_a_flagged_command_whose_question_cannot_be_recorded_asks_nobody(tmp_path):
+    """The disk fills before the log knows it is broken: the "ask" entry was written at the loop's
+    next turn, after approvers had been shown the request, so a human was asked (and could spend a
+    minute deciding) about a command that would be refused whatever they said. Now the question
+    is on record before anyone sees it, or it is refused at once."""
+    from executor.approval import GateConfig
+    from executor.approvals import Approvals
+
+    approvals = Approvals(GateConfig.model_validate({}), tmp_path)
+    full = os.open("/dev/full", os.O_WRONLY)
+    os.dup2(full, approvals._audit._fd)  # the log's own descriptor now answers ENOSPC
+    os.close(full)
+
+    async def asked(pending) -> None:
+        raise AssertionError(f"an approver was shown {pending.command!r}")
+
+    r = await approvals.authorize("git push -f", task_id="t", backend="local", on_pending=asked)
+    assert not r.allowed and r.decided_by == "audit" and "audit log cannot be written" in r.message, r
+    assert approvals.pending() == []
+    approvals.close()
