@@ -26,10 +26,11 @@ import tempfile
 import termios
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Literal
 
 from ._host import (PipeReader, PtyReader, ns_tables, proc_stat, proc_table, signal_tree, signal_trees, spawn_piped,
                     write_master, write_stdin)
+from ._shared.batch import TurnBatch
 from ._shared.file_helper import FILE_HELPER
 from ._shared.registry import SessionRegistry
 from pydantic import model_validator
@@ -113,45 +114,31 @@ def kill_session(pid: int, sig: int) -> int:
 
 
 class _KillBatch:
-    """The kill walks asked for in one turn of the loop, made together (``_host.signal_trees``): one
-    read of /proc per pass for all of them instead of one each. A walk reads every process of the
-    host and blocks the loop meanwhile: a SIGTERM to the daemon with 500 commands running made a
-    thousand walks over some 1,500 processes, over a minute in which no call was answered."""
+    """The kill walks asked for in one turn of the loop, made together (``_shared.batch``): one read
+    of /proc per pass for all of them (``_host.signal_trees``, ``signal_namespaces``) instead of one
+    each. A walk reads every process of the host and blocks the loop meanwhile: a SIGTERM to the
+    daemon with 500 commands running made a thousand walks over some 1,500 processes, over a minute
+    in which no call was answered."""
 
     def __init__(self) -> None:
-        # (kind, signal) -> (what to signal, done); kind "tree": reaper pids, "ns": sandboxed spawns
-        self._asked: dict[tuple[str, int], tuple[set[Any], asyncio.Future[None]]] = {}
+        self._trees: TurnBatch[int, int] = TurnBatch(self._walk_trees)
+        self._namespaces: TurnBatch[int, _Sandboxed] = TurnBatch(self._walk_namespaces)
 
     async def signal(self, pid: int, sig: int) -> None:
         """``kill_session(pid, sig)``, batched."""
-        await self._ask("tree", pid, sig)
+        await self._trees.ask(sig, pid)
 
     async def signal_namespace(self, spawn: "_Sandboxed", sig: int) -> None:
         """``signal_namespace(spawn, sig)``, batched."""
-        await self._ask("ns", spawn, sig)
+        await self._namespaces.ask(sig, spawn)
 
-    async def _ask(self, kind: str, what: object, sig: int) -> None:
-        batch = self._asked.get((kind, sig))
-        if batch is None:
-            loop = asyncio.get_running_loop()
-            batch = self._asked[(kind, sig)] = (set(), loop.create_future())
-            loop.call_soon(self._walk, kind, sig)
-        batch[0].add(what)
-        await asyncio.shield(batch[1])
+    @staticmethod
+    async def _walk_trees(sig: int, pids: list[int]) -> None:
+        signal_trees(set(pids), sig)
 
-    def _walk(self, kind: str, sig: int) -> None:
-        targets, done = self._asked.pop((kind, sig))
-        try:
-            if kind == "tree":
-                signal_trees(targets, sig)
-            else:
-                signal_namespaces(targets, sig)
-        except Exception as exc:  # handed to every caller of the batch
-            if not done.cancelled():
-                done.set_exception(exc)
-            return
-        if not done.cancelled():
-            done.set_result(None)
+    @staticmethod
+    async def _walk_namespaces(sig: int, spawns: list["_Sandboxed"]) -> None:
+        signal_namespaces(list(dict.fromkeys(spawns)), sig)
 
 
 #: ``policy()["kill"]`` under ``isolation: sandbox``.

@@ -326,3 +326,46 @@ async def test_a_flagged_command_whose_question_cannot_be_recorded_asks_nobody(t
     assert not r.allowed and r.decided_by == "audit" and "audit log cannot be written" in r.message, r
     assert approvals.pending() == []
     approvals.close()
+
+
+async def test_ssh_sessions_signalled_together_share_one_helper_channel(tmp_path):
+    """On ssh every kill was a helper command on its own exec channel: a SIGTERM with 200 commands
+    running opened 400 (TERM, then KILL) through MaxSessions-limited connections, ran past the
+    shutdown's budget, and the backend was closed under the kills still queued: 162 of 180 Execs
+    ended UNKNOWN ("cannot schedule new futures after shutdown") and 89 commands outlived the
+    daemon on the remote host. Sessions signalled together now share one channel."""
+    import asyncio
+    import signal
+
+    from executor.backends.ssh import SSHBackend, SSHOptions
+    from tests.infra.private_sshd import PrivateSSHD
+
+    server = PrivateSSHD(tmp_path / "sshd").start()
+    backend = SSHBackend("ssh", SSHOptions(**server.options()), state_dir=tmp_path / "state")
+    try:
+        await backend.start()
+        sandbox = await backend.sandbox("many")
+        procs = [await sandbox.spawn(["bash", "-c", "echo up; setsid sleep 300 & exec sleep 300"],
+                                     cwd=sandbox.root, env={"PATH": "/usr/bin:/bin"}) for _ in range(12)]
+        for proc in procs:
+            assert await proc.stdout.read() == b"up\n"
+        helpers = []
+        run = backend._run
+
+        async def counting(command, **kw):
+            helpers.append(command)
+            return await run(command, **kw)
+
+        backend._run = counting  # type: ignore[method-assign]
+        await asyncio.gather(*(sandbox.signal_session(p.session if p.session is not None else p.pid,
+                                                      signal.SIGKILL) for p in procs))
+        backend._run = run  # type: ignore[method-assign]
+        assert len(helpers) == 1, f"{len(helpers)} helper channels to signal 12 sessions"
+        for proc in procs:
+            await asyncio.wait_for(proc.wait(), 30)
+    finally:
+        await backend.close()
+        server.stop()
+    with pytest.raises(Exception) as info:  # closed: a backend error, never a RuntimeError from its pool
+        await backend._blocking(lambda: None)
+    assert type(info.value).__name__ == "BackendError" and "closed" in str(info.value)
