@@ -114,7 +114,7 @@ class Approvals:
         self._session: dict[tuple[str, str], dict[str, str]] = {}  # (task, backend) -> rule -> approval id
         self._pending: dict[str, _Slot] = {}
         self._by_key: dict[tuple[str, str, str | None], str] = {}
-        self._watchers: list[tuple[str | None, asyncio.Queue[PendingEvent]]] = []
+        self._watchers: list[tuple[str | None, asyncio.Queue[PendingEvent | None]]] = []  # None: the end
         self._closing = False  # shutting down: nobody is asked any more
 
     # -- dry run ---------------------------------------------------------------------
@@ -372,15 +372,18 @@ class Approvals:
         return [s.pending for s in self._pending.values() if task_id in (None, "", s.pending.task_id)]
 
     async def watch(self, task_id: str | None = None) -> AsyncIterator[PendingEvent]:
-        """Pending approvals now, then every new or resolved one, until cancelled."""
-        queue: asyncio.Queue[PendingEvent] = asyncio.Queue()
+        """Pending approvals now, then every new or resolved one, until cancelled or the daemon
+        shuts down (then, once the pending ones were reported denied, the stream ends)."""
+        queue: asyncio.Queue[PendingEvent | None] = asyncio.Queue()
         entry = (task_id or None, queue)
+        if self._closing:
+            return
         self._watchers.append(entry)
         try:
             for p in self.pending(task_id):
                 yield PendingEvent(p, resolved=False)
-            while True:
-                yield await queue.get()
+            while (event := await queue.get()) is not None:
+                yield event
         finally:
             with contextlib.suppress(ValueError):
                 self._watchers.remove(entry)
@@ -405,6 +408,8 @@ class Approvals:
         self._closing = True
         for slot in list(self._pending.values()):
             self._finish(slot, _Answer(ApprovalDecision.DENY, "shutdown", "the daemon is shutting down"))
+        for _, queue in self._watchers:  # approvers' streams end (the server's stop would wait on them)
+            queue.put_nowait(None)
 
     def close(self) -> None:
         """Deny everything still pending and close the audit log (daemon shutdown)."""

@@ -369,3 +369,41 @@ async def test_ssh_sessions_signalled_together_share_one_helper_channel(tmp_path
     with pytest.raises(Exception) as info:  # closed: a backend error, never a RuntimeError from its pool
         await backend._blocking(lambda: None)
     assert type(info.value).__name__ == "BackendError" and "closed" in str(info.value)
+
+
+def test_sigterm_ends_approvers_watch_streams_with_a_status_after_the_denials(tmp_path):
+    """An approver's WatchApprovals never ended by itself: the server's stop waited out its whole
+    grace (drain + kill grace + 10 s) on it, then cut it. Now it reports the pending approval
+    denied, then ends UNAVAILABLE saying why, as the drain begins."""
+    import grpc
+
+    d = DaemonProcess({"backend": "local", "backends": {"local": {"kind": "local"}},
+                       "limits": {"drain_seconds": 1, "kill_grace_seconds": 1},
+                       "approval": {"mode": "ask", "timeout_seconds": 120,
+                                    "rules": [{"action": "ask", "pattern": ASK, "name": "faults_ask"}]}},
+                      state_dir=tmp_path / "state").start()
+    seen = []
+    try:
+        with d.client() as c:
+            c.run("a", "true")
+            asked = threading.Thread(target=lambda: seen.append(c.run("a", f"echo {ASK}")))
+            asked.start()
+            channel, stub = d.stub()
+            with channel:
+                watch = stub.WatchApprovals(pb.WatchApprovalsRequest(), timeout=60)
+                first = next(watch)
+                assert not first.resolved
+                stopping = threading.Thread(target=d.stop)
+                stopping.start()
+                rest = []
+                with pytest.raises(grpc.RpcError) as info:
+                    for p in watch:
+                        rest.append(p)
+                stopping.join(60)
+            asked.join(30)
+    finally:
+        d.kill()
+    assert [(p.approval_id, p.resolved, p.decision) for p in rest] == \
+        [(first.approval_id, True, pb.APPROVAL_DECISION_DENY)]
+    assert info.value.code() == grpc.StatusCode.UNAVAILABLE and "shutting down" in info.value.details(), info.value
+    assert seen[0].exit.status == pb.EXIT_STATUS_DENIED
