@@ -207,6 +207,9 @@ class AuditLog:
             self._current()
             written = os.write(self._fd, data)  # one write() per batch: O_APPEND keeps lines whole
             if written != len(data):
+                # The disk filled mid-batch: take the part that landed back out (lines stay whole;
+                # the whole batch is written again once there is room, never half of it twice).
+                os.ftruncate(self._fd, os.fstat(self._fd).st_size - written)
                 raise OSError(28, "short write (No space left on device?)")
         except OSError as exc:
             self.broken = f"cannot write the audit log {self.path}: {exc.strerror or exc}"

@@ -10,7 +10,7 @@ import errno
 import fcntl
 import os
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from ._shared.streams import READ_SIZE, ChunkBuffer
@@ -266,13 +266,19 @@ def proc_table(pid_ns: str | None = None) -> dict[int, ProcEntry]:
             except (OSError, ValueError, IndexError):
                 continue
         return table
-    inner: dict[int, int] = {}  # host pid -> pid inside
-    rows: list[tuple[int, int, int, int, str]] = []
+    return ns_tables((pid_ns,))[pid_ns]
+
+
+def ns_tables(namespaces: Collection[str]) -> dict[str, dict[int, ProcEntry]]:
+    """:func:`proc_table` of each pid namespace in ``namespaces``, from one walk of /proc."""
+    inner: dict[str, dict[int, int]] = {ns: {} for ns in namespaces}  # host pid -> pid inside
+    rows: list[tuple[str, int, int, int, int, str]] = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            if os.readlink(f"/proc/{entry}/ns/pid") != pid_ns:
+            ns = os.readlink(f"/proc/{entry}/ns/pid")
+            if ns not in inner:
                 continue
             status = {}
             with open(f"/proc/{entry}/status") as f:
@@ -280,19 +286,22 @@ def proc_table(pid_ns: str | None = None) -> dict[int, ProcEntry]:
                     key, _, value = line.partition(":")
                     status[key] = value.split()
             pid, sid = int(status["NSpid"][-1]), int(status["NSsid"][-1])
-            rows.append((int(entry), pid, int(status["PPid"][0]), sid, (status.get("Name") or [""])[0]))
-            inner[int(entry)] = pid
+            rows.append((ns, int(entry), pid, int(status["PPid"][0]), sid, (status.get("Name") or [""])[0]))
+            inner[ns][int(entry)] = pid
         except (OSError, ValueError, KeyError, IndexError):
             continue
-    for host, pid, host_ppid, sid, comm in rows:
-        table[pid] = ProcEntry(inner.get(host_ppid, 0), sid, comm, host)
-    return table
+    tables: dict[str, dict[int, ProcEntry]] = {ns: {} for ns in namespaces}
+    for ns, host, pid, host_ppid, sid, comm in rows:
+        tables[ns][pid] = ProcEntry(inner[ns].get(host_ppid, 0), sid, comm, host)
+    return tables
 
 
-def tree_members(table: Mapping[int, ProcEntry], pid: int) -> tuple[int, set[int]]:
+def tree_members(table: Mapping[int, ProcEntry], pid: int,
+                 index: tuple[Mapping[int, list[int]], Mapping[int, list[int]]] | None = None) -> tuple[int, set[int]]:
     """(the anchor, the processes to signal) for the spawn whose command runs as ``pid``: the
     anchor is the reaper that started it (``pid``'s parent, or ``pid`` itself), else ``pid``;
-    the members are the anchor's descendants and ``pid``'s session, never the reaper itself."""
+    the members are the anchor's descendants and ``pid``'s session, never the reaper itself.
+    ``index``: the table's (ppid -> pids, sid -> pids), when the caller has made it (many roots)."""
     root = pid
     entry = table.get(pid)
     if entry is not None and entry.comm != REAPER_NAME:
@@ -300,11 +309,8 @@ def tree_members(table: Mapping[int, ProcEntry], pid: int) -> tuple[int, set[int
         if parent is not None and parent.comm == REAPER_NAME:
             root = entry.ppid
     tree = {root}
-    children: dict[int, list[int]] = {}
-    for p, e in table.items():
-        children.setdefault(e.ppid, []).append(p)
-        if e.sid == pid:
-            tree.add(p)
+    children, sessions = _index(table) if index is None else index
+    tree.update(sessions.get(pid, ()))
     stack = list(tree)
     while stack:
         for child in children.get(stack.pop(), ()):
@@ -316,20 +322,40 @@ def tree_members(table: Mapping[int, ProcEntry], pid: int) -> tuple[int, set[int
     return root, tree
 
 
+def _index(table: Mapping[int, ProcEntry]) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    children: dict[int, list[int]] = {}
+    sessions: dict[int, list[int]] = {}
+    for p, e in table.items():
+        children.setdefault(e.ppid, []).append(p)
+        sessions.setdefault(e.sid, []).append(p)
+    return children, sessions
+
+
 def signal_tree(pid: int, sig: int, pid_ns: str | None = None, *, passes: int = 20) -> int:
     """Deliver ``sig`` to the whole tree that the spawn of ``pid`` started (see tree_members):
     ``pid``'s process group first, in one kill(2), then /proc is walked again until a pass finds
     nothing new. Each process gets the signal once. Returns how many were signalled."""
+    return signal_trees((pid,), sig, pid_ns, passes=passes)
+
+
+def signal_trees(pids: Collection[int], sig: int, pid_ns: str | None = None, *, passes: int = 20) -> int:
+    """:func:`signal_tree` for many spawns at once, with one walk of /proc per pass for all of them
+    (a walk reads every process of the host: with a thousand commands ended together, one walk
+    each kept the daemon's loop busy for minutes)."""
     seen: set[int] = set()
     table = proc_table(pid_ns)
-    leader = table.get(pid)
-    if leader is not None and leader.comm != REAPER_NAME:  # never the reaper's own group
-        try:
-            os.killpg(leader.host_pid, sig)  # pgid = pid for a session leader we started
-        except (ProcessLookupError, PermissionError):
-            pass
+    for pid in pids:
+        leader = table.get(pid)
+        if leader is not None and leader.comm != REAPER_NAME:  # never the reaper's own group
+            try:
+                os.killpg(leader.host_pid, sig)  # pgid = pid for a session leader we started
+            except (ProcessLookupError, PermissionError):
+                pass
     for _ in range(passes):
-        _, members = tree_members(table, pid)
+        index = _index(table)
+        members: set[int] = set()
+        for pid in pids:
+            members |= tree_members(table, pid, index)[1]
         fresh = {p for p in members if p in table} - seen
         if not fresh:
             break

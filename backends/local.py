@@ -24,11 +24,13 @@ import sys
 import tarfile
 import tempfile
 import termios
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Literal
 
-from ._host import PipeReader, PtyReader, proc_stat, proc_table, signal_tree, spawn_piped, write_master, write_stdin
+from ._host import (PipeReader, PtyReader, ns_tables, proc_stat, proc_table, signal_tree, signal_trees, spawn_piped,
+                    write_master, write_stdin)
+from ._shared.batch import TurnBatch
 from ._shared.file_helper import FILE_HELPER
 from ._shared.registry import SessionRegistry
 from pydantic import model_validator
@@ -109,6 +111,34 @@ def kill_session(pid: int, sig: int) -> int:
     """Signal the whole tree that the spawn of ``pid`` started (``_host.signal_tree``: the
     reaper's descendants, ``setsid`` and double forks included); returns how many were signalled."""
     return signal_tree(pid, sig)
+
+
+class _KillBatch:
+    """The kill walks asked for in one turn of the loop, made together (``_shared.batch``): one read
+    of /proc per pass for all of them (``_host.signal_trees``, ``signal_namespaces``) instead of one
+    each. A walk reads every process of the host and blocks the loop meanwhile: a SIGTERM to the
+    daemon with 500 commands running made a thousand walks over some 1,500 processes, over a minute
+    in which no call was answered."""
+
+    def __init__(self) -> None:
+        self._trees: TurnBatch[int, int] = TurnBatch(self._walk_trees)
+        self._namespaces: TurnBatch[int, _Sandboxed] = TurnBatch(self._walk_namespaces)
+
+    async def signal(self, pid: int, sig: int) -> None:
+        """``kill_session(pid, sig)``, batched."""
+        await self._trees.ask(sig, pid)
+
+    async def signal_namespace(self, spawn: "_Sandboxed", sig: int) -> None:
+        """``signal_namespace(spawn, sig)``, batched."""
+        await self._namespaces.ask(sig, spawn)
+
+    @staticmethod
+    async def _walk_trees(sig: int, pids: list[int]) -> None:
+        signal_trees(set(pids), sig)
+
+    @staticmethod
+    async def _walk_namespaces(sig: int, spawns: list["_Sandboxed"]) -> None:
+        signal_namespaces(list(dict.fromkeys(spawns)), sig)
 
 
 #: ``policy()["kill"]`` under ``isolation: sandbox``.
@@ -225,38 +255,54 @@ def signal_namespace(spawn: _Sandboxed, sig: int, *, passes: int = 20) -> int:
     it, when the command ends); with SIGKILL the init too, so the kernel kills whatever a walk
     could miss. Before the namespace exists, bubblewrap itself gets the signal
     (``--die-with-parent`` takes the rest). Returns how many were signalled."""
-    if not spawn.alive():
-        return 0  # reaped: its namespace ended with it, and the pid may be someone else's now
-    found = spawn.namespace()
-    if found is None:
-        if spawn.ns is not None:
-            return 0  # the namespace is gone
-        try:
-            os.kill(spawn.outer, sig)
-            return 1
-        except (ProcessLookupError, PermissionError):
-            return 0
-    init, ns = found
+    return signal_namespaces((spawn,), sig, passes=passes)
+
+
+def signal_namespaces(spawns: Collection[_Sandboxed], sig: int, *, passes: int = 20) -> int:
+    """:func:`signal_namespace` for many spawns at once: one walk of /proc per pass for all of them."""
+    count = 0
+    found: dict[_Sandboxed, tuple[int, str]] = {}
+    for spawn in spawns:
+        if not spawn.alive():
+            continue  # reaped: its namespace ended with it, and the pid may be someone else's now
+        where = spawn.namespace()
+        if where is not None:
+            found[spawn] = where
+        elif spawn.ns is None:  # not yet in its namespace
+            try:
+                os.kill(spawn.outer, sig)
+                count += 1
+            except (ProcessLookupError, PermissionError):
+                pass
     seen: set[int] = set()
+    live = dict(found)
     for n in range(passes):
         # Every pass only while the namespace is still this spawn's: once its init is gone the
         # namespace is too, and its identifier may already name a newer sandbox's namespace.
-        if n and (not spawn.alive() or spawn.namespace() != found):
+        if n:
+            live = {s: w for s, w in live.items() if s.alive() and s.namespace() == w}
+        if not live:
             break
-        # Lowest namespace pid first: the spawn's own process (the task's shell) before what it
-        # started, so a shell with a pending TERM never runs its next command after its child died.
-        fresh = [e.host_pid for pid, e in sorted(proc_table(ns).items()) if pid != 1 and e.host_pid not in seen]
-        if not fresh:
+        tables = ns_tables({ns for _, ns in live.values()})
+        signalled = False
+        for _spawn, (_init, ns) in live.items():
+            # Lowest namespace pid first: the spawn's own process (the task's shell) before what it
+            # started, so a shell with a pending TERM never runs its next command after its child died.
+            fresh = [e.host_pid for pid, e in sorted(tables[ns].items()) if pid != 1 and e.host_pid not in seen]
+            for host in fresh:
+                _signal_in(host, ns, sig)
+            seen.update(fresh)
+            signalled = signalled or bool(fresh)
+        if not signalled:
             break
-        for host in fresh:
-            _signal_in(host, ns, sig)
-        seen.update(fresh)
-    if sig == signal.SIGKILL and spawn.namespace() is not None:
-        try:
-            os.kill(init, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    return len(seen)
+    if sig == signal.SIGKILL:
+        for spawn, (init, _ns) in found.items():
+            if spawn.namespace() is not None:
+                try:
+                    os.kill(init, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+    return count + len(seen)
 
 
 SETUP_ATTEMPTS = 4
@@ -315,6 +361,27 @@ def _kill_quietly(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+async def _abandon(pid: int, wait: Callable[[], Awaitable[object]]) -> None:
+    """End a spawn that cannot be recorded in the session registry (the state disk is full), and
+    reap it, before the spawn fails: a crash would otherwise leave it running where the next
+    daemon's recovery cannot find it, and an error must mean nothing runs. Under bubblewrap the
+    command still waits on --block-fd and dies with bubblewrap (--die-with-parent); the reaper
+    (isolation none) is ended with whatever it already started."""
+    kill_session(pid, signal.SIGKILL)
+    _kill_quietly(pid)
+    await wait()
+
+
+def _unrecorded(registry: "_PidRegistry", exc: OSError) -> BackendError:
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return BackendError(
+        f"cannot start a process: its session cannot be recorded in {registry.dir} ({exc.strerror}), so a "
+        f"restarted daemon could not end it; nothing was started. "
+        + ("Free space on the daemon's state disk (task directories live there unless the backend sets root:)"
+           if full else "Make the daemon's state directory writable"),
+        ErrorKind.RESOURCE_EXHAUSTED if full else ErrorKind.FAILED_PRECONDITION)
 
 
 async def _said(process: Process) -> str:
@@ -495,7 +562,13 @@ class LocalSandbox(Sandbox):
             if pty is None:
                 proc, stdout, stderr = await spawn_piped(full, cwd=cwd, env=env, start_new_session=True,
                                                          pass_fds=pass_fds)
-                registry.remember(proc.pid)
+                try:
+                    registry.remember(proc.pid)
+                except OSError as exc:
+                    await _abandon(proc.pid, proc.wait)
+                    stdout.detach()
+                    stderr.detach()
+                    raise _unrecorded(registry, exc) from None
                 if sandboxed:
                     backend.track(_Sandboxed(proc.pid, lambda: proc.returncode is None))
                 return (_PipeProcess(proc, stdout, stderr, registry, proc.pid if sandboxed else None),
@@ -525,7 +598,12 @@ class LocalSandbox(Sandbox):
                 raise
             finally:
                 os.close(slave)
-            registry.remember(popen.pid)
+            try:
+                registry.remember(popen.pid)
+            except OSError as exc:
+                await _abandon(popen.pid, lambda: asyncio.to_thread(popen.wait))
+                os.close(master)
+                raise _unrecorded(registry, exc) from None
             if sandboxed:
                 backend.track(_Sandboxed(popen.pid, lambda: popen.poll() is None))
             return _PtyProcess(popen, master, registry, popen.pid if sandboxed else None), popen.poll
@@ -539,9 +617,9 @@ class LocalSandbox(Sandbox):
         if self._backend.options.isolation == "sandbox":
             spawn = self._backend.sandboxed.get(pid)  # pid: Process.session, bubblewrap's host pid
             if spawn is not None:  # else not ours, or long gone: nothing to signal
-                signal_namespace(spawn, sig)
+                await self._backend.kills.signal_namespace(spawn, sig)
         else:
-            kill_session(pid, sig)
+            await self._backend.kills.signal(pid, sig)
 
     async def release(self, remove_files: bool = False) -> None:
         if remove_files:
@@ -675,6 +753,7 @@ class LocalBackend(Backend):
         self.daemon_state = state_dir.parents[1]
         self.root = Path(options.root).expanduser() if options.root else self.daemon_state / "tasks"
         self.registry = _PidRegistry(state_dir / "sessions")
+        self.kills = _KillBatch()
         self.setsid = shutil.which("setsid") or "/usr/bin/setsid"
         self.setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
         self.sandboxed: dict[int, _Sandboxed] = {}  # live sandboxed spawns, by bubblewrap's pid

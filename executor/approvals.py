@@ -114,7 +114,8 @@ class Approvals:
         self._session: dict[tuple[str, str], dict[str, str]] = {}  # (task, backend) -> rule -> approval id
         self._pending: dict[str, _Slot] = {}
         self._by_key: dict[tuple[str, str, str | None], str] = {}
-        self._watchers: list[tuple[str | None, asyncio.Queue[PendingEvent]]] = []
+        self._watchers: list[tuple[str | None, asyncio.Queue[PendingEvent | None]]] = []  # None: the end
+        self._closing = False  # shutting down: nobody is asked any more
 
     # -- dry run ---------------------------------------------------------------------
 
@@ -206,7 +207,14 @@ class Approvals:
     ) -> Authorization:
         if self._audit.broken:  # a decision that cannot be recorded is not made
             return Authorization(False, verdict, self._unrecorded(), decided_by="audit")
-        slot = self._join_or_create(command, verdict, task_id, backend, interactive)
+        if self._closing:  # no approver would see it before the daemon is gone
+            self._record(task_id, backend, command, verdict, "deny", "shutdown", caller)
+            return Authorization(False, verdict, f"the daemon is shutting down; nobody was asked and the command was "
+                                                 f"not run ({verdict.rule})", decided_by="shutdown")
+        try:
+            slot = self._join_or_create(command, verdict, task_id, backend, interactive)
+        except OSError:  # the question itself cannot be recorded: nobody is asked
+            return Authorization(False, verdict, self._unrecorded(), decided_by="audit")
         slot.context = context
         slot.waiters += 1
         slot.callers.append(caller)
@@ -256,11 +264,13 @@ class Approvals:
             created_at=now,
             expires_at=now + self.config.timeout_seconds,
         )
+        # On record before any approver sees it (OSError: nobody is asked for what the log cannot hold).
+        self._record(task_id, backend, command, verdict, "ask", "gate", "", sync=True,
+                     approval_id=pending.approval_id)
         slot = _Slot(pending, verdict, key, asyncio.get_running_loop().create_future())
         slot.deadline = time.monotonic() + self.config.timeout_seconds
         self._pending[pending.approval_id] = slot
         self._by_key[key] = pending.approval_id
-        self._record(task_id, backend, command, verdict, "ask", "gate", "", approval_id=pending.approval_id)
         self._notify(PendingEvent(pending, resolved=False))
         return slot
 
@@ -305,6 +315,11 @@ class Approvals:
         self._finish(slot, None)
 
     # -- approvers -----------------------------------------------------------------------
+
+    @property
+    def always_path(self) -> pathlib.Path:
+        """The file that keeps "approve always" rules."""
+        return self._always.path
 
     def resolve(self, approval_id: str, decision: ApprovalDecision, *, reason: str = "", by: str = "") -> None:
         """Decide a pending approval. Raises KeyError for an unknown, decided or expired id."""
@@ -357,15 +372,18 @@ class Approvals:
         return [s.pending for s in self._pending.values() if task_id in (None, "", s.pending.task_id)]
 
     async def watch(self, task_id: str | None = None) -> AsyncIterator[PendingEvent]:
-        """Pending approvals now, then every new or resolved one, until cancelled."""
-        queue: asyncio.Queue[PendingEvent] = asyncio.Queue()
+        """Pending approvals now, then every new or resolved one, until cancelled or the daemon
+        shuts down (then, once the pending ones were reported denied, the stream ends)."""
+        queue: asyncio.Queue[PendingEvent | None] = asyncio.Queue()
         entry = (task_id or None, queue)
+        if self._closing:
+            return
         self._watchers.append(entry)
         try:
             for p in self.pending(task_id):
                 yield PendingEvent(p, resolved=False)
-            while True:
-                yield await queue.get()
+            while (event := await queue.get()) is not None:
+                yield event
         finally:
             with contextlib.suppress(ValueError):
                 self._watchers.remove(entry)
@@ -385,10 +403,17 @@ class Approvals:
             if slot.pending.task_id == task_id:
                 self._finish(slot, _Answer(ApprovalDecision.DENY, "task closed", "the task was closed"))
 
-    def close(self) -> None:
-        """Deny everything still pending and close the audit log (daemon shutdown)."""
+    def close_pending(self) -> None:
+        """The daemon begins to shut down: deny everything pending, and every later ask at once."""
+        self._closing = True
         for slot in list(self._pending.values()):
             self._finish(slot, _Answer(ApprovalDecision.DENY, "shutdown", "the daemon is shutting down"))
+        for _, queue in self._watchers:  # approvers' streams end (the server's stop would wait on them)
+            queue.put_nowait(None)
+
+    def close(self) -> None:
+        """Deny everything still pending and close the audit log (daemon shutdown)."""
+        self.close_pending()
         self._audit.close()
 
     # -- audit ---------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 from executor.backends.base import BackendError, ErrorKind
 
 
@@ -31,6 +33,16 @@ def exhausted(message: str) -> CoreError:
 
 def precondition(message: str) -> CoreError:
     return CoreError("FAILED_PRECONDITION", message)
+
+
+def unsaved(what: str, exc: OSError, path: object) -> CoreError:
+    """The daemon's own state could not be written (``what``: what was not done): RESOURCE_EXHAUSTED
+    for a full disk or quota, FAILED_PRECONDITION for anything else (read-only, permissions); never
+    UNAVAILABLE, which clients retry as a passing network fault."""
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    fix = "free space on the state disk" if full else "make the state directory writable"
+    return CoreError("RESOURCE_EXHAUSTED" if full else "FAILED_PRECONDITION",
+                     f"could not save {path} ({exc.strerror or exc}): {what}; {fix}")
 
 
 _KIND_TO_CODE = {

@@ -218,6 +218,9 @@ class Servicer(ServicerPart, pb_grpc.ExecutorServicer):
                 segment=p.segment, backend=p.backend, created_at=p.created_at, expires_at=p.expires_at,
                 resolved=ev.resolved,
                 decision=pb.APPROVAL_DECISION_UNSPECIFIED if ev.decision is None else APPROVAL_DECISION_PB[ev.decision])
+        # The watch ends only when the daemon shuts down (what was pending went out denied first):
+        # a status that says so, at once, instead of holding the server's stop until its grace ends.
+        await context.abort(grpc.StatusCode.UNAVAILABLE, "the daemon is shutting down; watch again once it is back")
 
     # -- files -------------------------------------------------------------------------------
 
@@ -493,6 +496,7 @@ class Daemon:
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         if self._gate_watch is not None:
             self._gate_watch.cancel()
+        self.core.begin_shutdown()
         limits = self.config.limits
         # The server's own grace covers the drain plus the final Exit of every interrupted call.
         stopping = (asyncio.ensure_future(self.server.stop(limits.drain_seconds + limits.kill_grace_seconds + 10))

@@ -24,7 +24,7 @@ from executor.approval import Decision, Verdict
 from executor.backends import backend_class
 from executor.backends.base import Backend, BackendError, Health
 from executor.config import Config
-from executor.errors import CoreError, from_backend, invalid, not_found, precondition
+from executor.errors import CoreError, from_backend, invalid, not_found, precondition, unsaved
 from executor.events import ApprovalNeeded, Event, ExecRecord, ExitInfo, Finished, Output, Started, Timings
 from executor.headtail import HeadTail
 from executor.output import OutputPipeline
@@ -33,7 +33,7 @@ from executor.pty import PtyManager
 from executor.redact import Redactor, options_secrets
 from executor.shell import SENT, CommandResult
 from executor.statedir import StateDir
-from executor.tasks import Task, TaskManager, check_task_id
+from executor.tasks import SHUTTING_DOWN, Task, TaskManager, check_task_id
 
 log = logging.getLogger("executor")
 
@@ -157,6 +157,13 @@ class Executor:
         if self.config.limits.task_idle_seconds > 0:
             self._reaper = asyncio.create_task(self._reap_idle())
 
+    def begin_shutdown(self) -> None:
+        """The drain begins: nothing new starts (a request still waiting for its task's turn, an exec
+        slot or a shell gets its Exit, CANCELLED, instead of starting now), and pending approvals
+        are denied (no approver could see them through)."""
+        self.tasks.closing = True
+        self.approvals.close_pending()
+
     async def shutdown(self) -> None:
         """End everything: background processes and terminals, then the tasks' commands (each
         running Exec gets its Exit, CANCELLED) and shells, then the backends' connections. Bounded
@@ -248,8 +255,7 @@ class Executor:
             if task.closed:
                 if (started := run.take_started()) is not None:
                     yield started
-                yield Finished(ExitInfo(0, "cancelled", message="the task was closed while the command waited",
-                                        backend=req.backend, timings=run.timings))
+                yield self._not_started(run, "the task was closed while the command waited")
                 return
             # Admission, in the task's turn: every command passes the gate before it reaches a backend.
             async with aclosing(self._admit(run)) as gate_events:
@@ -270,6 +276,11 @@ class Executor:
             s0 = time.monotonic()
             async with self._exec_slots:
                 run.timings.queue = queued + time.monotonic() - s0
+                if self.tasks.closing:  # it waited (its turn, a slot) while the daemon began to shut down
+                    if (started := run.take_started()) is not None:
+                        yield started
+                    yield self._not_started(run, SHUTTING_DOWN)
+                    return
                 async with aclosing(self._run_admitted(run, outcome, deadline)) as run_events:
                     async for event in run_events:
                         yield event
@@ -302,6 +313,9 @@ class Executor:
         else:
             run.gate = "allow" if auth.allowed else "deny"
         run.outcome = outcome
+
+    def _not_started(self, run: _ExecRun, why: str) -> Finished:
+        return Finished(ExitInfo(0, "cancelled", message=why, backend=run.req.backend, timings=run.timings))
 
     def _refused(self, run: _ExecRun, refused: Refused) -> ExitInfo:
         """The Exit of a command the gate (or a human) refused, published like any other."""
@@ -496,9 +510,8 @@ class Executor:
         except KeyError:
             raise not_found(f"no pending approval {approval_id!r} (already decided, expired or unknown)") from None
         except OSError as exc:  # the approval could not be saved (disk full, read-only): nothing changed
-            raise CoreError("UNAVAILABLE", f"could not save the approval ({exc.strerror or exc}); nothing was "
-                                           "approved and the request is still pending: free space in the state "
-                                           "directory, or approve it once") from None
+            raise unsaved("nothing was approved and the request is still pending (or approve it once)", exc,
+                          self.approvals.always_path) from None
 
     def share_approval(self, command: str, backend: str, rule: str, approval_id: str, reason: str,
                        caller: Caller) -> bool:
@@ -512,8 +525,7 @@ class Executor:
         except ValueError as exc:
             raise precondition(str(exc)) from None
         except OSError as exc:
-            raise CoreError("UNAVAILABLE", f"could not save the approval ({exc.strerror or exc}); nothing was "
-                                           "stored") from None
+            raise unsaved("nothing was stored", exc, self.approvals.always_path) from None
 
     def watch_approvals(self, task_id: str | None) -> AsyncIterator[PendingEvent]:
         if task_id:

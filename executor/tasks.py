@@ -73,6 +73,10 @@ async def resolve_workdir(task: "Task", workdir: str) -> str | None:
         raise from_backend(task.backend_name, exc) from exc
 
 
+#: Why a request that had not started yet when the daemon began to shut down was not run.
+SHUTTING_DOWN = "the daemon is shutting down; the command was not started (send it again once the daemon is back)"
+
+
 @dataclass
 class Task:
     id: str
@@ -161,6 +165,8 @@ class TaskManager:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.reaped = 0
         self.pools: dict[str, ShellPool] = {}
+        #: Set when the daemon begins to shut down: nothing new starts (``ensure_shell`` refuses).
+        self.closing = False
         # The fleet (executor.placement): this daemon serves only the slots it owns.
         self.member = member
         self._owners = slot_table(members) if members else ()
@@ -218,12 +224,26 @@ class TaskManager:
         return task.sandbox
 
     async def ensure_shell(self, task: Task) -> ShellBase:
-        """The task's sandbox and shell, created on first use (BackendError -> CoreError)."""
+        """The task's sandbox and shell, created on first use (BackendError -> CoreError).
+
+        Every entry point that starts a command (Exec, Run, StartProcess, Pty) passes here just
+        before it starts it: once the daemon shuts down, nothing new starts (UNAVAILABLE), so no
+        command begins after the shutdown ended the tasks' shells, in a shell it never ends."""
+        if self.closing:
+            raise CoreError("UNAVAILABLE", SHUTTING_DOWN)
         if task.shell is None:
             async with task._setup:
                 if task.shell is None:  # not made by a caller that held _setup before us
-                    task.shell = await self._new_shell(task)
+                    shell = await self._new_shell(task)
+                    if self._closing_now():  # the shutdown began while it started: it may not have seen it
+                        await shell.terminate()
+                        raise CoreError("UNAVAILABLE", SHUTTING_DOWN)
+                    task.shell = shell
         return task.shell
+
+    def _closing_now(self) -> bool:
+        """``closing``, read again after an await (a plain re-read is narrowed away by mypy)."""
+        return self.closing
 
     async def _new_shell(self, task: Task) -> ShellBase:
         """A started shell for the task: a pre-started one made the task's, or a new one restoring
@@ -292,8 +312,17 @@ class TaskManager:
         if task.shell is None:
             return
         state = await task.shell.snapshot()
-        if state:
-            atomic_write(self._state_file(task.id), state.encode(), mode=0o600)
+        if not state:
+            return
+        path = self._state_file(task.id)
+        try:
+            atomic_write(path, state.encode(), mode=0o600)
+        except OSError as exc:
+            # An older save must not come back as this task's state after the restart (an earlier
+            # cwd and variables, silently): the task restarts with a fresh shell, and the log says so.
+            path.unlink(missing_ok=True)
+            log.warning("task %s: its shell state could not be saved to %s (%s); it starts with a fresh shell "
+                        "after the restart", task.id, path, exc.strerror or exc)
 
     async def close(self, task_id: str, remove_files: bool, keep_state: bool = False) -> Task | None:
         """End the task: interrupt its command, kill its shell, release its sandbox.
@@ -322,6 +351,7 @@ class TaskManager:
         interrupted (its caller gets an Exit, CANCELLED), every idle shell's state is saved
         concurrently, then every shell is ended concurrently. What does not finish in time is left
         to the backend's recovery at the next start."""
+        self.closing = True
         loop = asyncio.get_running_loop()
         end = loop.time() + budget
         pools = [asyncio.ensure_future(pool.close()) for pool in self.pools.values()]
@@ -455,4 +485,4 @@ async def _within(futures: Sequence[asyncio.Future[None]], seconds: float) -> No
 
 
 __all__ = ["Task", "TaskManager", "ShellPool", "check_task_id", "resolve_inside", "resolve_workdir", "TASK_ID",
-           "CoreError"]
+           "CoreError", "SHUTTING_DOWN"]

@@ -27,7 +27,12 @@ class SessionRegistry:
         directory = self._scope(scope)
         self._migrate(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / str(pid)).write_text(start)
+        entry = directory / str(pid)
+        try:
+            entry.write_text(start)
+        except OSError:  # created but not written (disk full): no half entry left behind
+            entry.unlink(missing_ok=True)
+            raise
 
     def forget(self, pid: int, scope: str = "") -> None:
         (self._scope(scope) / str(pid)).unlink(missing_ok=True)

@@ -16,8 +16,9 @@ from typing import Any, TypeVar
 import paramiko
 
 from ..base import KILL_SUBREAPER_IF_PYTHON, Backend, BackendError, Capabilities, ErrorKind, Health, Process, PtySize, Sandbox, drain
+from .._shared.batch import TurnBatch
 from .._shared.retry import Failure, retrying
-from .commands import CLEANUP_SCRIPT, SIGNAL_SESSION_SCRIPT, build_spawn_command, remote_path_expr
+from .commands import CLEANUP_SCRIPT, SIGNAL_SESSIONS_FUNCTION, build_spawn_command, remote_path_expr
 from .connection import _Connection, _Connector, _Dropped, _OpenLost, _Refused
 from .options import CONNECT_ATTEMPTS, SESSIONS_DIR, SSHOptions
 from .process import _ChannelProcess
@@ -44,8 +45,9 @@ class SSHSandbox(Sandbox):
         return await self._backend._spawn(argv, cwd=cwd, env=env, pty=pty)
 
     async def signal_session(self, pid: int, sig: int) -> None:
-        """Signal the session from a plain exec channel (no registry, no handshake)."""
-        await self._backend._run(f"set -- {int(pid)} {int(sig)};{SIGNAL_SESSION_SCRIPT}")
+        """Signal the session from a plain exec channel (no registry, no handshake); the sessions
+        signalled in the same turn of the loop share one channel (``_signal_sessions``)."""
+        await self._backend._kills.ask(int(sig), int(pid))
 
     async def release(self, remove_files: bool = False) -> None:
         if remove_files:
@@ -65,6 +67,8 @@ class SSHBackend(Backend):
         super().__init__(name, options, state_dir=state_dir)
         self._connector = _Connector(options)
         # Connects (max_parallel_connects at a time) and open/exec requests wait here for the server.
+        self._closed = False
+        self._kills: TurnBatch[int, int] = TurnBatch(self._signal_sessions)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=8 + options.max_parallel_connects,
                                                            thread_name_prefix=f"ssh-{name}")
         self._conn: _Connection | None = None  # the primary connection
@@ -117,7 +121,15 @@ class SSHBackend(Backend):
     # -- plumbing --------------------------------------------------------------------
 
     async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(fn, *args))
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(fn, *args))
+        except RuntimeError as exc:
+            if not self._closed:
+                raise
+            # A command still being ended when the shutdown's budget ran out: a backend error its
+            # caller handles, not an exception that ends the call without its Exit.
+            raise BackendError(f"ssh backend {self.name} is closed (the daemon is shutting down)",
+                               ErrorKind.UNAVAILABLE) from exc
 
     async def _connection(self) -> _Connection:
         """The primary connection; reconnects (and reports why) when it was lost."""
@@ -421,6 +433,13 @@ class SSHBackend(Backend):
                     raise
                 conn.lost = True
 
+    async def _signal_sessions(self, sig: int, pids: list[int]) -> None:
+        """Every session in ``pids`` signalled from one exec channel: a shutdown ending 200 commands
+        opened 400 channels (TERM, then KILL) through MaxSessions-limited connections, and outlived
+        its budget."""
+        await self._run(f"{SIGNAL_SESSIONS_FUNCTION}for _batch_pid in {' '.join(str(p) for p in sorted(set(pids)))}; "
+                        f"do _extree \"$_batch_pid\" {int(sig)} & done; wait; exit 0")
+
     async def _run(self, command: str, *, conn: _Connection | None = None) -> tuple[int, bytes, bytes]:
         """Run a helper command on a plain exec channel and collect its output."""
         if conn is not None:
@@ -521,6 +540,7 @@ class SSHBackend(Backend):
         return SSHSandbox(self, task_id, root)
 
     async def close(self) -> None:
+        self._closed = True
         for conn in (self._conn, *self._extra):
             if conn is not None:
                 conn.close()

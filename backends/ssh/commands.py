@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import paramiko
 
 from .._shared.kill import CLEANUP_SCRIPT as CLEANUP_SCRIPT_SHARED
-from ..base import KILL_TREE_SCRIPT, BackendError, ErrorKind, reaper_argv
+from ..base import KILL_TREE_FUNCTION, KILL_TREE_SCRIPT, BackendError, ErrorKind, reaper_argv
 
 
 _ENV_NAME = re.compile(r"^[^=\x00]+$")
@@ -104,6 +104,9 @@ def build_spawn_command(
 #: shell itself (its `read` is buffered in bash; dash reads byte by byte, ~3x slower). It runs in a
 #: session and a tree of its own, so it never signals itself.
 SIGNAL_SESSION_SCRIPT = KILL_TREE_SCRIPT
+
+#: The walk as a function (``_extree PID SIG``), for a helper that signals many sessions at once.
+SIGNAL_SESSIONS_FUNCTION = KILL_TREE_FUNCTION
 
 #: ``set -- DIR...`` then this: kills every session recorded in those registry dirs whose leader
 #: still runs with the recorded start time (its whole tree), removes the dirs, prints how many
