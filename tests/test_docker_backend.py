@@ -796,3 +796,27 @@ def test_the_daemons_own_file_errors_are_not_called_an_unreachable_engine():
     assert gone.kind is ErrorKind.UNAVAILABLE and "cannot reach the Docker engine" in gone.message
     reset = _docker_error(ConnectionResetError(104, "Connection reset by peer"), "reading")
     assert reset.kind is ErrorKind.UNAVAILABLE
+
+
+async def test_sessions_signalled_together_share_one_walk(shared):
+    """A shutdown signals every running command at once: the container's signal helper walked them one
+    at a time, a whole /proc walk each, and under load ran out of the shutdown's time with commands
+    left running. Sessions signalled in one turn of the loop go in one request and one walk."""
+    sb = await shared.sandbox("batchkill")
+    procs = [await sb.spawn(["bash", "-c", "setsid sleep 3007 & echo $$; exec sleep 3007"], cwd=sb.root, env=ENV)
+             for _ in range(8)]
+    sids = [int((await read_until(p.stdout, b"\n")).strip()) for p in procs]
+    await sb.signal_session(sids[0], 0)  # the helper is up: what follows is the batch alone
+    killer = sb.container.killer
+    before = killer._seq
+    await asyncio.gather(*(sb.signal_session(sid, signal.SIGKILL) for sid in sids))
+    assert killer._seq - before == 1, f"{killer._seq - before} round trips to signal 8 sessions"
+    for proc in procs:
+        assert await asyncio.wait_for(proc.wait(), 15) == -signal.SIGKILL
+    deadline = time.monotonic() + 10
+    while True:
+        code, out, _ = await run(sb, "ps -eo stat=,args= | grep -v '^Z' | grep -c 'sleep 3007$' || true")
+        if out.strip() == "0" or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.05)
+    assert out.strip() == "0", f"{out.strip()} sleeps left running (the setsid ones escape a session walk)"

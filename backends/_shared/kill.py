@@ -170,8 +170,10 @@ def reaper_argv(argv: Sequence[str], *, pty: bool = False, python: str | None = 
     return ["/bin/sh", "-c", REAPER_SH, REAPER_NAME, REAPER_PY, mode, *argv]
 
 
-#: A POSIX sh function (builtins only: no process per /proc entry; reads /proc, so Linux):
-#: ``_extree PID SIG`` delivers SIG to the whole tree that the spawn of PID started:
+#: POSIX sh functions (builtins only: no process per /proc entry; reads /proc, so Linux):
+#: ``_extree PID SIG`` delivers SIG to the whole tree that the spawn of PID started, and
+#: ``_extrees SIG PID...`` to the trees of many spawns in one walk (a shutdown ends hundreds of
+#: commands at once: one read of /proc per pass for all of them, not one each):
 #:
 #: * the anchor: the reaper that started PID (its parent, or PID itself), whose descendants are
 #:   everything the command started, ``setsid``, ``nohup`` and double forks included; without a
@@ -183,24 +185,28 @@ def reaper_argv(argv: Sequence[str], *, pty: bool = False, python: str | None = 
 #:   by the next; it is a descendant of the reaper even if its parent already died), at most 20
 #:   passes. Each process gets the signal once.
 KILL_TREE_FUNCTION = r"""
-_extree() {
-  _p=$1; _g=$2; _me=$$; _root=$_p; _c=
-  if { read -r _s <"/proc/$_p/stat"; } 2>/dev/null; then
-    _c=${_s#*(}; _c=${_c%)*}; _s=${_s##*) }; set -- $_s
-    if [ "$_c" != executor-reaper ] && { read -r _s <"/proc/$2/stat"; } 2>/dev/null; then
-      _c=${_s#*(}; _c=${_c%)*}; [ "$_c" = executor-reaper ] && _root=${_s%% *}
+_extrees() {
+  _g=$1; shift; _me=$$; _roots=" "; _sess=" "; _seen=" $_me "
+  for _p in "$@"; do
+    _root=$_p; _c=
+    if { read -r _s <"/proc/$_p/stat"; } 2>/dev/null; then
+      _c=${_s#*(}; _c=${_c%)*}; _s=${_s##*) }; set -- $_s
+      if [ "$_c" != executor-reaper ] && { read -r _s <"/proc/$2/stat"; } 2>/dev/null; then
+        _c=${_s#*(}; _c=${_c%)*}; [ "$_c" = executor-reaper ] && _root=${_s%% *}
+      fi
     fi
-  fi
-  [ "$_c" = executor-reaper ] && [ "$_root" = "$_p" ] || kill "-$_g" "-$_p" 2>/dev/null
-  _seen=" $_me "; [ "$_c" = executor-reaper ] && _seen=" $_root $_me "  # never the reaper
+    [ "$_c" = executor-reaper ] && [ "$_root" = "$_p" ] || kill "-$_g" "-$_p" 2>/dev/null
+    [ "$_c" = executor-reaper ] && _seen="$_seen$_root "  # never the reaper
+    _roots="$_roots$_root "; _sess="$_sess$_p "
+  done
   _pass=0
   while [ "$_pass" -lt 20 ]; do
-    _pass=$((_pass + 1)); _all=""; _tree=" $_root "
+    _pass=$((_pass + 1)); _all=""; _tree=$_roots
     for _d in /proc/[0-9]*; do
       _q=${_d#/proc/}
       { read -r _s <"$_d/stat"; } 2>/dev/null || continue
       _s=${_s##*) }; set -- $_s
-      if [ "$4" = "$_p" ]; then _tree="$_tree$_q "; else _all="$_all $_q:$2"; fi
+      case $_sess in *" $4 "*) _tree="$_tree$_q " ;; *) _all="$_all $_q:$2" ;; esac
     done
     _grew=1
     while [ "$_grew" = 1 ]; do
@@ -222,6 +228,7 @@ _extree() {
     [ "$_new" = 0 ] && break
   done
 }
+_extree() { _extrees "$2" "$1"; }
 """
 
 #: ``sh -c KILL_TREE_SCRIPT executor-kill PID SIG``: the tree of PID's spawn gets SIG.

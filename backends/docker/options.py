@@ -50,13 +50,14 @@ done
 echo "$n"
 """
 
-#: A long-lived helper per container: reads "SEQ PID SIG" lines, delivers SIG to the whole tree
-#: of PID's spawn (base.KILL_TREE_FUNCTION: the reaper's descendants, `setsid` included), then
-#: answers "done SEQ". It makes signal_session one round trip on an open exec socket instead of
-#: a new exec (~50-100 ms), with shell builtins only (no fork per request).
+#: A long-lived helper per container: reads "SEQ SIG PID..." lines, delivers SIG to the whole tree
+#: of each PID's spawn (base.KILL_TREE_FUNCTION: the reaper's descendants, `setsid` included; the
+#: sessions signalled together, e.g. by a shutdown, in one walk), then answers "done SEQ". It makes
+#: signal_session one round trip on an open exec socket instead of a new exec (~50-100 ms), with
+#: shell builtins only (no fork per request).
 KILLER_SCRIPT = KILL_TREE_FUNCTION + r"""
-while read -r seq pid sig; do
-  _extree "$pid" "$sig"
+while read -r seq sig pids; do
+  _extrees "$sig" $pids
   echo "done $seq"
 done
 """

@@ -12,6 +12,7 @@ from typing import Any
 
 
 from .._shared.background import detach
+from .._shared.batch import TurnBatch
 from .._spawner import Spawner, spawner_argv
 from ..base import (
     BackendError,
@@ -373,23 +374,31 @@ class _Killer:
         self._seq = 0
         self._lock = asyncio.Lock()
         self._warming: asyncio.Future[None] | None = None
+        # the sessions signalled in one turn of the loop (a shutdown's hundreds) share one walk
+        self._batches: TurnBatch[int, tuple["DockerSandbox", int]] = TurnBatch(self._serve)
 
     async def signal(self, sandbox: "DockerSandbox", sid: int, sig: int) -> None:
+        await self._batches.ask(int(sig), (sandbox, int(sid)))
+
+    async def _serve(self, sig: int, asked: list[tuple["DockerSandbox", int]]) -> None:
+        sandbox = asked[0][0]
+        sids = sorted({sid for _, sid in asked})
         async with self._lock:
             for attempt in (1, 2):
                 try:
-                    await asyncio.wait_for(self._round_trip(sandbox, sid, sig), self.TIMEOUT)
+                    await asyncio.wait_for(self._round_trip(sandbox, sids, sig), self.TIMEOUT)
                     return
                 except (BackendError, EOFError, asyncio.TimeoutError) as exc:
                     await self.reset()
                     if attempt == 2:
                         if isinstance(exc, BackendError):
                             raise
-                        raise BackendError(f"signalling session {sid} failed: the helper "
+                        what = f"session {sids[0]}" if len(sids) == 1 else f"{len(sids)} sessions"
+                        raise BackendError(f"signalling {what} failed: the helper "
                                            f"{'timed out' if isinstance(exc, asyncio.TimeoutError) else 'exited'}",
                                            ErrorKind.LOST) from exc
 
-    async def _round_trip(self, sandbox: "DockerSandbox", sid: int, sig: int) -> None:
+    async def _round_trip(self, sandbox: "DockerSandbox", sids: list[int], sig: int) -> None:
         if self._proc is None:
             await self._spawn(sandbox)
         assert self._proc is not None
@@ -397,7 +406,7 @@ class _Killer:
         # caller was cancelled mid-way is skipped, never taken for the next one's.
         self._seq += 1
         done = b"done %d\n" % self._seq
-        await self._proc.write(b"%d %d %d\n" % (self._seq, int(sid), int(sig)))
+        await self._proc.write(b"%d %d %s\n" % (self._seq, int(sig), b" ".join(b"%d" % s for s in sids)))
         while done not in self._buf:
             chunk = await self._proc.stdout.read()
             if not chunk:

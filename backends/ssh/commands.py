@@ -105,7 +105,7 @@ def build_spawn_command(
 #: session and a tree of its own, so it never signals itself.
 SIGNAL_SESSION_SCRIPT = KILL_TREE_SCRIPT
 
-#: The walk as a function (``_extree PID SIG``), for a helper that signals many sessions at once.
+#: The walk as functions (``_extrees SIG PID...``), for a helper that signals many sessions at once.
 SIGNAL_SESSIONS_FUNCTION = KILL_TREE_FUNCTION
 
 #: ``set -- DIR...`` then this: kills every session recorded in those registry dirs whose leader
