@@ -125,6 +125,7 @@ def getopt(
     permute: bool = True,
     single_dash_long: bool = False,
     short_optional_arg: str = "",
+    long_prefix: bool = True,
 ) -> Parsed:
     """Parse ``args`` the way getopt_long (and git's parse-options) does.
 
@@ -135,7 +136,8 @@ def getopt(
     ``short_with_arg`` lists the letters whose option takes a value, ``short_optional_arg`` those
     whose value can only be attached (``xargs -i{}``, ``-e``: the rest of the word, or none).  With ``single_dash_long``
     (Go's flag package, terraform) ``-destroy`` is ``--destroy``.  Names come back canonical:
-    ``-f``, ``--force-with-lease``; an unknown or ambiguous long option as written.
+    ``-f``, ``--force-with-lease``; an unknown or ambiguous long option as written.  Without
+    ``long_prefix`` (Go's pflag/cobra: docker, podman, kubectl) only whole long names count.
     """
     needs = set(long_with_arg)
     known = sorted(set(longs) | needs)
@@ -153,7 +155,7 @@ def getopt(
             a = "-" + a
         if a.startswith("--") and len(a) > 2:
             name, eq, value = a.partition("=")
-            if name not in known:
+            if name not in known and long_prefix:
                 cands = [k for k in known if k.startswith(name)]
                 if len(cands) == 1:
                     name = cands[0]
@@ -961,7 +963,7 @@ def container_listing_is_mass(name: str, args: list[str]) -> bool:
     are read as the engines read them (``-aqf status=exited``); a name, label or image filter, an
     operand (``images -q nginx``) or ``-n``/``--last``/``-l`` narrows the list, so it is not mass."""
     if name == "docker-machine":  # ``docker-machine ls -q``: every machine (``--filter``/``-f`` narrows it)
-        opts, ops = getopt(args, "ft", ("--quiet",), ("--filter", "--format", "--timeout"))
+        opts, ops = getopt(args, "ft", ("--quiet",), ("--filter", "--format", "--timeout"), long_prefix=False)
         return ops[:1] == ["ls"] and any(o in ("-q", "--quiet") for o, _ in opts) and not any(
             o in ("-f", "--filter") for o, _ in opts)
     if name not in ("docker", "podman", "nerdctl", "finch"):
@@ -975,7 +977,7 @@ def container_listing_is_mass(name: str, args: list[str]) -> bool:
         return False
     sub = 2 if rest[:1] != ["ps"] and rest[:1] != ["images"] else 1
     opts, ops = getopt(rest[sub:], "fn", ("--all", "--quiet", "--no-trunc", "--latest", "--size", "--digests"),
-                       ("--filter", "--format", "--last"))
+                       ("--filter", "--format", "--last"), long_prefix=False)
     names = {o for o, _ in opts}
     if not names & {"-q", "--quiet"} or names & {"-n", "--last", "-l", "--latest"} or ops:
         return False

@@ -8,6 +8,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..commands import (
+    has_opt,
     option_value,
     split_options,
 )
@@ -15,6 +16,7 @@ from ..model import Cmd, Kinds
 from ..paths import is_block_device
 from .base import Ctx, Examples, _inner, _opt_value, also, handles
 from .generic import _IMAGE_FILE
+from .options import parse
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -50,11 +52,7 @@ def _h_socat_device(d: Detector, name: str, args: list[str], kinds: list[Kinds],
 @handles("wipefs")
 def _h_wipefs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``wipefs -a`` (or any erase option) removes filesystem signatures: the data becomes unreachable."""
-    opts, _ = split_options(args, {"-o", "--offset", "-t", "--types", "-O", "--output", "-b", "--backup"})
-    if any(
-        o in ("-a", "--all", "-o", "--offset") or (o.startswith("-") and not o.startswith("--") and "a" in o)
-        for o in opts
-    ):
+    if has_opt(parse(name, args), "-a", "--all", "-o", "--offset"):
         d.add(ctx, "disk_format", cmd.text, "wipefs erases filesystem signatures from a device.")
 
 
@@ -77,11 +75,11 @@ def _h_cryptsetup(d: Detector, name: str, args: list[str], kinds: list[Kinds], c
 def _h_mdadm(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``mdadm --create``/``--zero-superblock``: builds or erases RAID metadata over existing disks;
     ``--add``/``-a`` of a device to an array makes it a member that the rebuild overwrites."""
-    if any(a in ("--create", "-C", "--zero-superblock", "--build") for a in args):
+    p = parse(name, args)
+    if has_opt(p, "--create", "-C", "--zero-superblock", "--build", "-B"):
         d.add(ctx, "disk_format", cmd.text, "mdadm writes RAID metadata onto devices.")
-    else:
-        add = next((i for i, a in enumerate(args) if a in ("--add", "-a", "--add-spare")), -1)
-        if add >= 0 and any(is_block_device(a) for a in args[add + 1 :]):
+    elif has_opt(p, "--add", "-a", "--add-spare"):
+        if any(is_block_device(a) for a in p[1][1:]):
             d.add(ctx, "device_write", cmd.text, "mdadm --add makes a device an array member: the rebuild overwrites it.")
 
 

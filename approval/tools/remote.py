@@ -17,9 +17,10 @@ from ..commands import (
     base_name,
     command_start,
     classify,
+    has_opt,
     interpreter_lang,
+    opt_values,
     option_value,
-    split_options,
     unwrap,
 )
 from ..context import GateContext, ScriptFile
@@ -30,7 +31,8 @@ from ..words import echo_output
 from ..xargs import parse_xargs
 from .base import HANDLERS, Ctx, Examples, also, handles
 from .clusters import _fed_by_listing
-from .deletes import FIND_FILTERS, RM_NAMES, _rm_recursive
+from .deletes import FIND_FILTERS, RM_NAMES, rm_recursive
+from .options import parse
 from .processes import _fed_by_ps
 
 if TYPE_CHECKING:
@@ -381,7 +383,7 @@ def _h_xargs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
                 item = paths[0] if not filtered else posixpath.join(paths[0], "x" + UNKNOWN)
     if item == UNKNOWN and not empty:  # the paths come from input the gate cannot read (a file, another program)
         inner = unwrap(sub)[0]
-        if inner and base_name(inner[0]) in RM_NAMES and _rm_recursive(base_name(inner[0]), split_options(inner[1:])[0]):
+        if inner and base_name(inner[0]) in RM_NAMES and rm_recursive(base_name(inner[0]), inner[1:])[0]:
             d.add(ctx, "rm_unresolved_path", cmd.text,
                   "Recursively deletes whatever paths its input lists; the gate cannot see them.")
     mass = frozenset({"mass"}) if _fed_by_listing(cmd) or _fed_by_ps(cmd) else frozenset()
@@ -595,6 +597,10 @@ def _h_netshell(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
 def _h_download(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """Remember files a download writes (a later run of them is download-then-run) and system targets."""
     out = option_value(args, ("-o", "--output", "-O", "--output-document", "--out"))
+    p = parse(name, args) if name in ("curl", "wget") else None
+    if p is not None:  # as their parsers read them: ``curl -sSLo /etc/x``, ``wget -qO/etc/x``, ``--output-doc=x``
+        outs = opt_values(p, "-o", "--output") if name == "curl" else opt_values(p, "-O", "--output-document")
+        out = outs[-1] if outs else None
     urls = [a for a in args if re.match(r"^[a-z][a-z0-9+.-]*://", a)]
     if name in ("curl",) and out == "-":
         out = None
@@ -603,17 +609,16 @@ def _h_download(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
         d.write_target(out, cmd, ctx)
     elif urls and (
         name != "curl"
-        or any(
-            a in ("-O", "--remote-name", "--remote-name-all") or re.fullmatch(r"-[a-zA-Z]*O[a-zA-Z]*", a) for a in args
-        )
+        or p is not None and has_opt(p, "-O", "--remote-name", "--remote-name-all")
     ):
         ctx.downloaded.add(base_name(urls[0].split("?")[0].rstrip("/")))
     for op, target in cmd.redirects:
         if ">" in op and not target.isdigit():
             ctx.downloaded.add(base_name(target))
     if name == "wget":
-        prefix = option_value(args, ("-P", "--directory-prefix"))
-        if prefix:
+        prefixes = opt_values(p, "-P", "--directory-prefix") if p is not None else []
+        if prefixes:
+            prefix = prefixes[-1]
             d.write_target(prefix.rstrip("/") + "/x", cmd, ctx)
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..commands import (
     getopt,
+    has_opt,
     opt_values,
     option_value,
     short_flags,
@@ -19,6 +20,7 @@ from ..commands import (
 from ..model import UNKNOWN, Cmd, Kinds
 from ..paths import delete_class, is_block_device, normalize_path, write_class
 from .base import Ctx, Examples, _inner, _opt_value, also, handles
+from .options import SPECS, parse
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -154,6 +156,8 @@ def _h_chmod(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     ops = [o.lstrip("\x01") for o in ops]
     opts = [o.lstrip("\x01") for o in opts]
     recursive = "R" in short_flags(opts) or "--recursive" in opts or (name == "chattr" and "R" in "".join(opts))
+    if name in SPECS:  # coreutils: a unique prefix is the option too (``--recu``)
+        recursive = recursive or has_opt(parse(name, [a for a in args if not a.startswith("\x01")]), "--recursive")
     targets = ops[1:] if name not in ("setfacl",) else ops
     if (
         name == "chmod"
