@@ -823,10 +823,11 @@ EXAMPLES: tuple[Examples, ...] = (
         match=("docker system prune -af", "docker volume prune", "podman system reset", "docker compose down -v",
                "docker rm -f $(docker ps -aq)", "podman rm -af", "podman rmi --all", "buildah rm -a",
                "docker rm $(docker ps -aqf status=exited)", "docker volume rm $(docker volume ls -qf dangling=true)",
-               "docker-machine rm -y $(docker-machine ls -q)"),
+               "docker-machine rm -y $(docker-machine ls -q)", "docker image prune -fa", "podman image prune --all=true"),
         no_match=("docker ps -a", "docker rm web", "docker stop web", "docker compose down", "podman rm -f web",
                   "docker rm $(docker ps -qf name=web)", "docker rmi $(docker images -qf dangling=true)",
-                  "docker rmi $(docker images -q nginx)", "docker-machine rm -y dev"),
+                  "docker rmi $(docker images -q nginx)", "docker-machine rm -y dev", "docker image prune -f",
+                  "docker image prune --al"),
     ),
     Examples(
         "cluster_delete",

@@ -528,13 +528,17 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "data_restore_overwrite",
-        match=("pg_restore --clean -d app dump.pgdump", "mongorestore --drop dump/", "pg_restore -c -d app x.dump"),
-        no_match=("pg_restore -l dump.pgdump", "pg_dump app > app.sql", "mongodump"),
+        match=("pg_restore --clean -d app dump.pgdump", "mongorestore --drop dump/", "pg_restore -c -d app x.dump",
+               "pg_restore --clea -d app x.dump", "pg_restore -1cd app x.dump", "pg_restore -d app x.dump --clean"),
+        no_match=("pg_restore -l dump.pgdump", "pg_dump app > app.sql", "mongodump", "pg_restore -cl x.dump",
+                  "pg_restore --create -d postgres x.dump"),
     ),
     Examples(
         "http_delete",
         match=("curl -X DELETE http://es:9200/logs-*", "curl -XDELETE localhost:9200/_all", "curl -X DELETE http://es:9200/logs",
-               "curl -XPOST es:9200/logs/_delete_by_query -d '{\"query\":{\"match_all\":{}}}'"),
-        no_match=("curl http://es:9200/_cat/indices", "curl -X DELETE http://api/users/42/sessions/9", "curl -X GET http://es:9200/logs"),
+               "curl -XPOST es:9200/logs/_delete_by_query -d '{\"query\":{\"match_all\":{}}}'",
+               "curl -sX DELETE http://es:9200/logs-*", "curl -sSXDELETE es:9200/_all", "wget -q --meth=DELETE http://es:9200/idx"),
+        no_match=("curl http://es:9200/_cat/indices", "curl -X DELETE http://api/users/42/sessions/9", "curl -X GET http://es:9200/logs",
+                  "curl -sX GET http://es:9200/logs", "curl --req DELETE http://es:9200/logs"),
     ),
 )

@@ -353,8 +353,9 @@ EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "rm_recursive_root",
         match=("rm -rf /", "rm / -rf", "srm -r /", "rm -rf ~", "rm -rf /*", "sudo rm -rf --no-preserve-root /", "rm -rf /e*",
-               "find / -exec rm -rf {} +"),
-        no_match=("rm -r build", "rm -rf ./node_modules", "rm notes/todo.txt", "rm --help", "echo rm -rf /"),
+               "find / -exec rm -rf {} +", "rm --recu --for /", "rm -v --recursive -- ~"),
+        no_match=("rm -r build", "rm -rf ./node_modules", "rm notes/todo.txt", "rm --help", "echo rm -rf /",
+                  "rm --recu ./build"),
     ),
     Examples(
         "find_delete_root",
@@ -384,7 +385,9 @@ EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "user_home_delete",
         match=("sudo userdel -r alice", "deluser --remove-home bob", "userdel -fr carol", "pw userdel dave -r",
-               "rmuser -y erin", "user del -r frank"),
-        no_match=("userdel alice", "id alice", "deluser bob", "pw userdel dave", "pw usershow dave", "rmuser"),
+               "rmuser -y erin", "user del -r frank", "deluser --remove-hom bob", "deluser -Remove-All-Files bob",
+               "userdel --remo carol", "userdel -Zr carol"),
+        no_match=("userdel alice", "id alice", "deluser bob", "pw userdel dave", "pw usershow dave", "rmuser",
+                  "deluser --remove bob", "deluser --backup bob", "userdel -R /mnt/r alice"),
     ),
 )

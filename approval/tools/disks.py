@@ -464,8 +464,9 @@ EXAMPLES: tuple[Examples, ...] = (
         "disk_format",
         match=("mkfs.ext4 /dev/sdb1", "mkfs.xfs /dev/vdb", "mkswap /dev/sda2", "wipefs -a /dev/sdb", "cryptsetup luksFormat /dev/sdc",
                "sgdisk --zap-all /dev/sdb", "newfs -U /dev/ada1p1", "gpart destroy -F da1", "geli init -s 4096 ada2",
-               "diskutil eraseDisk APFS Blank disk4", "gmirror label -v gm1 ada1 ada2"),
-        no_match=("mkfs.ext4 --help", "wipefs /dev/sdb", "mkdir fs", "cryptsetup status root", "gpart show ada0",
+               "diskutil eraseDisk APFS Blank disk4", "gmirror label -v gm1 ada1 ada2", "wipefs --al /dev/sdb",
+               "wipefs -fa /dev/sdb", "mdadm --zero-superbloc /dev/sdb1", "mdadm -B /dev/md0 -l1 -n2 /dev/sda1 /dev/sdb1"),
+        no_match=("mkfs.ext4 --help", "wipefs /dev/sdb", "wipefs -t ext4 /dev/sdb", "mdadm --detail /dev/md0", "mkdir fs", "cryptsetup status root", "gpart show ada0",
                   "geli status", "diskutil list", "gmirror status"),
     ),
     Examples(

@@ -953,8 +953,8 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "chmod_recursive_system",
-        match=("chmod -R 777 /", "chmod 777 -R /", "chmod -R 000 ~", "chown -R nobody /etc"),
-        no_match=("chmod -R 755 build/", "chmod 755 ~/bin/tool", "chown -R me ./src"),
+        match=("chmod -R 777 /", "chmod 777 -R /", "chmod -R 000 ~", "chown -R nobody /etc", "chown --recu nobody /etc"),
+        no_match=("chmod -R 755 build/", "chmod 755 ~/bin/tool", "chown -R me ./src", "chown --recu me ./src"),
     ),
     Examples(
         "chmod_setuid",

