@@ -58,6 +58,7 @@ CAUGHT = {
     ],
     "power": ["rtcwake --mode off -s 60", "rtcwake -a -moff -s 60", "systemctl --message 'x y' reboot",
               "systemctl --when +5min poweroff"],
+    "unmount_system": ["swapoff --a", "swapoff -v -a", "losetup -vD", "losetup --detach-al", "umount -va", "umount --all -f"],
     "git_force_push": ["git push --force-w origin main", "git push origin main -fu", "git push --force-if origin main"],
 }
 
@@ -90,6 +91,9 @@ ALLOWED = [
     # systemctl/rtcwake: values are not verbs, non-stopping verbs
     "systemctl --lines 50 status nginx", "systemctl -n50 status nginx", "systemctl --type service list-units",
     "systemctl enable --now nginx", "systemctl --user restart app", "rtcwake -m no -s 60", "rtcwake -m show",
+    # umount/swapoff/losetup: narrowed or single
+    "umount -a -t nfs", "umount -at nfs,cifs", "umount -aO _netdev", "umount --al", "swapoff /swapfile",
+    "losetup -d /dev/loop0", "losetup --all", "losetup -l", "umount -l /mnt/usb",
     # git
     "git push -u origin main", "git push --follow-tags origin main", "git push --force-w --dry-run origin main",
 ]

@@ -223,6 +223,21 @@ SPECS: dict[str, Spec] = {
            "--help --version"),
         _w("--adjfile --date --device --mode --seconds --time"),
     ),
+    # util-linux umount, swapoff, losetup
+    "umount": Spec(
+        "OtN",
+        _w("--all --all-targets --no-canonicalize --detach-loop --fake --force --internal-only --no-mtab --lazy "
+           "--test-opts --recursive --read-only --types --verbose --quiet --namespace --help --version"),
+        _w("--test-opts --types --namespace"),
+    ),
+    "swapoff": Spec("LU", _w("--all --verbose --help --version")),
+    "losetup": Spec(
+        "cjoObd",
+        _w("--all --detach --detach-all --find --set-capacity --associated --nooverlap --offset --sizelimit "
+           "--sector-size --partscan --read-only --direct-io --show --verbose --json --list --noheadings --output "
+           "--output-all --raw --help --version"),
+        _w("--detach --set-capacity --associated --offset --sizelimit --sector-size --output"),
+    ),
     "curl": _CURL,
     "curlie": _CURL,
     "wget": _WGET,

@@ -156,8 +156,7 @@ def _h_chmod(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     ops = [o.lstrip("\x01") for o in ops]
     opts = [o.lstrip("\x01") for o in opts]
     recursive = "R" in short_flags(opts) or "--recursive" in opts or (name == "chattr" and "R" in "".join(opts))
-    if name in SPECS:  # coreutils: a unique prefix is the option too (``--recu``)
-        recursive = recursive or has_opt(parse(name, [a for a in args if not a.startswith("\x01")]), "--recursive")
+    recursive = recursive or name in SPECS and has_opt(parse(name, [a for a in args if a[:1] != "\x01"]), "--recursive")
     targets = ops[1:] if name not in ("setfacl",) else ops
     if (
         name == "chmod"
@@ -649,19 +648,18 @@ def _h_unmount(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
     """``umount -l /``, ``umount -a``, ``dmsetup remove_all``, ``losetup -D``, ``zpool export -a``,
     ``vgchange -an``: filesystems the running system uses go away."""
     ops = [a for a in args if not a.startswith("-")]
-    hit = ""
+    hit, p = "", (parse(name, args) if name in SPECS else ([], ops))  # util-linux getopt_long: ``-va``, ``--detach-a``
     if name == "umount":
-        if any(a in ("-a", "--all") or re.fullmatch(r"-[a-zA-Z]*a[a-zA-Z]*", a) for a in args) and not any(
-            a in ("-t", "--types", "-O", "--test-opts") for a in args
-        ):
+        ops = p[1]
+        if has_opt(p, "-a", "--all") and not has_opt(p, "-t", "--types", "-O", "--test-opts"):
             hit = "unmounts every filesystem"
         elif any(normalize_path(o, cmd.cwd) in _SYSTEM_MOUNTS for o in ops):
             hit = f"unmounts {next(o for o in ops if normalize_path(o, cmd.cwd) in _SYSTEM_MOUNTS)}"
     elif name == "dmsetup" and ops[:1] and ops[0] in ("remove_all", "wipe_table"):
         hit = f"{ops[0]} removes every device mapping"
-    elif name == "swapoff" and any(a in ("-a", "--all") for a in args):
+    elif name == "swapoff" and has_opt(p, "-a", "--all"):
         hit = "turns off all swap"
-    elif name == "losetup" and any(a in ("-D", "--detach-all") for a in args):
+    elif name == "losetup" and has_opt(p, "-D", "--detach-all"):
         hit = "detaches every loop device"
     elif name == "zpool" and ops[:1] in (["export"], ["destroy"]) and ("-a" in args or ops[:1] == ["destroy"]):
         hit = "exports or destroys pools"
@@ -942,8 +940,10 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "unmount_system",
-        match=("umount -l /", "umount -a", "mount -o remount,ro /", "dmsetup remove_all", "swapoff -a", "losetup -D"),
-        no_match=("umount /mnt/usb", "mount -o remount,rw /", "dmsetup ls", "swapon -a", "losetup -a", "mount"),
+        match=("umount -l /", "umount -a", "mount -o remount,ro /", "dmsetup remove_all", "swapoff -a", "losetup -D",
+               "swapoff -va", "losetup --detach-a", "umount -fa"),
+        no_match=("umount /mnt/usb", "mount -o remount,rw /", "dmsetup ls", "swapon -a", "losetup -a", "mount",
+                  "umount -atnfs"),
     ),
     Examples(
         "boot_write",
