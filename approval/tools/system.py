@@ -122,11 +122,11 @@ def _h_extract(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
         else next((a[2:] for a in args if a.startswith("-o")), None)
     )
     if name in ("tar", "bsdtar", "gtar", "cpio"):
-        # clustered and attached (-C/, -xC/etc), long prefixes (--dir=/); tar's first word may be old-style keys
         rest = args[1:] if args and name != "cpio" and not args[0].startswith("-") else args
-        p = getopt(rest, "CfbFgHKLNTVXI" if name != "cpio" else "DEFHIMORC",
-                   ("--extract", "--get", "--list", "--create", "--append", "--update"),
-                   ("--directory", "--file", "--exclude", "--files-from", "--format", "--owner", "--group", "--mode"))
+        p = parse(name, args) if name in SPECS else getopt(  # -C/, -xC/etc, --dir=/, old-style keys (xCf / a.tar)
+            rest, "CfbFgHKLNTVXI" if name != "cpio" else "DEFHIMORC",
+            ("--extract", "--get", "--list", "--create", "--append", "--update"),
+            ("--directory", "--file", "--exclude", "--files-from", "--format", "--owner", "--group", "--mode"))
         dirs = opt_values(p, "-C", "--directory") if name != "cpio" else opt_values(p, "-D", "--directory")
         dest = dirs[-1] if dirs else dest
         tar_extract = any(o in ("-x", "--extract", "--get") for o, _ in p[0]) and name != "cpio"
