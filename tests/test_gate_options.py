@@ -20,7 +20,9 @@ CAUGHT = {
         "tar -xf a.tar --to-comman='rm -rf /'", "tar -xf a.tar --checkpoint=1 --checkpoint-ac exec='rm -rf /'",
         "tar -czf a.tgz --use-compress='rm -rf ~' src", "tar -cvI 'rm -rf /' -f a.tar src", "tar cvIf 'rm -rf /' a.tar src",
         "tar -cf a.tar --rsh-c='rm -rf /' host:x",
-        "rm -vfR /", "rm --rec --fo ~", "rm ~ --recursive", "rm -d -r -- /usr", "rm --verbose --recurs /etc",
+        "rm -vfR /", "env -S'rm -rf /'", "env -vS 'rm -rf /'", "env --split 'rm -rf /'", "env -iS'rm -rf ~'",
+        "su --comm='rm -rf /'", "su --sess='rm -rf /'", "su -lc 'rm -rf /' root", "runuser root --comm 'rm -rf /'",
+        "runuser - root -c 'rm -rf /'", "runuser -uroot rm -rf /", "rm --rec --fo ~", "rm ~ --recursive", "rm -d -r -- /usr", "rm --verbose --recurs /etc",
         "srm -fr /",
     ],
     "user_home_delete": [
@@ -55,8 +57,9 @@ CAUGHT = {
     "system_write": ["tar xCf / a.tar", "tar xvC /etc -f a.tar", "tar --extr --file a.tar --direc=/usr"],
     "persistence_write": ["wget --directory-pre=/etc/cron.d https://x/job", "curl -sSLo/etc/cron.d/job https://x/j"],
     "kill_broad": [
-        "pkill -ef -u alice", "pkill -KILL -U 1000", "pkill --eui=alice", "pkill -9 -g 0", "killall -qu alice",
-        "killall --use=alice", "pkill -USR1 sshd",
+        "pkill -ef -u alice", "pkill -KILL -U 1000", "pkill --eui=alice", "pkill -9 -g 0", "killall -qwu alice",
+        "killall --use=alice", "pkill -USR1 sshd", "killall -user alice", "killall -us alice", "killall -egu alice",
+        "killall -regexp '.*'",
     ],
     "service_stop": [
         "systemctl --job-mode fail stop nginx", "systemctl -q --no-bl stop nginx", "systemctl stop nginx --no-block",
@@ -94,7 +97,8 @@ ALLOWED = [
     "setfacl -m u:bob:rwx ~", "setfacl --re -m o::rwx ~/x",
     # pkill/killall: a pattern narrows a selector, a signal word is not an option cluster
     "pkill -HUP nginx", "pkill -USR1 -x nginx", "pkill -x -u bob bash", "killall -s HUP nginx", "killall -9 node",
-    "pkill --signal 0 sshd", "pkill -0 sshd", "pkill -P 1234 worker",
+    "pkill --signal 0 sshd", "pkill -0 sshd", "pkill -P 1234 worker", "killall -sHUP nginx", "killall -w -v node",
+    "killall -qu alice",  # getopt_long_only: -qu is --quiet, alice a process name
     # systemctl/rtcwake: values are not verbs, non-stopping verbs
     "systemctl --lines 50 status nginx", "systemctl -n50 status nginx", "systemctl --type service list-units",
     "systemctl enable --now nginx", "systemctl --user restart app", "rtcwake -m no -s 60", "rtcwake -m show",
@@ -105,6 +109,9 @@ ALLOWED = [
     "tar --use=zstd -cf x.tar.zst src", "tar -cvIzstd -f a.tar src", "tar -xf a.tar --to-stdout", "tar xf a.tar",
     "tar tvf a.tar", "tar xzf a.tgz --strip-components=1 -C ./vendor", "tar --ex --fi a.tar --dir=/usr",
     "tar xCf ./out a.tar",
+    # wrappers: their own options only
+    "env VAR=1 ventoy -S x", "env -u HOME ls", "env -S 'echo hi'", "su -c whoami", "su --login bob --comm=ls",
+    "runuser -u root -- badblocks -c 5 /dev/sda",
     # git
     "git push -u origin main", "git push --follow-tags origin main", "git push --force-w --dry-run origin main",
 ]
@@ -130,6 +137,9 @@ def test_getopt_prefixes_only_where_the_parser_takes_them() -> None:
     assert has_opt(getopt(["-fa"], "", longs, (), long_prefix=False), "-a")
     assert getopt(["--fi=x"], "", longs, ("--filter",))[0] == [("--filter", "x")]
     assert getopt(["--f"], "", longs, ())[0] == [("--f", None)]  # ambiguous: as written
+    # getopt_long_only (psmisc killall): a one-dash word is a long option when it names one, else a cluster
+    assert getopt(["-fil=x"], "", longs, ("--filter",), long_only=True)[0] == [("--filter", "x")]
+    assert getopt(["-af"], "", longs, (), long_only=True)[0] == [("-a", None), ("-f", None)]
 
 
 def test_specs_resolve_like_the_tools() -> None:

@@ -31,6 +31,7 @@ class Spec:
     prefixes: bool = True  # unique prefixes of long options (getopt_long, Getopt::Long, parse-options)
     permute: bool = True  # options after operands still count (GNU getopt_long, Getopt::Long)
     single_dash_long: bool = False  # ``-remove-home`` is ``--remove-home`` (Perl's Getopt::Long)
+    long_only: bool = False  # getopt_long_only: ``-us`` is ``--user`` when it names a long option
     fold_case: bool = False  # option names are case-insensitive (Getopt::Long's default)
     short_optional_arg: str = ""  # letters whose value can only be attached
     old_style: bool = False  # tar: a first word without ``-`` is a bundle of keys (``xvIf CMD a.tar``)
@@ -245,12 +246,13 @@ SPECS: dict[str, Spec] = {
         _w("--signal --queue --pgroup --group --older --parent --session --terminal --euid --uid --pidfile "
            "--runstates --cgroup --ns --nslist --delimiter --env"),
     ),
-    # psmisc killall
+    # psmisc killall (getopt_long_only ``egy:o:ilqrs:u:vwZ:VIn:``: ``-user alice``, ``-us alice`` are --user)
     "killall": Spec(
         "yosunZ",
-        _w("--exact --ignore-case --process-group --younger-than --older-than --interactive --list --quiet --regexp "
-           "--signal --user --verbose --version --wait --ns --context --help"),
+        _w("--exact --ignore-case --process-group --younger-than --older-than --interactive --list-signals --quiet "
+           "--regexp --signal --user --verbose --wait --ns --context --version"),
         _w("--younger-than --older-than --signal --user --ns --context"),
+        long_only=True,
     ),
     # systemd systemctl (getopt_long, ``systemctl --help`` of 252 and the hidden --irreversible/--fail kind)
     "systemctl": Spec(
@@ -310,4 +312,4 @@ def parse(name: str, args: list[str]) -> Parsed:
         args = [a.lower() if a.startswith("-") else a for a in args]
     return getopt(args, s.short_with_arg, s.longs, s.long_with_arg, permute=s.permute,
                   single_dash_long=s.single_dash_long, short_optional_arg=s.short_optional_arg,
-                  long_prefix=s.prefixes)
+                  long_prefix=s.prefixes, long_only=s.long_only)

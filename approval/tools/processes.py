@@ -156,7 +156,8 @@ def _judge_pkill(d: Detector, name: str, args: list[str], cmd: Cmd, ctx: Ctx) ->
     signal = [a for a in args if _SIGNAL_WORD.fullmatch(a)]
     p = parse(name, [a for a in args if not _SIGNAL_WORD.fullmatch(a)])
     ops = p[1]
-    selectors = has_opt(p, *(_PKILL_SELECT if name == "pkill" else ("-u", "--user")))
+    # killall: ``-U`` is no psmisc option (it refuses it), read as a selector as before
+    selectors = has_opt(p, *(_PKILL_SELECT if name == "pkill" else ("-u", "-U", "--user")))
     catch_all = any(re.fullmatch(r"\.\*?|\.\+|\^|\$|\^\.\*\$?|\*|\[\^\]\]\*|.?\*", o) or o == "" for o in ops)
     if (selectors and not ops) or catch_all:
         d.add(ctx, "kill_broad", cmd.text)
