@@ -20,6 +20,7 @@ CAUGHT = {
         "tar -xf a.tar --to-comman='rm -rf /'", "tar -xf a.tar --checkpoint=1 --checkpoint-ac exec='rm -rf /'",
         "tar -czf a.tgz --use-compress='rm -rf ~' src", "tar -cvI 'rm -rf /' -f a.tar src", "tar cvIf 'rm -rf /' a.tar src",
         "tar -cf a.tar --rsh-c='rm -rf /' host:x",
+        "bash -euxo pipefail -c 'rm -rf /'", "sh -eo pipefail -c 'rm -rf ~'", "zsh -fo extendedglob -c 'rm -rf /'",
         "rm -vfR /", "env -S'rm -rf /'", "env -vS 'rm -rf /'", "env --split 'rm -rf /'", "env -iS'rm -rf ~'",
         "su --comm='rm -rf /'", "su --sess='rm -rf /'", "su -lc 'rm -rf /' root", "runuser root --comm 'rm -rf /'",
         "runuser - root -c 'rm -rf /'", "runuser -uroot rm -rf /", "rm --rec --fo ~", "rm ~ --recursive", "rm -d -r -- /usr", "rm --verbose --recurs /etc",
@@ -68,6 +69,12 @@ CAUGHT = {
     "power": ["rtcwake --mode off -s 60", "rtcwake -a -moff -s 60", "systemctl --message 'x y' reboot",
               "systemctl --when +5min poweroff"],
     "unmount_system": ["swapoff --a", "swapoff -v -a", "losetup -vD", "losetup --detach-al", "umount -va", "umount --all -f"],
+    "inline_code_kill": [
+        "python3 -Bc'import os; os.kill(1, 9)'", "python3 -X dev -c 'import os; os.kill(1, 9)'",
+        "python3 -Wignore::DeprecationWarning -Ic 'import os; os.kill(1, 9)'", "perl -lwe'kill 9, -1'",
+        "perl -I lib -e 'kill 9, -1'", "ruby -ne'Process.kill(9, -1)' /dev/null", "ruby -r json -e 'Process.kill(9, -1)'",
+        "node -pe 'process.kill(1)'", "node --print='process.kill(1)'", "node -r dotenv/config -e 'process.kill(1)'",
+    ],
     "git_force_push": ["git push --force-w origin main", "git push origin main -fu", "git push --force-if origin main"],
 }
 
@@ -109,6 +116,10 @@ ALLOWED = [
     "tar --use=zstd -cf x.tar.zst src", "tar -cvIzstd -f a.tar src", "tar -xf a.tar --to-stdout", "tar xf a.tar",
     "tar tvf a.tar", "tar xzf a.tgz --strip-components=1 -C ./vendor", "tar --ex --fi a.tar --dir=/usr",
     "tar xCf ./out a.tar",
+    # interpreters and shells: values of options are not scripts or code
+    "python3 -W ignore -m pytest", "python3 -Im venv .venv", "python3 -X importtime -c 'import json'",
+    "perl -I lib -e 'print 1'", "ruby -r json -e 'p JSON.parse(\"{}\")'", "node -r dotenv/config -e 'console.log(1)'",
+    "node --eval='console.log(1)'", "bash -euxo pipefail -c 'make test'", "bash -eo pipefail ./ci.sh",
     # wrappers: their own options only
     "env VAR=1 ventoy -S x", "env -u HOME ls", "env -S 'echo hi'", "su -c whoami", "su --login bob --comm=ls",
     "runuser -u root -- badblocks -c 5 /dev/sda",

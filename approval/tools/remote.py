@@ -143,7 +143,7 @@ def _h_shell(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
             c_flag = c_flag or "c" in letters
             interactive = interactive or "i" in letters
             read_stdin = read_stdin or "s" in letters
-            i += 1
+            i += 1 + (sum(ch in "oO" for ch in letters) if name != "fish" else 0)  # ``-eo pipefail`` (shells.py)
             continue
         break
     operands = args[i:]
@@ -482,6 +482,28 @@ def _h_interpreter(d: Detector, name: str, args: list[str], kinds: list[Kinds], 
             codes.append(args[i + 1])
             code_kinds |= kinds[i + 1] if i + 1 < len(kinds) else frozenset()
             break
+        # the value of an option is the rest of its cluster or the next word, as each interpreter reads it:
+        # ``python -cCODE``, ``python -W ignore -c``, ``perl -e'CODE'``, ``ruby -we CODE``, ``node --eval=CODE``
+        attached = _INLINE_CODE.get(lang)
+        m = attached.fullmatch(a) if attached is not None else None
+        if m and m.group(1):
+            codes.append(m.group(1))
+            code_kinds |= k
+            if lang == "python":
+                break
+            i += 1
+            continue
+        if m and i + 1 < len(args):  # a cluster ending in the code letter: ``ruby -we CODE``, ``node -pe CODE``
+            codes.append(args[i + 1])
+            code_kinds |= kinds[i + 1] if i + 1 < len(kinds) else frozenset()
+            i += 2
+            continue
+        if a in _VALUE_OPTIONS.get(lang, ()) or lang == "python" and re.fullmatch(r"-[bBdEiIOPqRsSuvx]*[WX]", a):
+            i += 2  # ``python -W ignore``, ``perl -I lib``, ``ruby -r json``, ``node -r dotenv/config``: a value
+            continue
+        if lang == "python" and re.fullmatch(r"-[bBdEiIOPqRsSuvx]*m.*", a):
+            module = True  # ``python -Im venv``, ``-mhttp.server``
+            break
         if lang == "node" and name == "deno" and a == "eval" and i + 1 < len(args):
             codes.append(args[i + 1])
             break
@@ -519,6 +541,23 @@ def _h_interpreter(d: Detector, name: str, args: list[str], kinds: list[Kinds], 
     _judge_stdin_source(d, cmd, ctx)
     for text in _stdin_texts(cmd):
         _judge_code(d, lang, text, frozenset(), cmd, ctx)
+
+
+# inline code in a word of its own (group 1; empty when the code is the next word): python's ``-cCODE``,
+# perl's and ruby's ``-eCODE``/``-weCODE`` (after flags that take no value), node's ``--eval=CODE``, ``-pe``
+_INLINE_CODE = {
+    "python": re.compile(r"-[bBdEiIOPqRsSuvx]*c(.+)", re.S),
+    "perl": re.compile(r"-[acnpswTtUuWXlS0-9]*[eE](.*)", re.S),
+    "ruby": re.compile(r"-[acdlnpsvwy]*e(.*)", re.S),
+    "node": re.compile(r"--(?:eval|print)=(.*)|-pe()", re.S),
+}
+# options whose value is the next word (so it is not taken for the script)
+_VALUE_OPTIONS = {
+    "python": ("--check-hash-based-pycs",),
+    "perl": ("-I",),
+    "ruby": ("-r", "-I", "-C", "-E", "--encoding"),
+    "node": ("-r", "--require", "--import", "--loader", "--experimental-loader", "-C", "--conditions"),
+}
 
 
 def _judge_code(d: Detector, lang: str, code: str, kinds: Kinds, cmd: Cmd, ctx: Ctx) -> None:
@@ -660,8 +699,10 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "inline_code_kill",
-        match=("perl -e 'kill 9, -1'", "ruby -e 'Process.kill(\"KILL\", -1)'", "python3 -c \"import os; os.kill(1, 9)\""),
-        no_match=("ruby -e 'puts 1+1'", "perl -e 'print \"kill\\n\"'"),
+        match=("perl -e 'kill 9, -1'", "ruby -e 'Process.kill(\"KILL\", -1)'", "python3 -c \"import os; os.kill(1, 9)\"",
+               "perl -we'kill 9, -1'", "ruby -we 'Process.kill(9, -1)'", "python3 -W ignore -c 'import os; os.kill(1, 9)'",
+               "python3 -c'import os; os.kill(1, 9)'", "node --eval='process.kill(1)'"),
+        no_match=("ruby -e 'puts 1+1'", "perl -e 'print \"kill\\n\"'", "python3 -W ignore kill.py", "ruby -r json -e 'p 1'"),
     ),
     Examples(
         "inline_code_shell",
