@@ -68,6 +68,9 @@ CAUGHT = {
     ],
     "power": ["rtcwake --mode off -s 60", "rtcwake -a -moff -s 60", "systemctl --message 'x y' reboot",
               "systemctl --when +5min poweroff"],
+    "uid0_user": ["usermod --ui 0 -o svc", "useradd --non-u --ui=0 x", "useradd -mou0 x", "usermod svc -ou 0"],
+    "account_change": ["usermod --app --gr sudo agent", "usermod --sh /bin/false root", "adduser --ingr sudo bob",
+                       "adduser -ingroup sudo bob", "usermod root -L"],
     "unmount_system": ["swapoff --a", "swapoff -v -a", "losetup -vD", "losetup --detach-al", "umount -va", "umount --all -f"],
     "inline_code_kill": [
         "python3 -Bc'import os; os.kill(1, 9)'", "python3 -X dev -c 'import os; os.kill(1, 9)'",
@@ -120,6 +123,9 @@ ALLOWED = [
     "python3 -W ignore -m pytest", "python3 -Im venv .venv", "python3 -X importtime -c 'import json'",
     "perl -I lib -e 'print 1'", "ruby -r json -e 'p JSON.parse(\"{}\")'", "node -r dotenv/config -e 'console.log(1)'",
     "node --eval='console.log(1)'", "bash -euxo pipefail -c 'make test'", "bash -eo pipefail ./ci.sh",
+    # accounts: other uids and groups, an ambiguous prefix usermod refuses
+    "useradd -u 1001 app", "useradd -mu 1000 dev", "usermod -aG docker dev", "usermod --lo root", "adduser bob",
+    "adduser --system --no-create-home svc", "adduser --ingr staff bob",
     # wrappers: their own options only
     "env VAR=1 ventoy -S x", "env -u HOME ls", "env -S 'echo hi'", "su -c whoami", "su --login bob --comm=ls",
     "runuser -u root -- badblocks -c 5 /dev/sda",
@@ -167,6 +173,6 @@ def test_specs_resolve_like_the_tools() -> None:
 def test_specs_are_well_formed() -> None:
     for name, s in SPECS.items():
         for long in s.longs + s.long_with_arg:
-            assert re.fullmatch(r"--[a-z0-9][a-z0-9.-]*", long), (name, long)
+            assert re.fullmatch(r"--[a-z0-9][a-z0-9._-]*", long), (name, long)
         assert set(s.long_with_arg) <= set(s.longs) | set(s.long_with_arg)
         assert len(set(s.longs)) == len(s.longs), name

@@ -45,6 +45,18 @@ def _w(text: str) -> tuple[str, ...]:
 _RM = Spec(longs=_w("--force --interactive --one-file-system --no-preserve-root --preserve-root --recursive --dir "
                     "--verbose --help --version"))
 
+# Debian's adduser (Perl Getopt::Long: unique prefixes, ``-ingroup``, any case)
+_ADDUSER = Spec(
+    "c",
+    _w("--add-extra-groups --add_extra_groups --allow-all-names --allow-badname --allow-bad-names --comment --conf "
+       "--debug --disabled-login --disabled-password --firstgid --firstuid --force-badname --gecos --gid --group "
+       "--help --home --ingroup --lastgid --lastuid --no-create-home --quiet --shell --system --uid --verbose "
+       "--version"),
+    _w("--comment --conf --firstgid --firstuid --gecos --gid --home --ingroup --lastgid --lastuid --shell --uid"),
+    single_dash_long=True,
+    fold_case=True,
+)
+
 # coreutils chmod/chown/chgrp
 _CHOWN = Spec(
     short_with_arg="",
@@ -186,6 +198,27 @@ SPECS: dict[str, Spec] = {
     ),
     # shadow's userdel (getopt_long)
     "userdel": Spec("RP", _w("--force --help --remove --root --prefix --selinux-user"), _w("--root --prefix")),
+    # shadow's useradd and usermod (getopt_long)
+    "useradd": Spec(
+        "bcdefgGkKpRPsuZ",
+        _w("--badname --base-dir --btrfs-subvolume-home --comment --home-dir --defaults --expiredate --inactive "
+           "--add-subids-for-system --gid --groups --help --skel --key --no-log-init --create-home --no-create-home "
+           "--no-user-group --non-unique --password --system --root --prefix --shell --uid --user-group "
+           "--selinux-user --selinux-range"),
+        _w("--base-dir --comment --home-dir --expiredate --inactive --gid --groups --skel --key --password --root "
+           "--prefix --shell --uid --selinux-user --selinux-range"),
+    ),
+    "usermod": Spec(
+        "cdefgGlpPRsuvVwWZ",
+        _w("--append --badname --comment --home --expiredate --inactive --gid --groups --help --login --lock "
+           "--move-home --non-unique --password --prefix --remove --root --shell --uid --unlock --add-subuids "
+           "--del-subuids --add-subgids --del-subgids --selinux-user --selinux-range"),
+        _w("--comment --home --expiredate --inactive --gid --groups --login --password --prefix --root --shell --uid "
+           "--add-subuids --del-subuids --add-subgids --del-subgids --selinux-user --selinux-range"),
+    ),
+    # Debian's adduser/addgroup (Perl Getopt::Long, as deluser)
+    "adduser": _ADDUSER,
+    "addgroup": _ADDUSER,
     # Debian's deluser (Perl Getopt::Long: prefixes, ``-remove-home``, any case)
     "deluser": Spec(
         "c",

@@ -609,8 +609,9 @@ def _h_accounts(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
 def _h_usermod(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``usermod -aG sudo u`` (a privileged group), ``-p ''`` (an empty or given password hash),
     root's shell or lock changed (``usermod -s /bin/false root``, ``-L root``)."""
-    p = getopt(args, "cdegGlpsu", ("--append", "--groups", "--password", "--shell", "--lock", "--expiredate"),
-               ("--groups", "--password", "--shell", "--home", "--comment", "--gid", "--uid", "--login", "--expiredate"))
+    p = parse(name, args) if name in SPECS else getopt(  # lusermod (libuser) keeps the shadow-like reading
+        args, "cdegGlpsu", ("--append", "--groups", "--password", "--shell", "--lock", "--expiredate"),
+        ("--groups", "--password", "--shell", "--home", "--comment", "--gid", "--uid", "--login", "--expiredate"))
     groups = [g for v in (v for o, v in p[0] if o in ("-G", "--groups", "-g", "--gid") and v) for g in v.split(",")]
     root = "root" in p[1]
     if any(g in _PRIV_GROUPS or g == "0" for g in groups):
@@ -692,8 +693,8 @@ def _h_uid0(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
 
     must match: ``useradd -o -u 0 x``, ``usermod -o -u0 svc``, ``useradd --uid=0 --non-unique x``;
     must not: ``useradd -u 1001 app``, ``usermod -aG docker dev``."""
-    uids = _opt_value(args, "-u", "--uid")
-    for i, a in enumerate(args):  # clustered: -ou 0
+    uids = opt_values(parse(name, args), "-u", "--uid") if name in SPECS else _opt_value(args, "-u", "--uid")
+    for i, a in enumerate(args if name not in SPECS else []):  # luseradd/lusermod (popt), clustered: -ou 0
         if re.fullmatch(r"-[a-zA-Z]*u", a) and a != "-u" and i + 1 < len(args):
             uids.append(args[i + 1])
         elif re.fullmatch(r"-[a-zA-Z]+u\d+", a):
@@ -709,9 +710,7 @@ def _h_adduser_group(d: Detector, name: str, args: list[str], kinds: list[Kinds]
 
     must match: ``adduser bob sudo``, ``addgroup alice wheel``; must not: ``adduser bob``, ``adduser bob docker``,
     ``addgroup developers``."""
-    p = getopt(args, "ughsG", ("--system", "--disabled-password", "--disabled-login", "--quiet", "--force-badname"),
-               ("--home", "--shell", "--uid", "--gid", "--ingroup", "--gecos", "--conf", "--comment", "--firstuid",
-                "--lastuid"))
+    p = parse(name, args)  # Getopt::Long: ``--ingr sudo``, ``-ingroup sudo``
     if len(p[1]) == 2 and p[1][1] in _PRIV_GROUPS:
         d.add(ctx, "account_change", cmd.text, f"{name} adds {p[1][0]} to the privileged group {p[1][1]}.")
     elif any(o == "--ingroup" and v in _PRIV_GROUPS for o, v in p[0]):
@@ -927,7 +926,7 @@ EXAMPLES: tuple[Examples, ...] = (
         match=("passwd -d root", "usermod -aG sudo agent", "gpasswd -a agent wheel", "usermod -p '' root",
                "echo root:x | chpasswd", "groupadd -g 0 x", "usermod -s /bin/false root", "pw groupmod wheel -m agent",
                "dscl . -append /Groups/admin GroupMembership agent", "dseditgroup -o edit -a agent -t user admin",
-               "adduser agent sudo", "addgroup agent wheel"),
+               "adduser agent sudo", "addgroup agent wheel", "adduser -ingroup sudo agent"),
         no_match=("passwd", "usermod -aG video agent", "groupadd devs", "visudo -c", "passwd -S root", "pw groupshow wheel",
                   "dscl . -read /Groups/admin", "dseditgroup -o read admin", "adduser agent", "adduser agent docker"),
     ),
@@ -977,7 +976,7 @@ EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "uid0_user",
         match=("useradd -o -u 0 backdoor", "usermod -u 0 bob", "useradd -ou 0 x", "pw useradd -n x -o -u 0",
-               "dscl . -create /Users/x UniqueID 0"),
+               "dscl . -create /Users/x UniqueID 0", "usermod --ui 0 -o svc"),
         no_match=("useradd -m alice", "usermod -aG docker bob", "useradd -u 1001 svc", "dscl . -create /Users/x UniqueID 501"),
     ),
     Examples(
