@@ -66,7 +66,8 @@ CAUGHT = {
         "systemctl --job-mode fail stop nginx", "systemctl -q --no-bl stop nginx", "systemctl stop nginx --no-block",
         "systemctl --kill-who main kill nginx", "systemctl disable nginx --now",
     ],
-    "power": ["rtcwake --mode off -s 60", "rtcwake -a -moff -s 60", "systemctl --message 'x y' reboot",
+    "power": ["shutdown -cr now", "shutdown -c --reboot now", "shutdown -c -H +5", "shutdown --show -P now",
+              "rtcwake --mode off -s 60", "rtcwake -a -moff -s 60", "systemctl --message 'x y' reboot",
               "systemctl --when +5min poweroff"],
     "uid0_user": ["usermod --ui 0 -o svc", "useradd --non-u --ui=0 x", "useradd -mou0 x", "usermod svc -ou 0"],
     "account_change": ["usermod --app --gr sudo agent", "usermod --sh /bin/false root", "adduser --ingr sudo bob",
@@ -123,6 +124,9 @@ ALLOWED = [
     "python3 -W ignore -m pytest", "python3 -Im venv .venv", "python3 -X importtime -c 'import json'",
     "perl -I lib -e 'print 1'", "ruby -r json -e 'p JSON.parse(\"{}\")'", "node -r dotenv/config -e 'console.log(1)'",
     "node --eval='console.log(1)'", "bash -euxo pipefail -c 'make test'", "bash -eo pipefail ./ci.sh",
+    # shutdown: cancel or show is the action it ends with
+    "shutdown -c", "shutdown -c 'maintenance over'", "shutdown -rc", "shutdown now -c", "shutdown --show",
+    "shutdown -P +5 --show",
     # accounts: other uids and groups, an ambiguous prefix usermod refuses
     "useradd -u 1001 app", "useradd -mu 1000 dev", "usermod -aG docker dev", "usermod --lo root", "adduser bob",
     "adduser --system --no-create-home svc", "adduser --ingr staff bob",

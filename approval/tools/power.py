@@ -25,14 +25,28 @@ if TYPE_CHECKING:
 @handles("shutdown", "reboot", "halt", "poweroff", "kexec", "uadmin", "systemd-reboot")
 def _h_power(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``shutdown``, ``reboot``, ``halt``, ``poweroff``, ``kexec``: the machine (and every task on it) stops;
-    ``shutdown -c`` (cancel) passes."""
-    if name == "shutdown" and any(a in ("-c", "--show") for a in args):
+    ``shutdown -c`` (cancel) and ``--show`` pass, when they are the action shutdown ends with: its getopt_long
+    reads every option and the last action wins (``shutdown -c -r now`` reboots, ``shutdown -ch now`` powers off)."""
+    if name == "shutdown" and _shutdown_action(args) in ("cancel", "show"):
         return
     if name == "kexec" and not any(a in ("-e", "--exec", "-f", "--force") for a in args):
         return
     if name in ("halt", "reboot", "poweroff") and any(a in ("-w", "--wtmp-only") for a in args):
         return  # only writes the wtmp record
     d.add(ctx, "power", cmd.text, f"{name} takes the machine down.")
+
+
+def _shutdown_action(args: list[str]) -> str:
+    """The action systemd's (and sysvinit's) ``shutdown`` ends with, as ``shutdown_parse_argv`` sets it."""
+    action = "poweroff"
+    for o, _ in getopt(args, "t", ("--help", "--halt", "--poweroff", "--reboot", "--kexec", "--no-wall", "--show"), ())[0]:
+        if o == "-h":
+            action = action if action == "halt" else "poweroff"
+        else:
+            action = {"-c": "cancel", "--show": "show", "-H": "halt", "--halt": "halt", "-P": "poweroff",
+                      "--poweroff": "poweroff", "-r": "reboot", "--reboot": "reboot", "-K": "kexec",
+                      "--kexec": "kexec"}.get(o, action)
+    return action
 
 
 @handles("init", "telinit")
@@ -99,9 +113,10 @@ EXAMPLES: tuple[Examples, ...] = (
                "loginctl reboot", "dbus-send --system --dest=org.freedesktop.login1 /org/freedesktop/login1 "
                "org.freedesktop.login1.Manager.Reboot boolean:true", "shutdown -p now", "halt -p",
                "osascript -e 'tell app \"System Events\" to shut down'", "svc power shutdown", "rtcwake -moff -s 60",
-               "systemctl --check-inhibitors no reboot"),
+               "systemctl --check-inhibitors no reboot", "shutdown -c -r now", "shutdown -ch now"),
         no_match=("shutdown -c", "systemctl status", "echo reboot", "uptime", "loginctl list-sessions",
                   "zoneadm -z web01 reboot", "machinectl reboot c1", "osascript -e 'display dialog \"restart?\"'",
-                  "udisksctl power-off -b /dev/sdb", "xm reboot web", "rtcwake -m no -s 60", "rtcwake --list-modes"),
+                  "udisksctl power-off -b /dev/sdb", "xm reboot web", "rtcwake -m no -s 60", "rtcwake --list-modes",
+                  "shutdown -r now -c", "shutdown --sh"),
     ),
 )
