@@ -72,6 +72,8 @@ CAUGHT = {
     "uid0_user": ["usermod --ui 0 -o svc", "useradd --non-u --ui=0 x", "useradd -mou0 x", "usermod svc -ou 0"],
     "account_change": ["usermod --app --gr sudo agent", "usermod --sh /bin/false root", "adduser --ingr sudo bob",
                        "adduser -ingroup sudo bob", "usermod root -L"],
+    "privilege_grant": ["setcap cap_setuid+ep /usr/bin/python3 -v", "setcap -r ./old cap_sys_admin+ep ./tool",
+                        "setcap -q -n 1000 cap_net_raw+ep ./x"],
     "unmount_system": ["swapoff --a", "swapoff -v -a", "losetup -vD", "losetup --detach-al", "umount -va", "umount --all -f"],
     "inline_code_kill": [
         "python3 -Bc'import os; os.kill(1, 9)'", "python3 -X dev -c 'import os; os.kill(1, 9)'",
@@ -127,6 +129,8 @@ ALLOWED = [
     # shutdown: cancel or show is the action it ends with
     "shutdown -c", "shutdown -c 'maintenance over'", "shutdown -rc", "shutdown now -c", "shutdown --show",
     "shutdown -P +5 --show",
+    # setcap: verify (-v before the pair) and remove (-r) set nothing
+    "setcap -v cap_net_raw+ep /usr/bin/ping", "setcap -r ./bin/tool", "setcap -q -r a -r b",
     # accounts: other uids and groups, an ambiguous prefix usermod refuses
     "useradd -u 1001 app", "useradd -mu 1000 dev", "usermod -aG docker dev", "usermod --lo root", "adduser bob",
     "adduser --system --no-create-home svc", "adduser --ingr staff bob",

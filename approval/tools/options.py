@@ -346,3 +346,26 @@ def parse(name: str, args: list[str]) -> Parsed:
     return getopt(args, s.short_with_arg, s.longs, s.long_with_arg, permute=s.permute,
                   single_dash_long=s.single_dash_long, short_optional_arg=s.short_optional_arg,
                   long_prefix=s.prefixes, long_only=s.long_only)
+
+
+def setcap_sets(args: list[str]) -> bool:
+    """Whether libcap's ``setcap`` sets capabilities on a file.  It reads its words in one loop, not by
+    getopt: ``-q``, ``-n ROOTID`` and ``-v`` (verify, not set: for the pairs after it) anywhere, and pairs
+    of ``CAPS FILE`` where ``-r`` as CAPS removes.  So ``setcap cap_setuid+ep f -v`` sets f before ``-v``
+    and ``setcap -r a cap_setuid+ep b`` removes a's and sets b's."""
+    verify = False
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-h", "--license"):
+            return False  # usage or license, then exit
+        if a in ("-q", "-v", "-n"):
+            verify = verify or a == "-v"
+            i += 2 if a == "-n" else 1
+            continue
+        if i + 1 >= len(args):
+            return False  # CAPS without a FILE: usage, exit
+        if not verify and a != "-r":
+            return True
+        i += 2
+    return False

@@ -20,7 +20,7 @@ from ..commands import (
 from ..model import UNKNOWN, Cmd, Kinds
 from ..paths import delete_class, is_block_device, normalize_path, write_class
 from .base import Ctx, Examples, _inner, _opt_value, also, handles
-from .options import SPECS, parse
+from .options import SPECS, parse, setcap_sets
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -745,7 +745,7 @@ def _h_setcap(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
     """``setcap cap_x+ep file`` grants a program root powers (``-r`` removes, ``-v`` verifies).
 
     must match: ``setcap cap_setuid+ep /usr/bin/python3``; must not: ``setcap -r ./bin/tool``, ``setcap -v ... f``."""
-    if "-r" in args or "-v" in args:
+    if not setcap_sets(args):  # read as setcap's own loop reads them (tools/options.py)
         return
     d.add(ctx, "privilege_grant", cmd.text)
 
@@ -988,7 +988,7 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "privilege_grant",
-        match=("setcap cap_sys_admin+ep ./tool", "setcap cap_net_raw=eip /usr/bin/python3"),
+        match=("setcap cap_sys_admin+ep ./tool", "setcap cap_net_raw=eip /usr/bin/python3", "setcap -r a cap_setuid+ep b"),
         no_match=("getcap ./tool", "setcap -r ./tool", "setcap -v cap_net_raw+ep ./tool"),
     ),
     Examples(
