@@ -35,7 +35,7 @@ CAUGHT = {
         "wipefs --all --force /dev/sdc", "wipefs -qa /dev/sdc", "wipefs /dev/sdc -a", "wipefs --offs 0x438 /dev/sdc",
         "wipefs -o0x438 /dev/sdc", "mdadm --zero-s /dev/sdb1", "mdadm --zero /dev/sdb1 /dev/sdc1",
         "mdadm --cre /dev/md1 --level=1 -n2 /dev/sdb /dev/sdc", "mdadm -Cv /dev/md1 -l1 -n2 /dev/sdb /dev/sdc",
-        "mdadm --buil /dev/md2 -l0 -n2 /dev/sdb /dev/sdc",
+        "mdadm --buil /dev/md2 -l0 -n2 /dev/sdb /dev/sdc", "mkfs.ext4 -L -n /dev/sdb1", "mke2fs -t ext4 -L -n /dev/sdb1",
     ],
     "data_restore_overwrite": [
         "pg_restore --cle --if-exists -d prod x.dump", "pg_restore -vc -d prod x.dump", "pg_restore -d prod -j4 -c x.dump",
@@ -66,12 +66,14 @@ CAUGHT = {
         "systemctl --job-mode fail stop nginx", "systemctl -q --no-bl stop nginx", "systemctl stop nginx --no-block",
         "systemctl --kill-who main kill nginx", "systemctl disable nginx --now",
     ],
-    "power": ["shutdown -cr now", "shutdown -c --reboot now", "shutdown -c -H +5", "shutdown --show -P now",
+    "power": ["kexec -fx", "kexec --exe", "kexec -l /boot/vmlinuz -e", "shutdown -cr now", "shutdown -c --reboot now", "shutdown -c -H +5", "shutdown --show -P now",
               "rtcwake --mode off -s 60", "rtcwake -a -moff -s 60", "systemctl --message 'x y' reboot",
               "systemctl --when +5min poweroff"],
     "uid0_user": ["usermod --ui 0 -o svc", "useradd --non-u --ui=0 x", "useradd -mou0 x", "usermod svc -ou 0"],
     "account_change": ["usermod --app --gr sudo agent", "usermod --sh /bin/false root", "adduser --ingr sudo bob",
                        "adduser -ingroup sudo bob", "usermod root -L"],
+    "kill_all": ["kill -9 -1 -l", "kill -s KILL -1 --list", "kill -- -1 -L"],
+    "disk_partition": ["sgdisk -p -d 1 /dev/sda", "sgdisk --print --new=1:0:0 /dev/sdb", "sgdisk -d 2 -v /dev/sdb"],
     "privilege_grant": ["setcap cap_setuid+ep /usr/bin/python3 -v", "setcap -r ./old cap_sys_admin+ep ./tool",
                         "setcap -q -n 1000 cap_net_raw+ep ./x"],
     "unmount_system": ["swapoff --a", "swapoff -v -a", "losetup -vD", "losetup --detach-al", "umount -va", "umount --all -f"],
@@ -129,6 +131,9 @@ ALLOWED = [
     # shutdown: cancel or show is the action it ends with
     "shutdown -c", "shutdown -c 'maintenance over'", "shutdown -rc", "shutdown now -c", "shutdown --show",
     "shutdown -P +5 --show",
+    # listing and dry-run modes where the tool reads them
+    "kill -l", "kill -l 9", "kill -L", "kill -9 -l", "mkfs.ext4 -n /dev/sdb1", "mkfs.ext4 -qn /dev/sdb1",
+    "sgdisk -p /dev/sda", "sgdisk --print -v /dev/sda", "kexec -l /boot/vmlinuz --initrd=/boot/initrd.img",
     # setcap: verify (-v before the pair) and remove (-r) set nothing
     "setcap -v cap_net_raw+ep /usr/bin/ping", "setcap -r ./bin/tool", "setcap -q -r a -r b",
     # accounts: other uids and groups, an ambiguous prefix usermod refuses

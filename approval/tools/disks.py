@@ -8,6 +8,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..commands import (
+    getopt,
     has_opt,
     option_value,
     split_options,
@@ -27,8 +28,8 @@ if TYPE_CHECKING:
 
 def _h_mkfs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``mkfs.*`` and friends: creating a filesystem erases what the device held."""
-    if re.fullmatch(r"mke2fs|mkfs\.ext[234]", name) and "-n" in args:
-        return  # mke2fs -n: show what would be done
+    if re.fullmatch(r"mke2fs|mkfs\.ext[234]", name) and has_opt(getopt(args, "bdegilmorstCEGIJLMNORTUz"), "-n"):
+        return  # mke2fs -n (``-qn``; not ``-L -n``, a label): show what would be done
     operands = [a for a in args if not a.startswith("-")]
     if not any(is_block_device(a) for a in operands) and any(_IMAGE_FILE.search(a) for a in operands):
         return  # building a filesystem image in a regular file
@@ -195,7 +196,8 @@ def _h_partition(d: Detector, name: str, args: list[str], kinds: list[Kinds], cm
     if name == "sfdisk" and any(o in ("--delete", "--wipe", "-w") for o in opts):
         d.add(ctx, "disk_partition", cmd.text)
         return
-    if any(o in listing or o.split("=")[0] in listing for o in opts):
+    # a listing mode lists only; sgdisk runs each of its options in turn (``sgdisk -p -d 1`` deletes)
+    if (all if name == "sgdisk" else any)(o in listing or o.split("=")[0] in listing for o in opts if o[:1] == "-"):
         return
     if name == "parted":
         words = [w.lower() for w in ops[1:]]
@@ -466,7 +468,7 @@ EXAMPLES: tuple[Examples, ...] = (
                "sgdisk --zap-all /dev/sdb", "newfs -U /dev/ada1p1", "gpart destroy -F da1", "geli init -s 4096 ada2",
                "diskutil eraseDisk APFS Blank disk4", "gmirror label -v gm1 ada1 ada2", "wipefs --al /dev/sdb",
                "wipefs -fa /dev/sdb", "mdadm --zero-superbloc /dev/sdb1", "mdadm -B /dev/md0 -l1 -n2 /dev/sda1 /dev/sdb1"),
-        no_match=("mkfs.ext4 --help", "wipefs /dev/sdb", "wipefs -t ext4 /dev/sdb", "mdadm --detail /dev/md0", "mkdir fs", "cryptsetup status root", "gpart show ada0",
+        no_match=("mkfs.ext4 --help", "mkfs.ext4 -qn /dev/sdb1", "wipefs /dev/sdb", "wipefs -t ext4 /dev/sdb", "mdadm --detail /dev/md0", "mkdir fs", "cryptsetup status root", "gpart show ada0",
                   "geli status", "diskutil list", "gmirror status"),
     ),
     Examples(
@@ -479,8 +481,9 @@ EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "disk_partition",
         match=("fdisk /dev/sda", "gdisk /dev/sda", "parted /dev/sdb rm 1", "sfdisk /dev/sdb < layout",
-               "gpart add -t freebsd-zfs ada1", "disklabel -E wd1", "fmthard -s vtoc /dev/rdsk/c0t1d0s2"),
-        no_match=("fdisk -l", "parted -l", "parted /dev/sda print", "lsblk", "gpart list", "disklabel sd0"),
+               "gpart add -t freebsd-zfs ada1", "disklabel -E wd1", "fmthard -s vtoc /dev/rdsk/c0t1d0s2",
+               "sgdisk -p -d 1 /dev/sda"),
+        no_match=("fdisk -l", "parted -l", "parted /dev/sda print", "lsblk", "gpart list", "disklabel sd0", "sgdisk -p /dev/sda"),
     ),
     Examples(
         "volume_destroy",

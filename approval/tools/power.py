@@ -29,8 +29,8 @@ def _h_power(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     reads every option and the last action wins (``shutdown -c -r now`` reboots, ``shutdown -ch now`` powers off)."""
     if name == "shutdown" and _shutdown_action(args) in ("cancel", "show"):
         return
-    if name == "kexec" and not any(a in ("-e", "--exec", "-f", "--force") for a in args):
-        return
+    if name == "kexec" and not any(re.fullmatch(r"-[a-zA-Z]*[ef][a-zA-Z]*|--(?:exe?c?|forc?e?)(?:=.*)?", a) for a in args):
+        return  # kexec -l only loads; -e/-f (clustered ``-fx``, ``--exe``) run the new kernel
     if name in ("halt", "reboot", "poweroff") and any(a in ("-w", "--wtmp-only") for a in args):
         return  # only writes the wtmp record
     d.add(ctx, "power", cmd.text, f"{name} takes the machine down.")

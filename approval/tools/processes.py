@@ -67,12 +67,12 @@ _CRITICAL_PROC = re.compile(
 def _h_kill(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``kill`` with pids read as bash reads them: ``-1`` (after any spelling: ``-01``, ``$((0-1))``) is every
     process (floor); pid 1, 0, a negative unknown, or pids fed from ``ps`` ask."""
-    if any(a in ("-l", "-L", "--list", "--table") for a in args):
-        return
     i = 0
     signal_given = False
     while i < len(args):
         a = args[i]
+        if a in ("-l", "-L", "--list", "--table"):
+            return  # lists signals: only among the options before the pids (``kill -9 -1 -l`` kills, then errs)
         if a == "--":
             i += 1
             break
@@ -187,7 +187,7 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "kill_all",
-        match=("kill -9 -1", "kill -- -1", "killall5", "kill -9 -01", "kill -9 $((0-1))"),
+        match=("kill -9 -1", "kill -- -1", "killall5", "kill -9 -01", "kill -9 $((0-1))", "kill -9 -1 -l"),
         no_match=("kill -l", "kill %1", "kill 12345", "kill -9 $PID"),
     ),
     Examples(
