@@ -74,6 +74,8 @@ CAUGHT = {
                        "adduser -ingroup sudo bob", "usermod root -L"],
     "kill_all": ["kill -9 -1 -l", "kill -s KILL -1 --list", "kill -- -1 -L"],
     "disk_partition": ["sgdisk -p -d 1 /dev/sda", "sgdisk --print --new=1:0:0 /dev/sdb", "sgdisk -d 2 -v /dev/sdb"],
+    "boot_write": ["efibootmgr -qB -b 0001", "efibootmgr --delete-bootnu --bootnu 0001", "efibootmgr -qo 0002,0001",
+                   "grub-mkconfig -o/boot/grub/grub.cfg"],
     "privilege_grant": ["setcap cap_setuid+ep /usr/bin/python3 -v", "setcap -r ./old cap_sys_admin+ep ./tool",
                         "setcap -q -n 1000 cap_net_raw+ep ./x"],
     "unmount_system": ["swapoff --a", "swapoff -v -a", "losetup -vD", "losetup --detach-al", "umount -va", "umount --all -f"],
@@ -134,6 +136,7 @@ ALLOWED = [
     # listing and dry-run modes where the tool reads them
     "kill -l", "kill -l 9", "kill -L", "kill -9 -l", "mkfs.ext4 -n /dev/sdb1", "mkfs.ext4 -qn /dev/sdb1",
     "sgdisk -p /dev/sda", "sgdisk --print -v /dev/sda", "kexec -l /boot/vmlinuz --initrd=/boot/initrd.img",
+    "efibootmgr -v", "efibootmgr -vv", "efibootmgr --delete-bootn --bootn 0001",  # --delete-bootnum or -bootnext
     # setcap: verify (-v before the pair) and remove (-r) set nothing
     "setcap -v cap_net_raw+ep /usr/bin/ping", "setcap -r ./bin/tool", "setcap -q -r a -r b",
     # accounts: other uids and groups, an ambiguous prefix usermod refuses
@@ -186,6 +189,6 @@ def test_specs_resolve_like_the_tools() -> None:
 def test_specs_are_well_formed() -> None:
     for name, s in SPECS.items():
         for long in s.longs + s.long_with_arg:
-            assert re.fullmatch(r"--[a-z0-9][a-z0-9._-]*", long), (name, long)
+            assert re.fullmatch(r"--[a-zA-Z0-9][a-zA-Z0-9._-]*", long), (name, long)
         assert set(s.long_with_arg) <= set(s.longs) | set(s.long_with_arg)
         assert len(set(s.longs)) == len(s.longs), name

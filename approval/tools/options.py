@@ -323,6 +323,18 @@ SPECS: dict[str, Spec] = {
            "--output-all --raw --help --version"),
         _w("--detach --set-capacity --associated --offset --sizelimit --sector-size --output"),
     ),
+    # efibootmgr (getopt_long; the options of efibootmgr(8))
+    "efibootmgr": Spec(
+        "bdeEilLMmnopt@",
+        _w("--active --inactive --bootnum --delete-bootnum --create --create-only --disk --remove-dups --edd "
+           "--device --reconnect --no-reconnect --gpt --iface --loader --label --mirror-above-4G "
+           "--mirror-below-4G --bootnext --delete-bootnext --bootorder --delete-bootorder --part --quiet --driver "
+           "--timeout --delete-timeout --unicode --verbose --version --write-signature --sysprep "
+           "--append-binary-args --help --full-dev-path --file-dev-path"),
+        _w("--bootnum --disk --edd --device --iface --loader --label --mirror-above-4G --mirror-below-4G "
+           "--bootnext --bootorder --part --timeout --append-binary-args"),
+        short_optional_arg="v",
+    ),
     "curl": _CURL,
     "curlie": _CURL,
     "wget": _WGET,

@@ -255,7 +255,7 @@ def _breaking_mode(mode: str, target: str, cwd: str | None) -> bool:
 def _h_boot(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """Boot loader and initramfs tools: a wrong write leaves a machine that does not boot."""
     if name in ("grub-mkconfig", "grub2-mkconfig"):
-        if not any(a in ("-o", "--output") or a.startswith("--output=") for a in args):
+        if not any(a in ("-o", "--output") or a.startswith(("--output=", "-o")) for a in args):  # its case: -o*
             return
     elif name == "bootctl":
         if not any(
@@ -263,33 +263,10 @@ def _h_boot(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
             for a in args
         ):
             return
-    elif name == "efibootmgr":
-        if not any(
-            a
-            in (
-                "-c",
-                "--create",
-                "-B",
-                "--delete-bootnum",
-                "-o",
-                "--bootorder",
-                "-n",
-                "--bootnext",
-                "-a",
-                "--active",
-                "-A",
-                "--inactive",
-                "-C",
-                "--create-only",
-                "-O",
-                "--delete-bootorder",
-                "-N",
-                "--delete-bootnext",
-                "-t",
-                "--timeout",
-            )
-            for a in args
-        ):
+    elif name == "efibootmgr":  # getopt_long: ``-qB -b 1``, ``-Bb1``, ``--delete-bootn``
+        if not has_opt(parse(name, args), "-c", "--create", "-B", "--delete-bootnum", "-o", "--bootorder", "-n",
+                       "--bootnext", "-a", "--active", "-A", "--inactive", "-C", "--create-only", "-O",
+                       "--delete-bootorder", "-N", "--delete-bootnext", "-t", "--timeout"):
             return
     elif name == "sbctl":
         if not any(a in ("sign", "sign-all", "enroll-keys", "reset", "remove-file") for a in args):
@@ -947,8 +924,10 @@ EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "boot_write",
         match=("update-grub", "mkinitcpio -P", "grub-install /dev/sda", "efibootmgr -b 0001 -B", "nvram -c",
-               "bless --mount /Volumes/Backup --setBoot", "nvram boot-args=-v"),
-        no_match=("efibootmgr", "grub-mkconfig", "ls /boot", "nvram -p", "bless --info /Volumes/Backup", "nvram -x -p"),
+               "bless --mount /Volumes/Backup --setBoot", "nvram boot-args=-v", "efibootmgr -qBb0001",
+               "grub-mkconfig -o/boot/grub/grub.cfg"),
+        no_match=("efibootmgr", "grub-mkconfig", "ls /boot", "nvram -p", "bless --info /Volumes/Backup", "nvram -x -p",
+                  "efibootmgr -vv"),
     ),
     Examples(
         "chmod_recursive_system",
