@@ -64,7 +64,8 @@ CAUGHT = {
     ],
     "service_stop": [
         "systemctl --job-mode fail stop nginx", "systemctl -q --no-bl stop nginx", "systemctl stop nginx --no-block",
-        "systemctl --kill-who main kill nginx", "systemctl disable nginx --now",
+        "systemctl --kill-who main kill nginx", "systemctl disable nginx --now", "nginx -sstop", "nginx -tqs quit",
+        "openresty -p /srv -sstop",
     ],
     "power": ["kexec -fx", "kexec --exe", "kexec -l /boot/vmlinuz -e", "shutdown -cr now", "shutdown -c --reboot now", "shutdown -c -H +5", "shutdown --show -P now",
               "rtcwake --mode off -s 60", "rtcwake -a -moff -s 60", "systemctl --message 'x y' reboot",
@@ -118,7 +119,7 @@ ALLOWED = [
     "killall -qu alice",  # getopt_long_only: -qu is --quiet, alice a process name
     # systemctl/rtcwake: values are not verbs, non-stopping verbs
     "systemctl --lines 50 status nginx", "systemctl -n50 status nginx", "systemctl --type service list-units",
-    "systemctl enable --now nginx", "systemctl --user restart app", "rtcwake -m no -s 60", "rtcwake -m show",
+    "systemctl enable --now nginx", "systemctl --user restart app", "nginx -s reload", "nginx -sreopen", "nginx -t", "rtcwake -m no -s 60", "rtcwake -m show",
     # umount/swapoff/losetup: narrowed or single
     "umount -a -t nfs", "umount -at nfs,cifs", "umount -aO _netdev", "umount --al", "swapoff /swapfile",
     "losetup -d /dev/loop0", "losetup --all", "losetup -l", "umount -l /mnt/usb",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..commands import has_opt
+from ..commands import getopt, has_opt, opt_values
 from ..model import Cmd, Kinds
 from .base import Ctx, Examples, handles
 from .options import parse
@@ -193,9 +193,9 @@ def _h_service(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
 def _h_daemon_stop(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """Daemon-control tools' own stop/shutdown verbs (``nginx -s stop``, ``pg_ctl stop``, ``mysqladmin
     shutdown``, ``rabbitmqctl stop``); ``mysqladmin drop`` is a database drop."""
-    if name in ("nginx", "openresty") and "-s" in args:
-        sig = args[args.index("-s") + 1] if args.index("-s") + 1 < len(args) else ""
-        if sig in ("stop", "quit"):
+    sigs = opt_values(getopt(args, "spceg"), "-s") if name in ("nginx", "openresty") else []
+    if sigs:  # nginx reads a cluster letter by letter: ``-s stop``, ``-sstop``, ``-qs quit``
+        if sigs[-1] in ("stop", "quit"):
             d.add(ctx, "service_stop", cmd.text)
         return
     if name == "mysqladmin":
@@ -235,7 +235,7 @@ def _h_daemon_stop(d: Detector, name: str, args: list[str], kinds: list[Kinds], 
 EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "service_stop",
-        match=("systemctl stop nginx", "systemctl mask sshd", "systemctl --job-mode replace stop nginx", "init 3", "telinit -t 5 2", "service apache2 stop", "sv down nginx", "nginx -s stop",
+        match=("systemctl stop nginx", "systemctl mask sshd", "systemctl --job-mode replace stop nginx", "nginx -qs quit", "init 3", "telinit -t 5 2", "service apache2 stop", "sv down nginx", "nginx -s stop",
                "pg_ctl stop -D /var/lib/pgsql", "service ntpd onestop", "sysrc ntpd_enable=NO", "/etc/rc.d/ntpd faststop",
                "launchctl bootout gui/501/com.example.agent", "svcadm disable svc:/network/smtp:sendmail",
                "rcctl disable smtpd", "svc -d /service/qmail"),
