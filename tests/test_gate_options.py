@@ -193,3 +193,47 @@ def test_specs_are_well_formed() -> None:
             assert re.fullmatch(r"--[a-zA-Z0-9][a-zA-Z0-9._-]*", long), (name, long)
         assert set(s.long_with_arg) <= set(s.longs) | set(s.long_with_arg)
         assert len(set(s.longs)) == len(s.longs), name
+
+
+# Every spelling of a long option its tool takes: each unique prefix, from the shortest that names it
+# alone among the tool's long options (as listed in its spec) to the whole name.
+PREFIXED = [
+    ("deluser", "--remove-home", "deluser {} bob", "user_home_delete"),
+    ("userdel", "--remove", "userdel {} bob", "user_home_delete"),
+    ("mdadm", "--zero-superblock", "mdadm {} /dev/sdb1", "disk_format"),
+    ("wipefs", "--all", "wipefs {} /dev/sdb", "disk_format"),
+    ("pg_restore", "--clean", "pg_restore {} -d prod x.dump", "data_restore_overwrite"),
+    ("rm", "--recursive", "rm -f {} /", "rm_recursive_root"),
+    ("tar", "--to-command", "tar -xf a.tar {}='rm -rf /'", "rm_recursive_root"),
+    ("tar", "--use-compress-program", "tar -cf a.tar {}='rm -rf /' src", "rm_recursive_root"),
+    ("wget", "--method", "wget -q {}=DELETE http://es:9200/idx", "http_delete"),
+    ("killall", "--user", "killall {} alice", "kill_broad"),
+    ("pkill", "--euid", "pkill {} alice", "kill_broad"),
+    ("swapoff", "--all", "swapoff {}", "unmount_system"),
+    ("losetup", "--detach-all", "losetup {}", "unmount_system"),
+    ("usermod", "--uid", "usermod -o {} 0 svc", "uid0_user"),
+    ("chown", "--recursive", "chown {} nobody ~", "chmod_recursive_system"),
+]
+
+
+def _prefixes(tool: str, long: str) -> list[str]:
+    spec = SPECS[tool]
+    known = set(spec.longs) | set(spec.long_with_arg)
+    return [long[:n] for n in range(3, len(long) + 1)
+            if long[:n] == long or [k for k in known if k.startswith(long[:n])] == [long]]
+
+
+@pytest.mark.parametrize(("tool", "long", "template", "rule"), PREFIXED)
+def test_every_unique_prefix_is_the_option(tool: str, long: str, template: str, rule: str) -> None:
+    spellings = _prefixes(tool, long)
+    assert long in spellings and len(spellings) > 1, (tool, long)
+    for word in spellings:
+        command = template.format(word)
+        assert rule in {f.rule for f in findings(command)}, command
+
+
+@pytest.mark.parametrize("command", ["docker image prune {} -f", "podman image prune {}", "kubectl delete pods {}"])
+def test_pflag_takes_no_abbreviation(command: str) -> None:
+    assert analyze(command.format("--all")).decision is not Decision.ALLOW
+    for n in range(3, len("--all")):
+        assert analyze(command.format("--all"[:n])).decision is Decision.ALLOW, command.format("--all"[:n])
