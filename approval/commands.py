@@ -125,17 +125,22 @@ def getopt(
     permute: bool = True,
     single_dash_long: bool = False,
     short_optional_arg: str = "",
+    long_prefix: bool = True,
+    long_only: bool = False,
 ) -> Parsed:
     """Parse ``args`` the way getopt_long (and git's parse-options) does.
 
     Short options cluster and take attached values (``-Rfv``, ``-O/etc/passwd``, ``-qO x``,
     ``-C/``); a long option may be any unique prefix of a known one (``--ha`` is ``--hard``,
-    ``--force-w`` ``--force-with-lease``) and takes ``=value`` or, if it needs one, the next word;
+    ``--force-w`` ``--force-with-lease``) and takes ``=value`` or, if it needs one, the next word
+    (with ``long_only``, getopt_long_only, a one-dash word of two letters or more is first a long option:
+    ``-us`` is ``--user``, and a cluster only when it names none);
     ``--`` ends the options; with ``permute`` options after operands still count (``rm / -rf``).
     ``short_with_arg`` lists the letters whose option takes a value, ``short_optional_arg`` those
     whose value can only be attached (``xargs -i{}``, ``-e``: the rest of the word, or none).  With ``single_dash_long``
     (Go's flag package, terraform) ``-destroy`` is ``--destroy``.  Names come back canonical:
-    ``-f``, ``--force-with-lease``; an unknown or ambiguous long option as written.
+    ``-f``, ``--force-with-lease``; an unknown or ambiguous long option as written.  Without
+    ``long_prefix`` (Go's pflag/cobra: docker, podman, kubectl) only whole long names count.
     """
     needs = set(long_with_arg)
     known = sorted(set(longs) | needs)
@@ -151,9 +156,13 @@ def getopt(
             break
         if single_dash_long and a.startswith("-") and not a.startswith("--") and len(a) > 2:
             a = "-" + a
+        elif long_only and a.startswith("-") and not a.startswith("--") and len(a) > 2:
+            head = "-" + a.partition("=")[0]
+            if head in known or long_prefix and len([k for k in known if k.startswith(head)]) == 1:
+                a = "-" + a
         if a.startswith("--") and len(a) > 2:
             name, eq, value = a.partition("=")
-            if name not in known:
+            if name not in known and long_prefix:
                 cands = [k for k in known if k.startswith(name)]
                 if len(cands) == 1:
                     name = cands[0]
@@ -523,15 +532,29 @@ def _peel_command(name: str, argv: list[str]) -> Peeled | None:
 
 def _peel_env(name: str, argv: list[str]) -> Peeled | None:
     """``env -S 'cmd args'`` splits its string into the command.  Otherwise a plain wrapper."""
-    with_arg, long_with_arg, _, assignments = WRAPPERS[name]
-    args = argv[1 : 1 + command_start(argv[1:], with_arg | {"-S"}, long_with_arg | {"--split-string"}, 0, assignments)]
-    # only env's own options (``env VAR=1 sudo ventoy -S …``: that -S is ventoy's)
-    split = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-S", "--split-string")), None)
-    if split is None:
-        split = next((a.split("=", 1)[1] for a in args if a.startswith("--split-string=")), None)
-    if split is not None:
-        return [w for c in fallback_commands(split) for w in c.argv], False
+    # only env's own options, read as its getopt_long ``+C:iS:u:v0`` does (``-S'cmd'``, ``-iS cmd``,
+    # ``--split=cmd``); they end at the first operand (``env VAR=1 sudo ventoy -S …``: that -S is ventoy's)
+    p = getopt(argv[1:], "CSu", _ENV_LONGS, ("--chdir", "--split-string", "--unset"), permute=False)
+    splits = opt_values(p, "-S", "--split-string")
+    if splits:
+        return [w for c in fallback_commands(splits[-1]) for w in c.argv], False
     return None
+
+
+_ENV_LONGS = ("--ignore-environment", "--null", "--unset", "--chdir", "--split-string", "--block-signal",
+              "--default-signal", "--ignore-signal", "--list-signal-handling", "--debug", "--help", "--version")
+# util-linux su/runuser (getopt_long ``+c:fg:G:lmpPs:u:hVw:``): ``--comm=CMD`` is ``--command``
+_SU_LONGS = ("--command", "--session-command", "--fast", "--group", "--supp-group", "--login", "--preserve-environment",
+             "--pty", "--no-pty", "--shell", "--whitelist-environment", "--user", "--help", "--version")
+_SU_WITH_ARG = ("--command", "--session-command", "--group", "--supp-group", "--shell", "--whitelist-environment",
+                "--user")
+
+
+def _su_command(args: list[str]) -> str | None:
+    """The shell string su/runuser is given with ``-c``/``--command``/``--session-command`` (any spelling)."""
+    found = opt_values(getopt(args, "cgGsuw", _SU_LONGS, _SU_WITH_ARG, permute=False), "-c", "--command",
+                       "--session-command")
+    return found[-1] if found else None
 
 
 def _peel_su(name: str, argv: list[str]) -> Peeled:
@@ -543,14 +566,16 @@ def _peel_su(name: str, argv: list[str]) -> Peeled:
         {"--user", "--group", "--supp-group", "--whitelist-environment", "--command", "--session-command", "--shell"},
     )
     # su's/runuser's own -c, not an option of the command runuser runs (``runuser -u root -- badblocks -c 5``)
-    payload = option_value(args[:i] if "--" not in args[:i] else args[: args.index("--")], ("-c", "--command", "--session-command"))
-    if payload is None and name == "su":
-        payload = option_value(args[i:], ("-c", "--command", "--session-command"))  # ``su - root -c 'cmd'``
+    own = args[:i] if "--" not in args[:i] else args[: args.index("--")]
+    user_mode = name == "runuser" and has_opt(getopt(own, "cgGsuw", _SU_LONGS, _SU_WITH_ARG, permute=False), "-u", "--user")
+    payload = _su_command(own)
+    if payload is None and not user_mode:  # ``su - root -c 'cmd'``: after the user, -c goes to the shell
+        rest = args[i:]
+        payload = _su_command(rest[next((j for j, a in enumerate(rest) if a.startswith("-") and a != "-"), len(rest)):])
     if payload is not None:
         return ["sh", "-c", payload], True
-    if name == "runuser":
-        if "-u" in args or any(a.startswith("--user") for a in args):
-            return args[i:], False
+    if user_mode:
+        return args[i:], False
     return ["bash", "-i"], True
 
 
@@ -968,7 +993,7 @@ def container_listing_is_mass(name: str, args: list[str]) -> bool:
     are read as the engines read them (``-aqf status=exited``); a name, label or image filter, an
     operand (``images -q nginx``) or ``-n``/``--last``/``-l`` narrows the list, so it is not mass."""
     if name == "docker-machine":  # ``docker-machine ls -q``: every machine (``--filter``/``-f`` narrows it)
-        opts, ops = getopt(args, "ft", ("--quiet",), ("--filter", "--format", "--timeout"))
+        opts, ops = getopt(args, "ft", ("--quiet",), ("--filter", "--format", "--timeout"), long_prefix=False)
         return ops[:1] == ["ls"] and any(o in ("-q", "--quiet") for o, _ in opts) and not any(
             o in ("-f", "--filter") for o, _ in opts)
     if name not in ("docker", "podman", "nerdctl", "finch"):
@@ -982,7 +1007,7 @@ def container_listing_is_mass(name: str, args: list[str]) -> bool:
         return False
     sub = 2 if rest[:1] != ["ps"] and rest[:1] != ["images"] else 1
     opts, ops = getopt(rest[sub:], "fn", ("--all", "--quiet", "--no-trunc", "--latest", "--size", "--digests"),
-                       ("--filter", "--format", "--last"))
+                       ("--filter", "--format", "--last"), long_prefix=False)
     names = {o for o, _ in opts}
     if not names & {"-q", "--quiet"} or names & {"-n", "--last", "-l", "--latest"} or ops:
         return False

@@ -24,7 +24,8 @@ class ShellProgram:
 
 def shell_program(name: str, args: list[str]) -> ShellProgram:
     """Read ``name``'s options as bash, sh, dash, zsh, ksh and fish do: ``-c`` anywhere in a cluster
-    takes the first operand as code, ``-s`` reads the program from stdin, ``-``/``--`` end the options."""
+    takes the first operand as code, ``-s`` reads the program from stdin, ``-``/``--`` end the options,
+    ``-o``/``-O`` (alone or in a cluster: ``-eo pipefail``) take the next word."""
     i = 0
     c_flag = read_stdin = False
     while i < len(args):
@@ -43,7 +44,8 @@ def shell_program(name: str, args: list[str]) -> ShellProgram:
         if a.startswith(("-", "+")) and len(a) > 1:
             c_flag = c_flag or "c" in a[1:]
             read_stdin = read_stdin or "s" in a[1:]
-            i += 1
+            # each ``o``/``O`` of a cluster takes the next word as its value (``bash -euxo pipefail -c …``)
+            i += 1 + (sum(ch in "oO" for ch in a[1:]) if name != "fish" else 0)
             continue
         break
     if c_flag:

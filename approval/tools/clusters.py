@@ -97,9 +97,7 @@ def _h_docker(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
         and words[1] == "prune"
         and words[0] in ("system", "container", "volume", "image", "network", "builder", "buildx")
     ):
-        if words[0] in ("system", "container", "volume") or (
-            words[0] == "image" and any(a in ("-a", "--all") for a in args)
-        ):
+        if words[0] in ("system", "container", "volume") or (words[0] == "image" and _prune_all(args)):
             d.add(ctx, "container_mass_delete", cmd.text, f"{name} {words[0]} prune deletes {words[0]}s in bulk.")
         return
     if words[:2] == ["system", "reset"] or words[:2] == ["pod", "prune"] or _rm_all(words, args):
@@ -150,7 +148,15 @@ def _rm_all(words: list[str], args: list[str]) -> bool:
         return False
     i = args.index(k[-1]) + 1 if k[-1] in args else 0
     opts, _ = getopt(args[i:], "t", ("--all", "--force", "--ignore", "--volumes", "--depend", "--latest", "--prune"),
-                     ("--time", "--cidfile", "--filter"))
+                     ("--time", "--cidfile", "--filter"), long_prefix=False)
+    return any(o in ("-a", "--all") and (v is None or v.lower() in ("true", "1")) for o, v in opts)
+
+
+def _prune_all(args: list[str]) -> bool:
+    """``image prune -a`` as the engines' pflag reads it: ``-a``, ``-fa``, ``-af``, ``--all``, ``--all=true``
+    (pflag takes no abbreviated long names: ``--al`` is an error, not ``--all``)."""
+    i = args.index("prune") + 1 if "prune" in args else 0
+    opts, _ = getopt(args[i:], "", ("--all", "--force", "--external"), ("--filter",), long_prefix=False)
     return any(o in ("-a", "--all") and (v is None or v.lower() in ("true", "1")) for o, v in opts)
 
 
@@ -186,7 +192,11 @@ def _h_kubectl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
     if not ops or ops[0] != "delete":
         return
     res = ops[1] if len(ops) > 1 else ""
-    everything = any(a in ("--all", "-A", "--all-namespaces") for a in args) or "all" in ops[1:2]
+    # pflag: ``-A`` clusters (``-RA``), a bool takes ``=true``, no abbreviated long names
+    kopts, _ = getopt(args, "fkolnsv", (), ("--filename", "--kustomize", "--output", "--selector", "--namespace"),
+                      long_prefix=False)
+    everything = any(o in ("--all", "-A", "--all-namespaces") and (v is None or v.lower() in ("true", "1", "t"))
+                     for o, v in kopts) or "all" in ops[1:2]
     # a kind that IS a cluster (Cluster API ``clusters.cluster.x-k8s.io``, Rancher's
     # ``clusters.management.cattle.io``, CloudNativePG's ``clusters.postgresql.cnpg.io``): its controller
     # deprovisions the whole cluster or database with it; kinds may be listed (``cluster,ns``) and qualified
@@ -813,10 +823,11 @@ EXAMPLES: tuple[Examples, ...] = (
         match=("docker system prune -af", "docker volume prune", "podman system reset", "docker compose down -v",
                "docker rm -f $(docker ps -aq)", "podman rm -af", "podman rmi --all", "buildah rm -a",
                "docker rm $(docker ps -aqf status=exited)", "docker volume rm $(docker volume ls -qf dangling=true)",
-               "docker-machine rm -y $(docker-machine ls -q)"),
+               "docker-machine rm -y $(docker-machine ls -q)", "docker image prune -fa", "podman image prune --all=true"),
         no_match=("docker ps -a", "docker rm web", "docker stop web", "docker compose down", "podman rm -f web",
                   "docker rm $(docker ps -qf name=web)", "docker rmi $(docker images -qf dangling=true)",
-                  "docker rmi $(docker images -q nginx)", "docker-machine rm -y dev"),
+                  "docker rmi $(docker images -q nginx)", "docker-machine rm -y dev", "docker image prune -f",
+                  "docker image prune --al"),
     ),
     Examples(
         "cluster_delete",

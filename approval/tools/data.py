@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING
 from .. import inline
 from ..commands import (
     base_name,
-    short_flags,
+    has_opt,
+    opt_values,
     split_options,
 )
 from ..model import UNKNOWN, Cmd, Kinds
 from .base import Ctx, Examples, _opt_value, also, handles
+from .options import parse
 from .remote import _stdin_texts, judge_script
 
 if TYPE_CHECKING:
@@ -354,10 +356,10 @@ def _h_pg_restore(d: Detector, name: str, args: list[str], kinds: list[Kinds], c
 
     must match: ``pg_restore --clean -d prod x.dump``, ``pg_restore -cd app x``;
     must not: ``pg_restore -l x.dump``, ``pg_restore -d dev x.dump``."""
-    opts, _ = split_options(args, {"-d", "-f", "-U", "-h", "-p", "-n", "-t", "-j", "-L", "-F", "-I", "-P", "-T", "-N", "-S"})
-    if "-l" in opts or "--list" in opts:
+    p = parse(name, args)
+    if has_opt(p, "-l", "--list"):
         return
-    if "--clean" in opts or "c" in short_flags([o for o in opts if not o.startswith("--")]):
+    if has_opt(p, "-c", "--clean"):
         d.add(ctx, "data_restore_overwrite", cmd.text, "pg_restore --clean drops every object of the database first.")
 
 
@@ -383,10 +385,11 @@ def _h_http_delete(d: Detector, name: str, args: list[str], kinds: list[Kinds], 
 
     must match: ``curl -X DELETE http://es:9200/logs-*``, ``curl -XDELETE localhost:9200/_all``,
     ``http DELETE :9200/idx``; must not: ``curl -X DELETE http://api/items/42``, ``curl -X GET es:9200/x``."""
-    if name in ("curl", "curlie"):
-        methods = _opt_value(args, "-X", "--request")
-    elif name == "wget":
-        methods = _opt_value(args, "", "--method")
+    urls = [a for a in args if not a.startswith("-") and a.upper() != "DELETE" and ("/" in a or ":" in a)]
+    if name in ("curl", "curlie", "wget"):  # read as their parsers do: ``-sXDELETE``, ``--method=DELETE``
+        p = parse(name, args)
+        methods = opt_values(p, "-X", "--request", "--method")
+        urls = [a for a in p[1] + opt_values(p, "--url") if "/" in a or ":" in a]
     else:
         methods = [a for a in args[:3] if a.isupper()]
     if any(re.search(r"/_delete_by_query\b", a) for a in args) and (
@@ -396,7 +399,6 @@ def _h_http_delete(d: Detector, name: str, args: list[str], kinds: list[Kinds], 
         return
     if not any(m.upper() == "DELETE" for m in methods):
         return
-    urls = [a for a in args if not a.startswith("-") and a.upper() != "DELETE" and ("/" in a or ":" in a)]
     if any(_http_delete_target(u) for u in urls):
         d.add(ctx, "http_delete", cmd.text)
 
@@ -526,13 +528,17 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "data_restore_overwrite",
-        match=("pg_restore --clean -d app dump.pgdump", "mongorestore --drop dump/", "pg_restore -c -d app x.dump"),
-        no_match=("pg_restore -l dump.pgdump", "pg_dump app > app.sql", "mongodump"),
+        match=("pg_restore --clean -d app dump.pgdump", "mongorestore --drop dump/", "pg_restore -c -d app x.dump",
+               "pg_restore --clea -d app x.dump", "pg_restore -1cd app x.dump", "pg_restore -d app x.dump --clean"),
+        no_match=("pg_restore -l dump.pgdump", "pg_dump app > app.sql", "mongodump", "pg_restore -cl x.dump",
+                  "pg_restore --create -d postgres x.dump"),
     ),
     Examples(
         "http_delete",
         match=("curl -X DELETE http://es:9200/logs-*", "curl -XDELETE localhost:9200/_all", "curl -X DELETE http://es:9200/logs",
-               "curl -XPOST es:9200/logs/_delete_by_query -d '{\"query\":{\"match_all\":{}}}'"),
-        no_match=("curl http://es:9200/_cat/indices", "curl -X DELETE http://api/users/42/sessions/9", "curl -X GET http://es:9200/logs"),
+               "curl -XPOST es:9200/logs/_delete_by_query -d '{\"query\":{\"match_all\":{}}}'",
+               "curl -sX DELETE http://es:9200/logs-*", "curl -sSXDELETE es:9200/_all", "wget -q --meth=DELETE http://es:9200/idx"),
+        no_match=("curl http://es:9200/_cat/indices", "curl -X DELETE http://api/users/42/sessions/9", "curl -X GET http://es:9200/logs",
+                  "curl -sX GET http://es:9200/logs", "curl --req DELETE http://es:9200/logs"),
     ),
 )

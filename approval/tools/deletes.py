@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..commands import (
     getopt,
+    has_opt,
     opt_values,
     short_flags,
     split_options,
@@ -18,6 +19,7 @@ from ..commands import (
 from ..model import UNKNOWN, Cmd, Kinds
 from ..paths import delete_class, is_block_device, normalize_path, write_class
 from .base import Ctx, Examples, handles
+from .options import SPECS, parse
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -33,13 +35,19 @@ RM_NAMES = ("rm", "unlink", "srm", "rimraf", "del-cli", "trash-put", "gio-trash"
 def _h_rm(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``rm`` and its kin: recursive deletes are judged by their targets (root, home or system directory:
     floor; inside one, or an unknown variable path: ask); see ``_judge_delete``."""
-    opts, ops = split_options(args)
+    recursive, ops = rm_recursive(name, args)
     for t in ops:
-        _judge_delete(d, t, _rm_recursive(name, opts), cmd, ctx)
+        _judge_delete(d, t, recursive, cmd, ctx)
 
 
-def _rm_recursive(name: str, opts: list[str]) -> bool:
-    return bool(short_flags(opts) & {"r", "R"}) or "--recursive" in opts or name in ("rimraf", "del-cli")
+def rm_recursive(name: str, args: list[str]) -> tuple[bool, list[str]]:
+    """Whether ``rm``-like ``args`` delete recursively (``-r``, ``-R``, ``-fr``, ``--recursive``, ``--recu``:
+    read as the tool's getopt does, after operands too), and the operands."""
+    if name in SPECS:
+        p = parse(name, args)
+        return has_opt(p, "-r", "-R", "--recursive") or name in ("rimraf", "del-cli"), p[1]
+    opts, ops = split_options(args)
+    return bool(short_flags(opts) & {"r", "R"}) or "--recursive" in opts or name in ("rimraf", "del-cli"), ops
 
 
 def _judge_delete(
@@ -330,8 +338,8 @@ def _h_copy(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
 def _h_userdel(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """Deleting a user together with its home (``userdel -r``, ``deluser --remove-home``, ``homectl remove``,
     FreeBSD ``rmuser`` (which removes the home and mail spool), macOS ``sysadminctl -deleteUser``)."""
-    hit = name == "userdel" and any(a in ("-r", "--remove") or re.fullmatch(r"-[a-zA-Z]*r[a-zA-Z]*", a) for a in args)
-    hit = hit or (name == "deluser" and any(a in ("--remove-home", "--remove-all-files") for a in args))
+    hit = name == "userdel" and has_opt(parse(name, args), "-r", "--remove")
+    hit = hit or (name == "deluser" and has_opt(parse(name, args), "--remove-home", "--remove-all-files"))
     hit = hit or (name == "homectl" and any(a in ("remove", "rm") for a in args[:2]))
     hit = hit or (name == "dscl" and "-delete" in args and any(a.startswith("/Users/") for a in args))
     hit = hit or (name == "sysadminctl" and "-deleteUser" in args and "-keepHome" not in args)
@@ -345,8 +353,9 @@ EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "rm_recursive_root",
         match=("rm -rf /", "rm / -rf", "srm -r /", "rm -rf ~", "rm -rf /*", "sudo rm -rf --no-preserve-root /", "rm -rf /e*",
-               "find / -exec rm -rf {} +"),
-        no_match=("rm -r build", "rm -rf ./node_modules", "rm notes/todo.txt", "rm --help", "echo rm -rf /"),
+               "find / -exec rm -rf {} +", "rm --recu --for /", "rm -v --recursive -- ~"),
+        no_match=("rm -r build", "rm -rf ./node_modules", "rm notes/todo.txt", "rm --help", "echo rm -rf /",
+                  "rm --recu ./build"),
     ),
     Examples(
         "find_delete_root",
@@ -376,7 +385,9 @@ EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "user_home_delete",
         match=("sudo userdel -r alice", "deluser --remove-home bob", "userdel -fr carol", "pw userdel dave -r",
-               "rmuser -y erin", "user del -r frank"),
-        no_match=("userdel alice", "id alice", "deluser bob", "pw userdel dave", "pw usershow dave", "rmuser"),
+               "rmuser -y erin", "user del -r frank", "deluser --remove-hom bob", "deluser -Remove-All-Files bob",
+               "userdel --remo carol", "userdel -Zr carol"),
+        no_match=("userdel alice", "id alice", "deluser bob", "pw userdel dave", "pw usershow dave", "rmuser",
+                  "deluser --remove bob", "deluser --backup bob", "userdel -R /mnt/r alice"),
     ),
 )

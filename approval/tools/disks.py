@@ -8,6 +8,8 @@ import re
 from typing import TYPE_CHECKING
 
 from ..commands import (
+    getopt,
+    has_opt,
     option_value,
     split_options,
 )
@@ -15,6 +17,7 @@ from ..model import Cmd, Kinds
 from ..paths import is_block_device
 from .base import Ctx, Examples, _inner, _opt_value, also, handles
 from .generic import _IMAGE_FILE
+from .options import parse
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -25,8 +28,8 @@ if TYPE_CHECKING:
 
 def _h_mkfs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``mkfs.*`` and friends: creating a filesystem erases what the device held."""
-    if re.fullmatch(r"mke2fs|mkfs\.ext[234]", name) and "-n" in args:
-        return  # mke2fs -n: show what would be done
+    if re.fullmatch(r"mke2fs|mkfs\.ext[234]", name) and has_opt(getopt(args, "bdegilmorstCEGIJLMNORTUz"), "-n"):
+        return  # mke2fs -n (``-qn``; not ``-L -n``, a label): show what would be done
     operands = [a for a in args if not a.startswith("-")]
     if not any(is_block_device(a) for a in operands) and any(_IMAGE_FILE.search(a) for a in operands):
         return  # building a filesystem image in a regular file
@@ -50,11 +53,7 @@ def _h_socat_device(d: Detector, name: str, args: list[str], kinds: list[Kinds],
 @handles("wipefs")
 def _h_wipefs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``wipefs -a`` (or any erase option) removes filesystem signatures: the data becomes unreachable."""
-    opts, _ = split_options(args, {"-o", "--offset", "-t", "--types", "-O", "--output", "-b", "--backup"})
-    if any(
-        o in ("-a", "--all", "-o", "--offset") or (o.startswith("-") and not o.startswith("--") and "a" in o)
-        for o in opts
-    ):
+    if has_opt(parse(name, args), "-a", "--all", "-o", "--offset"):
         d.add(ctx, "disk_format", cmd.text, "wipefs erases filesystem signatures from a device.")
 
 
@@ -77,11 +76,11 @@ def _h_cryptsetup(d: Detector, name: str, args: list[str], kinds: list[Kinds], c
 def _h_mdadm(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``mdadm --create``/``--zero-superblock``: builds or erases RAID metadata over existing disks;
     ``--add``/``-a`` of a device to an array makes it a member that the rebuild overwrites."""
-    if any(a in ("--create", "-C", "--zero-superblock", "--build") for a in args):
+    p = parse(name, args)
+    if has_opt(p, "--create", "-C", "--zero-superblock", "--build", "-B"):
         d.add(ctx, "disk_format", cmd.text, "mdadm writes RAID metadata onto devices.")
-    else:
-        add = next((i for i, a in enumerate(args) if a in ("--add", "-a", "--add-spare")), -1)
-        if add >= 0 and any(is_block_device(a) for a in args[add + 1 :]):
+    elif has_opt(p, "--add", "-a", "--add-spare"):
+        if any(is_block_device(a) for a in p[1][1:]):
             d.add(ctx, "device_write", cmd.text, "mdadm --add makes a device an array member: the rebuild overwrites it.")
 
 
@@ -197,7 +196,8 @@ def _h_partition(d: Detector, name: str, args: list[str], kinds: list[Kinds], cm
     if name == "sfdisk" and any(o in ("--delete", "--wipe", "-w") for o in opts):
         d.add(ctx, "disk_partition", cmd.text)
         return
-    if any(o in listing or o.split("=")[0] in listing for o in opts):
+    # a listing mode lists only; sgdisk runs each of its options in turn (``sgdisk -p -d 1`` deletes)
+    if (all if name == "sgdisk" else any)(o in listing or o.split("=")[0] in listing for o in opts if o[:1] == "-"):
         return
     if name == "parted":
         words = [w.lower() for w in ops[1:]]
@@ -466,8 +466,9 @@ EXAMPLES: tuple[Examples, ...] = (
         "disk_format",
         match=("mkfs.ext4 /dev/sdb1", "mkfs.xfs /dev/vdb", "mkswap /dev/sda2", "wipefs -a /dev/sdb", "cryptsetup luksFormat /dev/sdc",
                "sgdisk --zap-all /dev/sdb", "newfs -U /dev/ada1p1", "gpart destroy -F da1", "geli init -s 4096 ada2",
-               "diskutil eraseDisk APFS Blank disk4", "gmirror label -v gm1 ada1 ada2"),
-        no_match=("mkfs.ext4 --help", "wipefs /dev/sdb", "mkdir fs", "cryptsetup status root", "gpart show ada0",
+               "diskutil eraseDisk APFS Blank disk4", "gmirror label -v gm1 ada1 ada2", "wipefs --al /dev/sdb",
+               "wipefs -fa /dev/sdb", "mdadm --zero-superbloc /dev/sdb1", "mdadm -B /dev/md0 -l1 -n2 /dev/sda1 /dev/sdb1"),
+        no_match=("mkfs.ext4 --help", "mkfs.ext4 -qn /dev/sdb1", "wipefs /dev/sdb", "wipefs -t ext4 /dev/sdb", "mdadm --detail /dev/md0", "mkdir fs", "cryptsetup status root", "gpart show ada0",
                   "geli status", "diskutil list", "gmirror status"),
     ),
     Examples(
@@ -480,8 +481,9 @@ EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "disk_partition",
         match=("fdisk /dev/sda", "gdisk /dev/sda", "parted /dev/sdb rm 1", "sfdisk /dev/sdb < layout",
-               "gpart add -t freebsd-zfs ada1", "disklabel -E wd1", "fmthard -s vtoc /dev/rdsk/c0t1d0s2"),
-        no_match=("fdisk -l", "parted -l", "parted /dev/sda print", "lsblk", "gpart list", "disklabel sd0"),
+               "gpart add -t freebsd-zfs ada1", "disklabel -E wd1", "fmthard -s vtoc /dev/rdsk/c0t1d0s2",
+               "sgdisk -p -d 1 /dev/sda"),
+        no_match=("fdisk -l", "parted -l", "parted /dev/sda print", "lsblk", "gpart list", "disklabel sd0", "sgdisk -p /dev/sda"),
     ),
     Examples(
         "volume_destroy",

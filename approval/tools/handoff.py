@@ -25,8 +25,10 @@ from ..inline import sql_findings
 from ..makefiles import makefile_recipes
 from ..model import UNKNOWN, Cmd, Kinds
 from ..sed import commands_anywhere, sed_args
+from ..commands import opt_values
 from .base import Ctx, Examples, _opt_value, also
 from .git import git_subcommand
+from .options import SPECS, parse
 from .pipes import EXAMPLES as _PIPE_EXAMPLES
 from .pipes import _procsub_text
 from .remote import _h_interpreter, _stdin_texts, judge_script
@@ -99,7 +101,19 @@ def _h_sed_exec(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
 def _h_tar_exec(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """tar runs commands it is given: ``--checkpoint-action=exec=CMD``, ``--to-command=CMD``,
     ``--use-compress-program=CMD``/``-I CMD``, ``--rsh-command=CMD``, ``--info-script``/``-F``/
-    ``--new-volume-script`` (a script file), ``--index-file`` aside.  Each is judged as a command."""
+    ``--new-volume-script`` (a script file), ``--index-file`` aside.  Each is judged as a command.  GNU tar's
+    options are read as its parser does (``--to-comm=CMD``, ``--use=CMD``, ``-cvI CMD``, ``cvIf CMD a.tar``)."""
+    if name in SPECS:
+        p = parse(name, args)
+        for action in opt_values(p, "--checkpoint-action"):
+            act = re.match(r"(?:exec|execute)=(.*)", action, re.S)
+            if act:
+                _run(d, ctx, cmd, act.group(1), "tar runs a checkpoint command the gate cannot read.")
+        for code in opt_values(p, "--to-command", "-I", "--use-compress-program", "--rsh-command"):
+            _run(d, ctx, cmd, code, "tar runs a program the gate cannot read.")
+        for script in opt_values(p, "-F", "--info-script", "--new-volume-script"):
+            judge_script(d, script, frozenset(), cmd, ctx)
+        return
     for i, a in enumerate(args):
         value = None
         if a.startswith("--checkpoint-action="):
@@ -842,6 +856,8 @@ EXAMPLES: tuple[Examples, ...] = (
             "cat jobs.txt | at now",
             "exec 3> >(sh)",
             'tar -xf a.tar --to-command="$CMD"',
+            'tar -xf a.tar --to-comm="$CMD"',
+            'tar cvIf "$CMD" a.tar src',
         ),
         no_match=(
             "sed 's/a/b/g' x.txt",
@@ -849,6 +865,8 @@ EXAMPLES: tuple[Examples, ...] = (
             "sed -e 's/e/E/' x",
             "sed --sandbox 's/x/y/e' f",
             "tar -I zstd -cf x.tar.zst src",
+            "tar --use=zstd -cf x.tar.zst src",
+            "tar -xf a.tar --to-stdout",
             "git -c core.pager=less log",
             "git -c alias.co=checkout co main",
             "make -f build.mk",

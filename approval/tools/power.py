@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 
 from ..commands import (
     getopt,
-    option_value,
+    opt_values,
 )
 from ..model import Cmd, Kinds
 from .base import Ctx, Examples, also, handles
+from .options import parse
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -24,14 +25,28 @@ if TYPE_CHECKING:
 @handles("shutdown", "reboot", "halt", "poweroff", "kexec", "uadmin", "systemd-reboot")
 def _h_power(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``shutdown``, ``reboot``, ``halt``, ``poweroff``, ``kexec``: the machine (and every task on it) stops;
-    ``shutdown -c`` (cancel) passes."""
-    if name == "shutdown" and any(a in ("-c", "--show") for a in args):
+    ``shutdown -c`` (cancel) and ``--show`` pass, when they are the action shutdown ends with: its getopt_long
+    reads every option and the last action wins (``shutdown -c -r now`` reboots, ``shutdown -ch now`` powers off)."""
+    if name == "shutdown" and _shutdown_action(args) in ("cancel", "show"):
         return
-    if name == "kexec" and not any(a in ("-e", "--exec", "-f", "--force") for a in args):
-        return
+    if name == "kexec" and not any(re.fullmatch(r"-[a-zA-Z]*[ef][a-zA-Z]*|--(?:exe?c?|forc?e?)(?:=.*)?", a) for a in args):
+        return  # kexec -l only loads; -e/-f (clustered ``-fx``, ``--exe``) run the new kernel
     if name in ("halt", "reboot", "poweroff") and any(a in ("-w", "--wtmp-only") for a in args):
         return  # only writes the wtmp record
     d.add(ctx, "power", cmd.text, f"{name} takes the machine down.")
+
+
+def _shutdown_action(args: list[str]) -> str:
+    """The action systemd's (and sysvinit's) ``shutdown`` ends with, as ``shutdown_parse_argv`` sets it."""
+    action = "poweroff"
+    for o, _ in getopt(args, "t", ("--help", "--halt", "--poweroff", "--reboot", "--kexec", "--no-wall", "--show"), ())[0]:
+        if o == "-h":
+            action = action if action == "halt" else "poweroff"
+        else:
+            action = {"-c": "cancel", "--show": "show", "-H": "halt", "--halt": "halt", "-P": "poweroff",
+                      "--poweroff": "poweroff", "-r": "reboot", "--reboot": "reboot", "-K": "kexec",
+                      "--kexec": "kexec"}.get(o, action)
+    return action
 
 
 @handles("init", "telinit")
@@ -51,7 +66,8 @@ def _h_init(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
 @handles("rtcwake")
 def _h_rtcwake(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``rtcwake -m off/disk/mem``: suspends or powers the machine off until a timer."""
-    mode = option_value(args, ("-m", "--mode"))
+    modes = opt_values(parse(name, args), "-m", "--mode")  # ``-moff``, ``--mo=off``, ``-um off``
+    mode = modes[-1] if modes else None
     if mode in ("off", "disk", "mem", "standby", "freeze"):
         d.add(ctx, "power", cmd.text, "rtcwake puts the machine to sleep or powers it off.")
 
@@ -96,9 +112,11 @@ EXAMPLES: tuple[Examples, ...] = (
         match=("reboot", "shutdown -h now", "init 0", "init 6", "systemctl poweroff", "echo b > /proc/sysrq-trigger",
                "loginctl reboot", "dbus-send --system --dest=org.freedesktop.login1 /org/freedesktop/login1 "
                "org.freedesktop.login1.Manager.Reboot boolean:true", "shutdown -p now", "halt -p",
-               "osascript -e 'tell app \"System Events\" to shut down'", "svc power shutdown"),
+               "osascript -e 'tell app \"System Events\" to shut down'", "svc power shutdown", "rtcwake -moff -s 60",
+               "systemctl --check-inhibitors no reboot", "shutdown -c -r now", "shutdown -ch now"),
         no_match=("shutdown -c", "systemctl status", "echo reboot", "uptime", "loginctl list-sessions",
                   "zoneadm -z web01 reboot", "machinectl reboot c1", "osascript -e 'display dialog \"restart?\"'",
-                  "udisksctl power-off -b /dev/sdb", "xm reboot web"),
+                  "udisksctl power-off -b /dev/sdb", "xm reboot web", "rtcwake -m no -s 60", "rtcwake --list-modes",
+                  "shutdown -r now -c", "shutdown --sh"),
     ),
 )

@@ -9,13 +9,16 @@ import re
 from typing import TYPE_CHECKING
 
 from ..commands import (
-    is_broad_pgrep,
     base_name,
+    has_opt,
+    is_broad_pgrep,
+    opt_values,
     split_options,
     unwrap,
 )
 from ..model import UNKNOWN, Cmd, Kinds
 from .base import Ctx, Examples, handles
+from .options import parse
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -64,12 +67,12 @@ _CRITICAL_PROC = re.compile(
 def _h_kill(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``kill`` with pids read as bash reads them: ``-1`` (after any spelling: ``-01``, ``$((0-1))``) is every
     process (floor); pid 1, 0, a negative unknown, or pids fed from ``ps`` ask."""
-    if any(a in ("-l", "-L", "--list", "--table") for a in args):
-        return
     i = 0
     signal_given = False
     while i < len(args):
         a = args[i]
+        if a in ("-l", "-L", "--list", "--table"):
+            return  # lists signals: only among the options before the pids (``kill -9 -1 -l`` kills, then errs)
         if a == "--":
             i += 1
             break
@@ -121,6 +124,9 @@ _KILLALL_WITH_ARG = frozenset("-u --user -s --signal -o --older-than -y --younge
 def _h_pkill(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``pkill``/``killall`` of a whole user (``-u``), a catch-all pattern (``.``, ``.*``), or a critical daemon
     (sshd, dockerd, init, systemd): the machine or its remote access goes."""
+    if name in ("pkill", "killall"):
+        _judge_pkill(d, name, args, cmd, ctx)
+        return
     opts, ops = split_options(args, _KILLALL_WITH_ARG if name == "killall" else _PKILL_WITH_ARG)
     selectors = any(
         o in _SELECTORS
@@ -135,6 +141,29 @@ def _h_pkill(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     elif inverse:
         d.add(ctx, "kill_broad", cmd.text, f"{name} -v kills every process that does not match the pattern.")
     elif any(_CRITICAL_PROC.search(p) for p in ops) and not any(o in ("-0", "--signal=0") for o in opts):
+        d.add(ctx, "kill_broad", cmd.text, f"{name} kills a daemon the machine depends on (sshd, dockerd, init...).")
+
+
+# ``-9``, ``-KILL``, ``-SIGHUP``, ``-USR1``: the signal word pkill and killall take out before getopt sees the rest
+_SIGNAL_WORD = re.compile(r"-(?:\d+|(?:SIG)?[A-Z][A-Z0-9+-]{2,})")
+_PKILL_SELECT = ("-u", "-U", "-g", "-G", "-P", "-s", "-t", "--euid", "--uid", "--pgroup", "--group", "--session",
+                 "--terminal", "--parent")
+
+
+def _judge_pkill(d: Detector, name: str, args: list[str], cmd: Cmd, ctx: Ctx) -> None:
+    """pkill (procps) and killall (psmisc), options read as their getopt_long does: ``pkill -fu alice``,
+    ``pkill -ualice``, ``pkill --eu alice`` (a unique prefix), ``killall --us alice``, ``killall -r -- '.*'``."""
+    signal = [a for a in args if _SIGNAL_WORD.fullmatch(a)]
+    p = parse(name, [a for a in args if not _SIGNAL_WORD.fullmatch(a)])
+    ops = p[1]
+    # killall: ``-U`` is no psmisc option (it refuses it), read as a selector as before
+    selectors = has_opt(p, *(_PKILL_SELECT if name == "pkill" else ("-u", "-U", "--user")))
+    catch_all = any(re.fullmatch(r"\.\*?|\.\+|\^|\$|\^\.\*\$?|\*|\[\^\]\]\*|.?\*", o) or o == "" for o in ops)
+    if (selectors and not ops) or catch_all:
+        d.add(ctx, "kill_broad", cmd.text)
+    elif name == "pkill" and has_opt(p, "-v", "--inverse"):
+        d.add(ctx, "kill_broad", cmd.text, f"{name} -v kills every process that does not match the pattern.")
+    elif any(_CRITICAL_PROC.search(o) for o in ops) and not ("-0" in signal or "0" in opt_values(p, "--signal")):
         d.add(ctx, "kill_broad", cmd.text, f"{name} kills a daemon the machine depends on (sshd, dockerd, init...).")
 
 
@@ -158,12 +187,14 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "kill_all",
-        match=("kill -9 -1", "kill -- -1", "killall5", "kill -9 -01", "kill -9 $((0-1))"),
+        match=("kill -9 -1", "kill -- -1", "killall5", "kill -9 -01", "kill -9 $((0-1))", "kill -9 -1 -l"),
         no_match=("kill -l", "kill %1", "kill 12345", "kill -9 $PID"),
     ),
     Examples(
         "kill_broad",
-        match=("kill -9 1", "pkill -9 .", "pkill -u alice", "pkill sshd", "killall dockerd", "loginctl terminate-user bob"),
-        no_match=("pkill -f 'node server.js'", "killall firefox", "kill 4242", "pgrep sshd"),
+        match=("kill -9 1", "pkill -9 .", "pkill -u alice", "pkill sshd", "killall dockerd", "loginctl terminate-user bob",
+               "pkill -fu alice", "pkill --eu alice", "killall --us alice"),
+        no_match=("pkill -f 'node server.js'", "killall firefox", "kill 4242", "pgrep sshd", "pkill -HUP nginx",
+                  "pkill -x -u bob bash", "killall -s HUP nginx"),
     ),
 )

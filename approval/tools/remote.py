@@ -17,9 +17,10 @@ from ..commands import (
     base_name,
     command_start,
     classify,
+    has_opt,
     interpreter_lang,
+    opt_values,
     option_value,
-    split_options,
     unwrap,
 )
 from ..context import GateContext, ScriptFile
@@ -30,7 +31,8 @@ from ..words import echo_output
 from ..xargs import parse_xargs
 from .base import HANDLERS, Ctx, Examples, also, handles
 from .clusters import _fed_by_listing
-from .deletes import FIND_FILTERS, RM_NAMES, _rm_recursive
+from .deletes import FIND_FILTERS, RM_NAMES, rm_recursive
+from .options import parse
 from .processes import _fed_by_ps
 
 if TYPE_CHECKING:
@@ -141,7 +143,7 @@ def _h_shell(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
             c_flag = c_flag or "c" in letters
             interactive = interactive or "i" in letters
             read_stdin = read_stdin or "s" in letters
-            i += 1
+            i += 1 + (sum(ch in "oO" for ch in letters) if name != "fish" else 0)  # ``-eo pipefail`` (shells.py)
             continue
         break
     operands = args[i:]
@@ -381,7 +383,7 @@ def _h_xargs(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
                 item = paths[0] if not filtered else posixpath.join(paths[0], "x" + UNKNOWN)
     if item == UNKNOWN and not empty:  # the paths come from input the gate cannot read (a file, another program)
         inner = unwrap(sub)[0]
-        if inner and base_name(inner[0]) in RM_NAMES and _rm_recursive(base_name(inner[0]), split_options(inner[1:])[0]):
+        if inner and base_name(inner[0]) in RM_NAMES and rm_recursive(base_name(inner[0]), inner[1:])[0]:
             d.add(ctx, "rm_unresolved_path", cmd.text,
                   "Recursively deletes whatever paths its input lists; the gate cannot see them.")
     mass = frozenset({"mass"}) if _fed_by_listing(cmd) or _fed_by_ps(cmd) else frozenset()
@@ -483,6 +485,28 @@ def _h_interpreter(d: Detector, name: str, args: list[str], kinds: list[Kinds], 
             codes.append(args[i + 1])
             code_kinds |= kinds[i + 1] if i + 1 < len(kinds) else frozenset()
             break
+        # the value of an option is the rest of its cluster or the next word, as each interpreter reads it:
+        # ``python -cCODE``, ``python -W ignore -c``, ``perl -e'CODE'``, ``ruby -we CODE``, ``node --eval=CODE``
+        attached = _INLINE_CODE.get(lang)
+        m = attached.fullmatch(a) if attached is not None else None
+        if m and m.group(1):
+            codes.append(m.group(1))
+            code_kinds |= k
+            if lang == "python":
+                break
+            i += 1
+            continue
+        if m and i + 1 < len(args):  # a cluster ending in the code letter: ``ruby -we CODE``, ``node -pe CODE``
+            codes.append(args[i + 1])
+            code_kinds |= kinds[i + 1] if i + 1 < len(kinds) else frozenset()
+            i += 2
+            continue
+        if a in _VALUE_OPTIONS.get(lang, ()) or lang == "python" and re.fullmatch(r"-[bBdEiIOPqRsSuvx]*[WX]", a):
+            i += 2  # ``python -W ignore``, ``perl -I lib``, ``ruby -r json``, ``node -r dotenv/config``: a value
+            continue
+        if lang == "python" and re.fullmatch(r"-[bBdEiIOPqRsSuvx]*m.*", a):
+            module = True  # ``python -Im venv``, ``-mhttp.server``
+            break
         if lang == "node" and name == "deno" and a == "eval" and i + 1 < len(args):
             codes.append(args[i + 1])
             break
@@ -520,6 +544,23 @@ def _h_interpreter(d: Detector, name: str, args: list[str], kinds: list[Kinds], 
     _judge_stdin_source(d, cmd, ctx)
     for text in _stdin_texts(cmd):
         _judge_code(d, lang, text, frozenset(), cmd, ctx)
+
+
+# inline code in a word of its own (group 1; empty when the code is the next word): python's ``-cCODE``,
+# perl's and ruby's ``-eCODE``/``-weCODE`` (after flags that take no value), node's ``--eval=CODE``, ``-pe``
+_INLINE_CODE = {
+    "python": re.compile(r"-[bBdEiIOPqRsSuvx]*c(.+)", re.S),
+    "perl": re.compile(r"-[acnpswTtUuWXlS0-9]*[eE](.*)", re.S),
+    "ruby": re.compile(r"-[acdlnpsvwy]*e(.*)", re.S),
+    "node": re.compile(r"--(?:eval|print)=(.*)|-pe()", re.S),
+}
+# options whose value is the next word (so it is not taken for the script)
+_VALUE_OPTIONS = {
+    "python": ("--check-hash-based-pycs",),
+    "perl": ("-I",),
+    "ruby": ("-r", "-I", "-C", "-E", "--encoding"),
+    "node": ("-r", "--require", "--import", "--loader", "--experimental-loader", "-C", "--conditions"),
+}
 
 
 def _judge_code(d: Detector, lang: str, code: str, kinds: Kinds, cmd: Cmd, ctx: Ctx) -> None:
@@ -598,6 +639,10 @@ def _h_netshell(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
 def _h_download(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """Remember files a download writes (a later run of them is download-then-run) and system targets."""
     out = option_value(args, ("-o", "--output", "-O", "--output-document", "--out"))
+    p = parse(name, args) if name in ("curl", "wget") else None
+    if p is not None:  # as their parsers read them: ``curl -sSLo /etc/x``, ``wget -qO/etc/x``, ``--output-doc=x``
+        outs = opt_values(p, "-o", "--output") if name == "curl" else opt_values(p, "-O", "--output-document")
+        out = outs[-1] if outs else None
     urls = [a for a in args if re.match(r"^[a-z][a-z0-9+.-]*://", a)]
     if name in ("curl",) and out == "-":
         out = None
@@ -606,17 +651,16 @@ def _h_download(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
         d.write_target(out, cmd, ctx)
     elif urls and (
         name != "curl"
-        or any(
-            a in ("-O", "--remote-name", "--remote-name-all") or re.fullmatch(r"-[a-zA-Z]*O[a-zA-Z]*", a) for a in args
-        )
+        or p is not None and has_opt(p, "-O", "--remote-name", "--remote-name-all")
     ):
         ctx.downloaded.add(base_name(urls[0].split("?")[0].rstrip("/")))
     for op, target in cmd.redirects:
         if ">" in op and not target.isdigit():
             ctx.downloaded.add(base_name(target))
     if name == "wget":
-        prefix = option_value(args, ("-P", "--directory-prefix"))
-        if prefix:
+        prefixes = opt_values(p, "-P", "--directory-prefix") if p is not None else []
+        if prefixes:
+            prefix = prefixes[-1]
             d.write_target(prefix.rstrip("/") + "/x", cmd, ctx)
 
 
@@ -658,8 +702,10 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "inline_code_kill",
-        match=("perl -e 'kill 9, -1'", "ruby -e 'Process.kill(\"KILL\", -1)'", "python3 -c \"import os; os.kill(1, 9)\""),
-        no_match=("ruby -e 'puts 1+1'", "perl -e 'print \"kill\\n\"'"),
+        match=("perl -e 'kill 9, -1'", "ruby -e 'Process.kill(\"KILL\", -1)'", "python3 -c \"import os; os.kill(1, 9)\"",
+               "perl -we'kill 9, -1'", "ruby -we 'Process.kill(9, -1)'", "python3 -W ignore -c 'import os; os.kill(1, 9)'",
+               "python3 -c'import os; os.kill(1, 9)'", "node --eval='process.kill(1)'"),
+        no_match=("ruby -e 'puts 1+1'", "perl -e 'print \"kill\\n\"'", "python3 -W ignore kill.py", "ruby -r json -e 'p 1'"),
     ),
     Examples(
         "inline_code_shell",

@@ -7,9 +7,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..commands import split_options
+from ..commands import getopt, has_opt, opt_values
 from ..model import Cmd, Kinds
 from .base import Ctx, Examples, handles
+from .options import parse
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -31,31 +32,8 @@ def rc_verb(word: str) -> str:
 @handles("systemctl")
 def _h_systemctl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``systemctl stop/disable/mask/kill/isolate`` of services, and its power verbs (reboot, poweroff, kexec)."""
-    _, ops = split_options(
-        args,
-        {
-            "-H",
-            "--host",
-            "-M",
-            "--machine",
-            "-t",
-            "--type",
-            "-s",
-            "--signal",
-            "-p",
-            "--property",
-            "--state",
-            "-o",
-            "--output",
-            "-n",
-            "--lines",
-            "--kill-whom",
-            "--root",
-            "--when",
-            "--boot-loader-entry",
-            "--message",
-        },
-    )
+    p = parse(name, args)  # as systemctl's getopt_long: ``--job-mode fail stop x``, ``-Hhost``, ``--no-bl``
+    ops = p[1]
     if not ops:
         return
     verb = ops[0]
@@ -77,7 +55,7 @@ def _h_systemctl(d: Detector, name: str, args: list[str], kinds: list[Kinds], cm
     elif (
         verb in ("stop", "disable", "mask", "kill", "isolate", "freeze")
         and len(ops) > 1
-        or (verb == "disable" and "--now" in args)
+        or (verb == "disable" and has_opt(p, "--now"))
     ):
         d.add(ctx, "service_stop", cmd.text, f"systemctl {verb} {' '.join(ops[1:3])} stops or disables a service.")
 
@@ -215,9 +193,9 @@ def _h_service(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
 def _h_daemon_stop(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """Daemon-control tools' own stop/shutdown verbs (``nginx -s stop``, ``pg_ctl stop``, ``mysqladmin
     shutdown``, ``rabbitmqctl stop``); ``mysqladmin drop`` is a database drop."""
-    if name in ("nginx", "openresty") and "-s" in args:
-        sig = args[args.index("-s") + 1] if args.index("-s") + 1 < len(args) else ""
-        if sig in ("stop", "quit"):
+    sigs = opt_values(getopt(args, "spceg"), "-s") if name in ("nginx", "openresty") else []
+    if sigs:  # nginx reads a cluster letter by letter: ``-s stop``, ``-sstop``, ``-qs quit``
+        if sigs[-1] in ("stop", "quit"):
             d.add(ctx, "service_stop", cmd.text)
         return
     if name == "mysqladmin":
@@ -257,12 +235,13 @@ def _h_daemon_stop(d: Detector, name: str, args: list[str], kinds: list[Kinds], 
 EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "service_stop",
-        match=("systemctl stop nginx", "systemctl mask sshd", "init 3", "telinit -t 5 2", "service apache2 stop", "sv down nginx", "nginx -s stop",
+        match=("systemctl stop nginx", "systemctl mask sshd", "systemctl --job-mode replace stop nginx", "nginx -qs quit", "init 3", "telinit -t 5 2", "service apache2 stop", "sv down nginx", "nginx -s stop",
                "pg_ctl stop -D /var/lib/pgsql", "service ntpd onestop", "sysrc ntpd_enable=NO", "/etc/rc.d/ntpd faststop",
                "launchctl bootout gui/501/com.example.agent", "svcadm disable svc:/network/smtp:sendmail",
                "rcctl disable smtpd", "svc -d /service/qmail"),
         no_match=("systemctl status nginx", "service nginx status", "nginx -t", "docker compose stop", "npm stop",
                   "service ntpd onestatus", "sysrc ntpd_enable=YES", "sysrc -a", "launchctl list", "svcs -xv",
-                  "rcctl ls started", "port installed", "erl -noshell -s app start -s init stop", "init q", "telinit u"),
+                  "rcctl ls started", "port installed", "erl -noshell -s app start -s init stop", "init q", "telinit u",
+                  "systemctl --lines 50 status nginx", "systemctl enable --now nginx"),
     ),
 )

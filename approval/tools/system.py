@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..commands import (
     getopt,
+    has_opt,
     opt_values,
     option_value,
     short_flags,
@@ -19,6 +20,7 @@ from ..commands import (
 from ..model import UNKNOWN, Cmd, Kinds
 from ..paths import delete_class, is_block_device, normalize_path, write_class
 from .base import Ctx, Examples, _inner, _opt_value, also, handles
+from .options import SPECS, parse, setcap_sets
 
 if TYPE_CHECKING:
     from ..detect import Detector
@@ -120,11 +122,11 @@ def _h_extract(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
         else next((a[2:] for a in args if a.startswith("-o")), None)
     )
     if name in ("tar", "bsdtar", "gtar", "cpio"):
-        # clustered and attached (-C/, -xC/etc), long prefixes (--dir=/); tar's first word may be old-style keys
         rest = args[1:] if args and name != "cpio" and not args[0].startswith("-") else args
-        p = getopt(rest, "CfbFgHKLNTVXI" if name != "cpio" else "DEFHIMORC",
-                   ("--extract", "--get", "--list", "--create", "--append", "--update"),
-                   ("--directory", "--file", "--exclude", "--files-from", "--format", "--owner", "--group", "--mode"))
+        p = parse(name, args) if name in SPECS else getopt(  # -C/, -xC/etc, --dir=/, old-style keys (xCf / a.tar)
+            rest, "CfbFgHKLNTVXI" if name != "cpio" else "DEFHIMORC",
+            ("--extract", "--get", "--list", "--create", "--append", "--update"),
+            ("--directory", "--file", "--exclude", "--files-from", "--format", "--owner", "--group", "--mode"))
         dirs = opt_values(p, "-C", "--directory") if name != "cpio" else opt_values(p, "-D", "--directory")
         dest = dirs[-1] if dirs else dest
         tar_extract = any(o in ("-x", "--extract", "--get") for o, _ in p[0]) and name != "cpio"
@@ -154,6 +156,7 @@ def _h_chmod(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: C
     ops = [o.lstrip("\x01") for o in ops]
     opts = [o.lstrip("\x01") for o in opts]
     recursive = "R" in short_flags(opts) or "--recursive" in opts or (name == "chattr" and "R" in "".join(opts))
+    recursive = recursive or name in SPECS and has_opt(parse(name, [a for a in args if a[:1] != "\x01"]), "--recursive")
     targets = ops[1:] if name not in ("setfacl",) else ops
     if (
         name == "chmod"
@@ -252,7 +255,7 @@ def _breaking_mode(mode: str, target: str, cwd: str | None) -> bool:
 def _h_boot(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """Boot loader and initramfs tools: a wrong write leaves a machine that does not boot."""
     if name in ("grub-mkconfig", "grub2-mkconfig"):
-        if not any(a in ("-o", "--output") or a.startswith("--output=") for a in args):
+        if not any(a in ("-o", "--output") or a.startswith(("--output=", "-o")) for a in args):  # its case: -o*
             return
     elif name == "bootctl":
         if not any(
@@ -260,33 +263,10 @@ def _h_boot(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
             for a in args
         ):
             return
-    elif name == "efibootmgr":
-        if not any(
-            a
-            in (
-                "-c",
-                "--create",
-                "-B",
-                "--delete-bootnum",
-                "-o",
-                "--bootorder",
-                "-n",
-                "--bootnext",
-                "-a",
-                "--active",
-                "-A",
-                "--inactive",
-                "-C",
-                "--create-only",
-                "-O",
-                "--delete-bootorder",
-                "-N",
-                "--delete-bootnext",
-                "-t",
-                "--timeout",
-            )
-            for a in args
-        ):
+    elif name == "efibootmgr":  # getopt_long: ``-qB -b 1``, ``-Bb1``, ``--delete-bootn``
+        if not has_opt(parse(name, args), "-c", "--create", "-B", "--delete-bootnum", "-o", "--bootorder", "-n",
+                       "--bootnext", "-a", "--active", "-A", "--inactive", "-C", "--create-only", "-O",
+                       "--delete-bootorder", "-N", "--delete-bootnext", "-t", "--timeout"):
             return
     elif name == "sbctl":
         if not any(a in ("sign", "sign-all", "enroll-keys", "reset", "remove-file") for a in args):
@@ -606,8 +586,9 @@ def _h_accounts(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd
 def _h_usermod(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cmd, ctx: Ctx) -> None:
     """``usermod -aG sudo u`` (a privileged group), ``-p ''`` (an empty or given password hash),
     root's shell or lock changed (``usermod -s /bin/false root``, ``-L root``)."""
-    p = getopt(args, "cdegGlpsu", ("--append", "--groups", "--password", "--shell", "--lock", "--expiredate"),
-               ("--groups", "--password", "--shell", "--home", "--comment", "--gid", "--uid", "--login", "--expiredate"))
+    p = parse(name, args) if name in SPECS else getopt(  # lusermod (libuser) keeps the shadow-like reading
+        args, "cdegGlpsu", ("--append", "--groups", "--password", "--shell", "--lock", "--expiredate"),
+        ("--groups", "--password", "--shell", "--home", "--comment", "--gid", "--uid", "--login", "--expiredate"))
     groups = [g for v in (v for o, v in p[0] if o in ("-G", "--groups", "-g", "--gid") and v) for g in v.split(",")]
     root = "root" in p[1]
     if any(g in _PRIV_GROUPS or g == "0" for g in groups):
@@ -645,19 +626,18 @@ def _h_unmount(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd:
     """``umount -l /``, ``umount -a``, ``dmsetup remove_all``, ``losetup -D``, ``zpool export -a``,
     ``vgchange -an``: filesystems the running system uses go away."""
     ops = [a for a in args if not a.startswith("-")]
-    hit = ""
+    hit, p = "", (parse(name, args) if name in SPECS else ([], ops))  # util-linux getopt_long: ``-va``, ``--detach-a``
     if name == "umount":
-        if any(a in ("-a", "--all") or re.fullmatch(r"-[a-zA-Z]*a[a-zA-Z]*", a) for a in args) and not any(
-            a in ("-t", "--types", "-O", "--test-opts") for a in args
-        ):
+        ops = p[1]
+        if has_opt(p, "-a", "--all") and not has_opt(p, "-t", "--types", "-O", "--test-opts"):
             hit = "unmounts every filesystem"
         elif any(normalize_path(o, cmd.cwd) in _SYSTEM_MOUNTS for o in ops):
             hit = f"unmounts {next(o for o in ops if normalize_path(o, cmd.cwd) in _SYSTEM_MOUNTS)}"
     elif name == "dmsetup" and ops[:1] and ops[0] in ("remove_all", "wipe_table"):
         hit = f"{ops[0]} removes every device mapping"
-    elif name == "swapoff" and any(a in ("-a", "--all") for a in args):
+    elif name == "swapoff" and has_opt(p, "-a", "--all"):
         hit = "turns off all swap"
-    elif name == "losetup" and any(a in ("-D", "--detach-all") for a in args):
+    elif name == "losetup" and has_opt(p, "-D", "--detach-all"):
         hit = "detaches every loop device"
     elif name == "zpool" and ops[:1] in (["export"], ["destroy"]) and ("-a" in args or ops[:1] == ["destroy"]):
         hit = "exports or destroys pools"
@@ -690,8 +670,8 @@ def _h_uid0(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: Cm
 
     must match: ``useradd -o -u 0 x``, ``usermod -o -u0 svc``, ``useradd --uid=0 --non-unique x``;
     must not: ``useradd -u 1001 app``, ``usermod -aG docker dev``."""
-    uids = _opt_value(args, "-u", "--uid")
-    for i, a in enumerate(args):  # clustered: -ou 0
+    uids = opt_values(parse(name, args), "-u", "--uid") if name in SPECS else _opt_value(args, "-u", "--uid")
+    for i, a in enumerate(args if name not in SPECS else []):  # luseradd/lusermod (popt), clustered: -ou 0
         if re.fullmatch(r"-[a-zA-Z]*u", a) and a != "-u" and i + 1 < len(args):
             uids.append(args[i + 1])
         elif re.fullmatch(r"-[a-zA-Z]+u\d+", a):
@@ -707,9 +687,7 @@ def _h_adduser_group(d: Detector, name: str, args: list[str], kinds: list[Kinds]
 
     must match: ``adduser bob sudo``, ``addgroup alice wheel``; must not: ``adduser bob``, ``adduser bob docker``,
     ``addgroup developers``."""
-    p = getopt(args, "ughsG", ("--system", "--disabled-password", "--disabled-login", "--quiet", "--force-badname"),
-               ("--home", "--shell", "--uid", "--gid", "--ingroup", "--gecos", "--conf", "--comment", "--firstuid",
-                "--lastuid"))
+    p = parse(name, args)  # Getopt::Long: ``--ingr sudo``, ``-ingroup sudo``
     if len(p[1]) == 2 and p[1][1] in _PRIV_GROUPS:
         d.add(ctx, "account_change", cmd.text, f"{name} adds {p[1][0]} to the privileged group {p[1][1]}.")
     elif any(o == "--ingroup" and v in _PRIV_GROUPS for o, v in p[0]):
@@ -744,7 +722,7 @@ def _h_setcap(d: Detector, name: str, args: list[str], kinds: list[Kinds], cmd: 
     """``setcap cap_x+ep file`` grants a program root powers (``-r`` removes, ``-v`` verifies).
 
     must match: ``setcap cap_setuid+ep /usr/bin/python3``; must not: ``setcap -r ./bin/tool``, ``setcap -v ... f``."""
-    if "-r" in args or "-v" in args:
+    if not setcap_sets(args):  # read as setcap's own loop reads them (tools/options.py)
         return
     d.add(ctx, "privilege_grant", cmd.text)
 
@@ -925,7 +903,7 @@ EXAMPLES: tuple[Examples, ...] = (
         match=("passwd -d root", "usermod -aG sudo agent", "gpasswd -a agent wheel", "usermod -p '' root",
                "echo root:x | chpasswd", "groupadd -g 0 x", "usermod -s /bin/false root", "pw groupmod wheel -m agent",
                "dscl . -append /Groups/admin GroupMembership agent", "dseditgroup -o edit -a agent -t user admin",
-               "adduser agent sudo", "addgroup agent wheel"),
+               "adduser agent sudo", "addgroup agent wheel", "adduser -ingroup sudo agent"),
         no_match=("passwd", "usermod -aG video agent", "groupadd devs", "visudo -c", "passwd -S root", "pw groupshow wheel",
                   "dscl . -read /Groups/admin", "dseditgroup -o read admin", "adduser agent", "adduser agent docker"),
     ),
@@ -938,19 +916,23 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "unmount_system",
-        match=("umount -l /", "umount -a", "mount -o remount,ro /", "dmsetup remove_all", "swapoff -a", "losetup -D"),
-        no_match=("umount /mnt/usb", "mount -o remount,rw /", "dmsetup ls", "swapon -a", "losetup -a", "mount"),
+        match=("umount -l /", "umount -a", "mount -o remount,ro /", "dmsetup remove_all", "swapoff -a", "losetup -D",
+               "swapoff -va", "losetup --detach-a", "umount -fa"),
+        no_match=("umount /mnt/usb", "mount -o remount,rw /", "dmsetup ls", "swapon -a", "losetup -a", "mount",
+                  "umount -atnfs"),
     ),
     Examples(
         "boot_write",
         match=("update-grub", "mkinitcpio -P", "grub-install /dev/sda", "efibootmgr -b 0001 -B", "nvram -c",
-               "bless --mount /Volumes/Backup --setBoot", "nvram boot-args=-v"),
-        no_match=("efibootmgr", "grub-mkconfig", "ls /boot", "nvram -p", "bless --info /Volumes/Backup", "nvram -x -p"),
+               "bless --mount /Volumes/Backup --setBoot", "nvram boot-args=-v", "efibootmgr -qBb0001",
+               "grub-mkconfig -o/boot/grub/grub.cfg"),
+        no_match=("efibootmgr", "grub-mkconfig", "ls /boot", "nvram -p", "bless --info /Volumes/Backup", "nvram -x -p",
+                  "efibootmgr -vv"),
     ),
     Examples(
         "chmod_recursive_system",
-        match=("chmod -R 777 /", "chmod 777 -R /", "chmod -R 000 ~", "chown -R nobody /etc"),
-        no_match=("chmod -R 755 build/", "chmod 755 ~/bin/tool", "chown -R me ./src"),
+        match=("chmod -R 777 /", "chmod 777 -R /", "chmod -R 000 ~", "chown -R nobody /etc", "chmod --recu 000 ~"),
+        no_match=("chmod -R 755 build/", "chmod 755 ~/bin/tool", "chown -R me ./src", "chown --recu me ./src"),
     ),
     Examples(
         "chmod_setuid",
@@ -973,7 +955,7 @@ EXAMPLES: tuple[Examples, ...] = (
     Examples(
         "uid0_user",
         match=("useradd -o -u 0 backdoor", "usermod -u 0 bob", "useradd -ou 0 x", "pw useradd -n x -o -u 0",
-               "dscl . -create /Users/x UniqueID 0"),
+               "dscl . -create /Users/x UniqueID 0", "usermod --ui 0 -o svc"),
         no_match=("useradd -m alice", "usermod -aG docker bob", "useradd -u 1001 svc", "dscl . -create /Users/x UniqueID 501"),
     ),
     Examples(
@@ -985,7 +967,7 @@ EXAMPLES: tuple[Examples, ...] = (
     ),
     Examples(
         "privilege_grant",
-        match=("setcap cap_sys_admin+ep ./tool", "setcap cap_net_raw=eip /usr/bin/python3"),
+        match=("setcap cap_sys_admin+ep ./tool", "setcap cap_net_raw=eip /usr/bin/python3", "setcap -r a cap_setuid+ep b"),
         no_match=("getcap ./tool", "setcap -r ./tool", "setcap -v cap_net_raw+ep ./tool"),
     ),
     Examples(
