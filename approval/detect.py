@@ -17,6 +17,7 @@ import logging
 import posixpath
 import re
 import shlex
+from collections.abc import Callable, Iterable
 
 from . import inline
 from .commands import NETWORK_TOOLS, SHELLS, base_name, classify, interpreter_lang, unwrap
@@ -377,17 +378,10 @@ class Detector:
             base_name(known) in _KNOWN_NAMES or interpreter_lang(base_name(known)) or "/" not in known and re.search("[a-z]{3}", known)
         ):
             # ``kubectl$E delete ns prod``, ``$Xaws s3 rb …``: with the variables unset it is that tool
-            probe = Ctx(ctx.depth, dict(ctx.env))
-            self.expanding.append(("unknown", word))
-            wanted = len(self.wanted)
-            try:
-                self.command(Cmd([known, *argv[1:]], [frozenset()] * len(argv), cmd.text, cwd=cmd.cwd), probe)
-            finally:
-                self.expanding.pop()
-                del self.wanted[wanted:]
-            probe.out = [f for f in probe.out if f.rule not in ("script_unread", "unknown_program")]
-            if probe.out:
-                f = probe.out[0]
+            found, _ = self._probe(cmd, argv, ctx, (known,),
+                                   lambda f: f.rule not in ("script_unread", "unknown_program"))
+            if found is not None:
+                f = found
                 self.add(
                     ctx,
                     "unknown_program",
@@ -398,20 +392,9 @@ class Detector:
                 return
         if len(argv) < 2:
             return
-        probe = Ctx(ctx.depth, dict(ctx.env))
-        self.expanding.append(("unknown", word))
-        wanted = len(self.wanted)
-        try:
-            for n in _PROBE_NAMES:
-                self.command(Cmd([n, *argv[1:]], [frozenset()] * len(argv), cmd.text, cwd=cmd.cwd), probe)
-                probe.out = [f for f in probe.out if f.rule in RULES and RULES[f.rule].hardline]
-                if probe.out:
-                    break
-        finally:
-            self.expanding.pop()
-            del self.wanted[wanted:]
-        if probe.out:
-            f = probe.out[0]
+        found, n = self._probe(cmd, argv, ctx, _PROBE_NAMES, lambda f: f.rule in RULES and RULES[f.rule].hardline)
+        if found is not None:
+            f = found
             self.add(
                 ctx,
                 "unknown_program",
@@ -419,6 +402,24 @@ class Detector:
                 f"Runs a program whose name the gate cannot know; if it is {n}:"
                 f" {(f.reason or reason_for(f.rule)).rstrip('.')}.",
             )
+
+    def _probe(self, cmd: Cmd, argv: list[str], ctx: Ctx, names: Iterable[str], keep: Callable[[Found], bool]
+               ) -> tuple[Found | None, str]:
+        """Judge ``argv`` with each of ``names`` as its program, on the side (nothing reaches ``ctx``):
+        the first finding ``keep`` keeps, and the name that gave it."""
+        probe = Ctx(ctx.depth, dict(ctx.env))
+        self.expanding.append(("unknown", argv[0]))
+        wanted = len(self.wanted)
+        try:
+            for n in names:
+                self.command(Cmd([n, *argv[1:]], [frozenset()] * len(argv), cmd.text, cwd=cmd.cwd), probe)
+                probe.out = [f for f in probe.out if keep(f)]
+                if probe.out:
+                    return probe.out[0], n
+        finally:
+            self.expanding.pop()
+            del self.wanted[wanted:]
+        return None, ""
 
     def expand(self, cmd: Cmd, ctx: Ctx, key: tuple[str, ...], text: str, env: dict[str, str] | None, why: str) -> None:
         self.expanding.append(key)
