@@ -20,7 +20,7 @@ import shlex
 from collections.abc import Callable, Iterable
 
 from . import inline
-from .commands import NETWORK_TOOLS, SHELLS, base_name, classify, interpreter_lang, unwrap
+from .commands import NETWORK_TOOLS, SHELLS, base_name, classify, interpreter_lang, peel, unwrap
 from .context import CURRENT, GateContext, ScriptFile
 from .globs import glob_regex
 from .interactive import interactive_risk
@@ -231,14 +231,21 @@ class Detector:
                 self.add(ctx, "pipe_to_shell", cmd.text)
             elif "decode" in k:
                 self.add(ctx, "decode_to_shell", cmd.text)
-        argv, _ = unwrap(cmd.argv)
+        argv, wrappers = cmd.argv, []
+        for _ in range(16):  # as unwrap() peels, keeping each wrapper as it was spelled at its step
+            inner, final = peel(argv)
+            if inner != argv:
+                wrappers.append(argv)
+            argv = inner
+            if final:
+                break
         offset = len(cmd.argv) - len(argv)
-        for i in range(max(offset, 0)):  # wrappers that change where the command runs (or the shell they start)
-            wrapper = base_name(cmd.argv[i])
-            if wrapper == "nsenter":
-                _h_nsenter(self, "nsenter", cmd.argv[i + 1 : offset] or cmd.argv[i + 1 :], [], cmd, ctx)
+        for step in wrappers:  # wrappers that change where the command runs (or the shell they start)
+            wrapper = base_name(step[0])
+            if wrapper == "nsenter":  # also when another wrapper's string held it (``env -S 'nsenter …'``)
+                _h_nsenter(self, "nsenter", step[1:], [], cmd, ctx)
             elif wrapper in ("ssh", "autossh"):  # -o ProxyCommand=… runs here, whatever runs remotely
-                ssh_local_code(self, wrapper, cmd.argv[i + 1 :], cmd, ctx)
+                ssh_local_code(self, wrapper, step[1:], cmd, ctx)
         if not argv:
             return
         name = base_name(argv[0])

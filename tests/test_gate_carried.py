@@ -122,3 +122,20 @@ def test_judges_carried_names_handled_programs() -> None:
 
     assert set(JUDGES_CARRIED) <= set(HANDLERS)
     assert COMMAND_OPERANDS <= set(HANDLERS)
+
+
+@pytest.mark.parametrize("command", [
+    "env -S 'nsenter -t1 -a bash'",
+    "env -S'nsenter --target 1 --all' true",
+    "sudo env --split-string='nsenter -t 1 -m -u -i -n -p sh'",
+    "env -S 'ssh -oProxyCommand=reboot host'",
+])
+def test_wrappers_spelled_inside_another_wrappers_string_are_judged(command: str) -> None:
+    """The wrappers that change where a command runs (nsenter into the host, ssh's local
+    ProxyCommand) were found by their position in the command's words, so one held in another
+    wrapper's string (``env -S '…'``) was peeled past unjudged; each peeling step is judged now."""
+    assert analyze(command).decision is not Decision.ALLOW, command
+
+
+def test_a_namespace_of_ones_own_stays_allowed() -> None:
+    assert analyze("env -S 'nsenter --net=/run/netns/blue ip addr'").decision is Decision.ALLOW
