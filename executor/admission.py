@@ -547,6 +547,7 @@ class Admission:
         authorize = asyncio.ensure_future(self.approvals.authorize(
             req.shown, task_id=req.task_id, backend=req.backend, caller=caller.name, on_pending=on_pending,
             interactive=req.interactive, verdict=verdict, context=req.context))
+        getter: asyncio.Future[Pending] | None = None
         try:
             while not authorize.done():
                 getter = asyncio.ensure_future(pending.get())
@@ -559,6 +560,8 @@ class Admission:
                     getter.cancel()
         except BaseException:
             authorize.cancel()
+            if getter is not None:
+                getter.cancel()  # else a cancelled request left it pending ("Task was destroyed" at shutdown)
             raise
         auth = authorize.result()
         yield Admitted(_KEY, req, auth) if auth.allowed else Refused(req, auth)

@@ -407,3 +407,42 @@ def test_sigterm_ends_approvers_watch_streams_with_a_status_after_the_denials(tm
         [(first.approval_id, True, pb.APPROVAL_DECISION_DENY)]
     assert info.value.code() == grpc.StatusCode.UNAVAILABLE and "shutting down" in info.value.details(), info.value
     assert seen[0].exit.status == pb.EXIT_STATUS_DENIED
+
+
+
+async def test_a_request_cancelled_while_a_human_is_asked_leaves_no_task_behind(tmp_path):
+    """A request cancelled while its approval was pending left admission's wait for the next pending
+    event running, owned by nobody ("Task was destroyed but it is pending" at shutdown)."""
+    import asyncio
+
+    from executor.admission import Admission, Caller, Entry, Request
+    from executor.approval import Decision, GateConfig, analyze
+    from executor.approvals import Approvals
+    from executor.config import Config
+
+    approvals = Approvals(GateConfig.model_validate({"mode": "ask"}), tmp_path)
+    admission = Admission(Config.model_validate({}), {}, approvals, None)  # type: ignore[arg-type]
+    command = "git push --force origin main"
+    req = Request(Entry.EXEC, "t1", command, "local", {}, "", judged=command)
+    verdict = analyze(command)
+    assert verdict.decision is Decision.ASK
+    asked = asyncio.Event()
+
+    async def consume() -> None:
+        async for event in admission.decide(req, Caller(), verdict):
+            assert type(event).__name__ == "ApprovalNeeded"
+            asked.set()
+
+    consumer = asyncio.ensure_future(consume())
+    await asyncio.wait_for(asked.wait(), 10)
+    consumer.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await consumer
+    for _ in range(100):  # the cancellations run to their end (a few turns of the loop)
+        left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        if not left:
+            break
+        await asyncio.sleep(0)
+    assert left == []
+    assert approvals.pending() == []  # the withdrawn request asks nobody any more
+    approvals.close()
