@@ -388,27 +388,18 @@ class Detector:
             found, _ = self._probe(cmd, argv, ctx, (known,),
                                    lambda f: f.rule not in ("script_unread", "unknown_program"))
             if found is not None:
-                f = found
-                self.add(
-                    ctx,
-                    "unknown_program",
-                    cmd.text,
-                    f"Runs a program whose name holds variables the gate cannot know; if they are empty it is"
-                    f" {known}: {(f.reason or reason_for(f.rule)).rstrip('.')}.",
-                )
+                self._unknown_as(ctx, cmd, found, "Runs a program whose name holds variables the gate cannot know; if"
+                                                  f" they are empty it is {known}")
                 return
         if len(argv) < 2:
             return
         found, n = self._probe(cmd, argv, ctx, _PROBE_NAMES, lambda f: f.rule in RULES and RULES[f.rule].hardline)
         if found is not None:
-            f = found
-            self.add(
-                ctx,
-                "unknown_program",
-                cmd.text,
-                f"Runs a program whose name the gate cannot know; if it is {n}:"
-                f" {(f.reason or reason_for(f.rule)).rstrip('.')}.",
-            )
+            self._unknown_as(ctx, cmd, found, f"Runs a program whose name the gate cannot know; if it is {n}")
+
+    def _unknown_as(self, ctx: Ctx, cmd: Cmd, found: Found, why: str) -> None:
+        """``unknown_program``, saying which program the name could be and what that one would do."""
+        self.add(ctx, "unknown_program", cmd.text, f"{why}: {(found.reason or reason_for(found.rule)).rstrip('.')}.")
 
     def _probe(self, cmd: Cmd, argv: list[str], ctx: Ctx, names: Iterable[str], keep: Callable[[Found], bool]
                ) -> tuple[Found | None, str]:

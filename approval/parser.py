@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
+from .commands import getopt
 from .globs import glob_regex
 from .lexer import fallback_commands
 from .model import (
@@ -489,15 +490,7 @@ class _Walker:
 
     def read_into(self, args: list[str], text: str) -> None:
         """``read -r a b <<< "..."``: the variables get the words of the first line."""
-        names: list[str] = []
-        skip = False
-        for a in args:
-            if skip:
-                skip = False
-            elif a in ("-p", "-d", "-t", "-n", "-N", "-u", "-i", "-a"):
-                skip = a != "-a"
-            elif not a.startswith("-"):
-                names.append(a)
+        names = getopt(args, "dinNptu")[1]  # -a's array name stays among them (the last)
         line = text.split("\n", 1)[0]
         if not names:
             names = ["REPLY"]
@@ -515,15 +508,7 @@ class _Walker:
 
     def map_into(self, args: list[str], text: str) -> None:
         """``mapfile -t a <<< "..."`` / ``readarray``: the array gets the lines of the input."""
-        names: list[str] = []
-        skip = False
-        for a in args:
-            if skip:
-                skip = False
-            elif a in ("-d", "-n", "-O", "-s", "-u", "-C", "-c"):
-                skip = True
-            elif not a.startswith("-"):
-                names.append(a)
+        names = getopt(args, "dnOsuCc")[1]
         name = names[-1] if names else "MAPFILE"
         strip = any(re.fullmatch(r"-[a-zA-Z]*t[a-zA-Z]*", a) for a in args)
         lines = text.split("\n")
